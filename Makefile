@@ -1,0 +1,79 @@
+# cascade: see README.md.  `make` builds, `make test` runs every test.
+PREFIX ?= /usr/local
+BUILD ?= build
+CC ?= cc
+
+PKGS := librabbitmq inih
+SRCS := log.c duration.c config.c ladder.c headers.c router.c broker.c \
+	topology.c daemon.c main.c
+# Modules with no socket: linked into the unit tests.
+PURE := log.c duration.c config.c ladder.c headers.c router.c topology.c broker.c
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wformat=2
+ifdef WERROR
+WARN += -Werror
+endif
+CFLAGS ?= -O2 -g
+CPPFLAGS += -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) $(shell pkg-config --cflags $(PKGS))
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -lev
+
+ifdef SANITIZER
+ALL_CFLAGS += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZER)
+endif
+
+OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
+
+.PHONY: all test unit integration run install clean deps format
+
+all: $(BUILD)/cascade
+
+$(BUILD)/cascade: $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
+
+$(BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(PURE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(shell pkg-config --cflags criterion) \
+		-MMD -MP -o $@ $< $(PURE_OBJS) $(LDFLAGS) $(LDLIBS) \
+		$(shell pkg-config --libs criterion)
+
+# Installs what is missing (Debian packages), builds, runs every test.
+test: deps
+	$(MAKE) unit integration
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1; done
+
+integration: all
+	/usr/bin/python3 -m pytest -q tests/integration
+
+# Runs the daemon in the foreground; starts a private RabbitMQ when
+# CASCADE_BROKER_URL is not set.
+run: deps all
+	tools/cascade-run conf/cascade.ini
+
+deps:
+	@tools/install-deps
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/etc/cascade
+	install -m 755 $(BUILD)/cascade $(DESTDIR)$(PREFIX)/bin/cascade
+	install -m 644 conf/cascade.ini $(DESTDIR)$(PREFIX)/etc/cascade/cascade.ini
+
+format:
+	clang-format -i src/*.c include/*.h tests/unit/*.c
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(OBJS:.o=.d) $(UNIT_BINS:=.d)

@@ -1,0 +1,36 @@
+/*
+ * Connecting to RabbitMQ and the blocking set-up that happens before the
+ * event loop takes over.  Blocking calls (amqp_simple_rpc and friends) are
+ * used here only, with socket and RPC timeouts, never at run time.
+ */
+#ifndef CASCADE_BROKER_H
+#define CASCADE_BROKER_H
+
+#include <amqp.h>
+#include <stddef.h>
+
+#include "config.h"
+
+#define BROKER_CH_WORK 1  /* consumes, publishes, acks */
+#define BROKER_CH_CHECK 2 /* passive exchange declares; a 404 closes it */
+
+/* Seconds any blocking set-up step may take before the attempt fails. */
+#define BROKER_SETUP_TIMEOUT 10
+
+/*
+ * Open a connection to cfg's URL, log in (announcing connection.blocked and
+ * publisher confirms), and open both channels.  Returns NULL with a reason in
+ * err on failure.
+ */
+amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
+				       size_t errsize);
+
+/* A reply that is not AMQP_RESPONSE_NORMAL, in words, prefixed by what. */
+void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
+			 size_t size);
+
+/* The reply of the last RPC in words; 0 when it succeeded. */
+int broker_check(amqp_connection_state_t conn, const char *what, char *err,
+		 size_t errsize);
+
+#endif

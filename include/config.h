@@ -1,0 +1,83 @@
+/*
+ * The configuration file: one table of every key with its type, default and
+ * bounds (CONFIG_KEYS below) generates the struct, the defaults, the parser
+ * and the dump.  Parsing is pure apart from reading the file.
+ */
+#ifndef CASCADE_CONFIG_H
+#define CASCADE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_STR_MAX 1024
+
+enum queue_type {
+	QUEUE_TYPE_QUORUM,
+	QUEUE_TYPE_CLASSIC,
+};
+
+/*
+ * X(section, name, kind, default, min, max, help)
+ * kind: STR (text), DUR (duration in ms, unit required), UINT, QTYPE.
+ * min and max bound numbers and durations; for STR, max is the length limit.
+ */
+#define CONFIG_KEYS(X)                                                         \
+	X(broker, url, STR, "amqp://guest:guest@127.0.0.1:5672/%2f", 1,        \
+	  CONFIG_STR_MAX - 1, "AMQP URL; amqps:// for TLS")                    \
+	X(broker, heartbeat, DUR, "30s", 0, 65535000LL,                        \
+	  "AMQP heartbeat; 0s turns it off")                                   \
+	X(topology, prefix, STR, "cascade", 1, 200,                            \
+	  "name of the exchange and prefix of every queue")                    \
+	X(topology, queue_type, QTYPE, "quorum", 0, 0,                         \
+	  "quorum | classic, for ingress, return and delay queues")            \
+	X(topology, resolution, DUR, "2s", 1, 315360000000LL,                  \
+	  "TTL of the shortest delay queue")                                   \
+	X(topology, factor, UINT, "4", 2, 1000,                                \
+	  "each level's TTL is this many times the one below")                 \
+	X(topology, levels, UINT, "12", 1, 64, "number of delay queues")       \
+	X(topology, max_length, UINT, "1000000", 1, 2147483647LL,              \
+	  "x-max-length of each delay queue")                                  \
+	X(router, prefetch, UINT, "1000", 1, 65535,                            \
+	  "unacknowledged messages the daemon holds at once")                  \
+	X(router, max_delay, DUR, "365d", 0, 315360000000LL,                   \
+	  "longer delays are parked in the error queue")                       \
+	X(router, default_target_exchange, STR, "", 0, 255,                    \
+	  "where messages without x-target-exchange go")
+
+#define CONFIG_FIELD_STR char
+#define CONFIG_FIELD_DUR int64_t
+#define CONFIG_FIELD_UINT uint64_t
+#define CONFIG_FIELD_QTYPE enum queue_type
+#define CONFIG_ARRAY_STR [CONFIG_STR_MAX]
+#define CONFIG_ARRAY_DUR
+#define CONFIG_ARRAY_UINT
+#define CONFIG_ARRAY_QTYPE
+
+struct config {
+	char path[CONFIG_STR_MAX];
+#define CONFIG_DECLARE(sec, name, kind, def, lo, hi, help)                     \
+	CONFIG_FIELD_##kind sec##_##name CONFIG_ARRAY_##kind;                  \
+	int sec##_##name##_line;
+	CONFIG_KEYS(CONFIG_DECLARE)
+#undef CONFIG_DECLARE
+};
+
+/* Fill cfg with every default. */
+void config_defaults(struct config *cfg);
+
+/*
+ * Read path into cfg (defaults first), apply CASCADE_BROKER_URL, and check
+ * every value and the ladder as a whole.  On error returns -1 with every
+ * problem, one per line as "FILE:LINE: section.key: why", in err.
+ */
+int config_load(struct config *cfg, const char *path, char *err,
+		size_t errsize);
+
+/* Same, from a string (tests); name stands for the file in messages. */
+int config_load_string(struct config *cfg, const char *name, const char *text,
+		       char *err, size_t errsize);
+
+/* Broker URL with its password replaced by "***", for logs. */
+void config_mask_url(const char *url, char *out, size_t size);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * AMQP header tables: reading delays and names from any field type, and
+ * copying a table while dropping entries.  Pure code on rabbitmq-c's types.
+ */
+#ifndef CASCADE_HEADERS_H
+#define CASCADE_HEADERS_H
+
+#include <amqp.h>
+#include <stdint.h>
+
+/* The entry named key, or NULL. */
+const amqp_field_value_t *headers_find(const amqp_table_t *t, const char *key);
+
+/*
+ * A delay: an integer of any AMQP width, signed or unsigned, in ms, or a
+ * string ("5000", "250ms", "90s", "15m", "2h", "3d").  Returns 0, or -1 with
+ * a reason ("must be an integer or a string ...") in *why.
+ */
+int headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why);
+
+/*
+ * An absolute time in Unix epoch ms: an integer of any width, a string of
+ * digits, or an AMQP timestamp (seconds).  Returns 0 or -1 with *why.
+ */
+int headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms,
+		     const char **why);
+
+/* A string field (UTF-8 or bytes) as bytes; -1 for any other type. */
+int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
+
+/* Whether a header is routing state that must not reach the target. */
+int headers_is_routing(amqp_bytes_t key);
+
+/*
+ * Copy the entries of in that `drop` does not reject into out, with room for
+ * `extra` more entries that the caller appends at out->num_entries.  Entries
+ * point into in's memory; only the array comes from pool.  Returns -1 when
+ * the pool is out of memory.
+ */
+int headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
+		   int extra, amqp_pool_t *pool, amqp_table_t *out);
+
+/* Append an entry; the caller made room with headers_filter's extra. */
+void headers_put_i64(amqp_table_t *t, const char *key, int64_t v);
+void headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v);
+
+/* Deep equality of two tables (same entries in the same order). */
+int headers_equal(const amqp_table_t *a, const amqp_table_t *b);
+
+#endif

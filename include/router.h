@@ -1,0 +1,63 @@
+/*
+ * The routing decision for one message, and the properties it is published
+ * with.  Pure code: the daemon feeds it a delivery and the clock, and carries
+ * out what comes back.
+ */
+#ifndef CASCADE_ROUTER_H
+#define CASCADE_ROUTER_H
+
+#include <amqp.h>
+#include <stdint.h>
+
+#include "ladder.h"
+
+struct router_params {
+	const struct ladder *ladder;
+	int64_t max_delay;
+	amqp_bytes_t default_exchange;
+};
+
+enum route_source {
+	ROUTE_FROM_INGRESS, /* first sight: read the publisher's headers */
+	ROUTE_FROM_RETURN,  /* back from a delay queue: read our own state */
+};
+
+enum route_action {
+	ROUTE_HOP,     /* publish to delay level `level` */
+	ROUTE_DELIVER, /* publish to exchange / routing_key */
+	ROUTE_PARK,    /* publish to the error queue with `reason` */
+};
+
+struct route {
+	enum route_action action;
+	int level;
+	int64_t due;  /* Unix epoch ms */
+	int64_t left; /* delay left after this hop, ms */
+	amqp_bytes_t exchange;
+	amqp_bytes_t routing_key;
+	amqp_bytes_t expiration; /* the publisher's, held back until delivery */
+	int has_expiration;
+	char reason[256];
+};
+
+/*
+ * Decide where a message goes.  Bytes in *r point into props, routing_key or
+ * params: they live as long as those do.
+ */
+void router_decide(const struct router_params *p, enum route_source src,
+		   const amqp_basic_properties_t *props,
+		   amqp_bytes_t routing_key, int64_t now, struct route *r);
+
+/* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
+void router_park(struct route *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * The properties to publish with for r: routing headers dropped, our state
+ * added on a hop, expiration held back and restored at delivery, user-id kept
+ * as x-cascade-user-id.  Tables come from pool.  Returns -1 out of memory.
+ */
+int router_props(const amqp_basic_properties_t *in, const struct route *r,
+		 amqp_pool_t *pool, amqp_basic_properties_t *out);
+
+#endif

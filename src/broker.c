@@ -1,0 +1,140 @@
+/* Connection set-up: socket, login, channels. */
+#include "broker.h"
+
+#include <amqp_tcp_socket.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "version.h"
+
+void
+broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
+		    size_t size)
+{
+	switch (r.reply_type) {
+	case AMQP_RESPONSE_NORMAL:
+		snprintf(buf, size, "%s: ok", what);
+		return;
+	case AMQP_RESPONSE_NONE:
+		snprintf(buf, size, "%s: no reply", what);
+		return;
+	case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+		snprintf(buf, size, "%s: %s", what,
+			 amqp_error_string2(r.library_error));
+		return;
+	case AMQP_RESPONSE_SERVER_EXCEPTION:
+		if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+			amqp_connection_close_t *c = r.reply.decoded;
+			snprintf(buf, size, "%s: connection closed: %u %.*s",
+				 what, c->reply_code, (int)c->reply_text.len,
+				 (const char *)c->reply_text.bytes);
+		} else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+			amqp_channel_close_t *c = r.reply.decoded;
+			snprintf(buf, size, "%s: channel closed: %u %.*s", what,
+				 c->reply_code, (int)c->reply_text.len,
+				 (const char *)c->reply_text.bytes);
+		} else {
+			snprintf(buf, size, "%s: unexpected method 0x%08x",
+				 what, r.reply.id);
+		}
+		return;
+	}
+	snprintf(buf, size, "%s: unknown reply", what);
+}
+
+int
+broker_check(amqp_connection_state_t conn, const char *what, char *err,
+	     size_t errsize)
+{
+	amqp_rpc_reply_t r = amqp_get_rpc_reply(conn);
+
+	if (r.reply_type == AMQP_RESPONSE_NORMAL)
+		return 0;
+	broker_reply_string(r, what, err, errsize);
+	return -1;
+}
+
+amqp_connection_state_t
+broker_connect(const struct config *cfg, char *err, size_t errsize)
+{
+	struct amqp_connection_info info;
+	struct timeval tv = {BROKER_SETUP_TIMEOUT, 0};
+	amqp_connection_state_t conn;
+	amqp_socket_t *sock;
+	amqp_rpc_reply_t r;
+	char url[CONFIG_STR_MAX], name[128], host[64];
+	amqp_table_entry_t caps[5], props[2];
+	amqp_table_t caps_t = {5, caps}, props_t = {2, props};
+	int status;
+
+	memcpy(url, cfg->broker_url, sizeof(url));
+	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "bad broker URL");
+		return NULL;
+	}
+	if (info.ssl) {
+		snprintf(err, errsize, "amqps:// is not supported yet");
+		return NULL;
+	}
+	conn = amqp_new_connection();
+	if (conn == NULL) {
+		snprintf(err, errsize, "out of memory");
+		return NULL;
+	}
+	sock = amqp_tcp_socket_new(conn);
+	if (sock == NULL) {
+		snprintf(err, errsize, "cannot create socket");
+		goto fail;
+	}
+	status = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
+	if (status != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "connect to %s:%d: %s", info.host,
+			 info.port, amqp_error_string2(status));
+		goto fail;
+	}
+	amqp_set_handshake_timeout(conn, &tv);
+	amqp_set_rpc_timeout(conn, &tv);
+
+	/* Without these capabilities the broker sends neither
+	 * connection.blocked nor basic.nack. */
+	const char *const cap_names[] = {
+		"publisher_confirms", "basic.nack", "connection.blocked",
+		"consumer_cancel_notify", "authentication_failure_close"};
+	for (int i = 0; i < 5; i++) {
+		caps[i].key = amqp_cstring_bytes(cap_names[i]);
+		caps[i].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+		caps[i].value.value.boolean = 1;
+	}
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(name, sizeof(name), "cascade %s pid %ld", host,
+		 (long)getpid());
+	props[0].key = amqp_cstring_bytes("capabilities");
+	props[0].value.kind = AMQP_FIELD_KIND_TABLE;
+	props[0].value.value.table = caps_t;
+	props[1].key = amqp_cstring_bytes("connection_name");
+	props[1].value.kind = AMQP_FIELD_KIND_UTF8;
+	props[1].value.value.bytes = amqp_cstring_bytes(name);
+
+	r = amqp_login_with_properties(
+		conn, info.vhost, 0, 131072,
+		(int)(cfg->broker_heartbeat / 1000), &props_t,
+		AMQP_SASL_METHOD_PLAIN, info.user, info.password);
+	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+		broker_reply_string(r, "login", err, errsize);
+		goto fail;
+	}
+	amqp_channel_open(conn, BROKER_CH_WORK);
+	if (broker_check(conn, "channel.open", err, errsize) < 0)
+		goto fail;
+	amqp_channel_open(conn, BROKER_CH_CHECK);
+	if (broker_check(conn, "channel.open", err, errsize) < 0)
+		goto fail;
+	return conn;
+fail:
+	amqp_destroy_connection(conn);
+	return NULL;
+}

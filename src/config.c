@@ -1,0 +1,399 @@
+/*
+ * The INI file, read with inih.  Every key, default and bound comes from
+ * CONFIG_KEYS in config.h; this file only walks that table.
+ */
+#include "config.h"
+
+#include <amqp.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duration.h"
+#include "ladder.h"
+
+enum config_kind {
+	CONFIG_KIND_STR,
+	CONFIG_KIND_DUR,
+	CONFIG_KIND_UINT,
+	CONFIG_KIND_QTYPE,
+};
+
+struct config_key {
+	const char *section;
+	const char *name;
+	enum config_kind kind;
+	const char *def;
+	int64_t lo, hi;
+	size_t offset;
+	size_t line_offset;
+};
+
+static const struct config_key config_keys[] = {
+#define CONFIG_ENTRY(sec, nm, kind, d, l, h, help)                             \
+	{#sec,                                                                 \
+	 #nm,                                                                  \
+	 CONFIG_KIND_##kind,                                                   \
+	 d,                                                                    \
+	 l,                                                                    \
+	 h,                                                                    \
+	 offsetof(struct config, sec##_##nm),                                  \
+	 offsetof(struct config, sec##_##nm##_line)},
+	CONFIG_KEYS(CONFIG_ENTRY)
+#undef CONFIG_ENTRY
+};
+
+#define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+/* State of one parse: where we are in the file and what went wrong. */
+struct config_parse {
+	struct config *cfg;
+	const char *name;
+	FILE *fp;
+	const char *text;
+	int line;	    /* line the handler is looking at */
+	int lines_done;	    /* complete lines handed to inih */
+	int errors;
+	char *err;
+	size_t errsize, errlen;
+};
+
+static void
+config_error(struct config_parse *p, int line, const char *key,
+	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+config_error(struct config_parse *p, int line, const char *key,
+	     const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	p->errors++;
+	if (p->errlen + 1 >= p->errsize)
+		return;
+	if (line > 0)
+		n = snprintf(p->err + p->errlen, p->errsize - p->errlen,
+			     "%s:%d: %s%s", p->name, line, key ? key : "",
+			     key ? ": " : "");
+	else
+		n = snprintf(p->err + p->errlen, p->errsize - p->errlen,
+			     "%s: %s%s", p->name, key ? key : "",
+			     key ? ": " : "");
+	if (n < 0 || (size_t)n >= p->errsize - p->errlen) {
+		p->errlen = p->errsize - 1;
+		return;
+	}
+	p->errlen += (size_t)n;
+	va_start(ap, fmt);
+	n = vsnprintf(p->err + p->errlen, p->errsize - p->errlen, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= p->errsize - p->errlen - 1) {
+		p->errlen = p->errsize - 1;
+		return;
+	}
+	p->errlen += (size_t)n;
+	p->err[p->errlen++] = '\n';
+	p->err[p->errlen] = '\0';
+}
+
+/* Set one key from text; *why says what is wrong when it returns -1. */
+static int
+config_set(struct config *cfg, const struct config_key *k, const char *value,
+	   const char **why)
+{
+	char *field = (char *)cfg + k->offset;
+	static char whybuf[128];
+	int64_t ms;
+	uint64_t u;
+	char *end;
+
+	switch (k->kind) {
+	case CONFIG_KIND_STR:
+		if (strlen(value) < (size_t)k->lo) {
+			*why = "must not be empty";
+			return -1;
+		}
+		if (strlen(value) > (size_t)k->hi) {
+			snprintf(whybuf, sizeof(whybuf),
+				 "longer than %" PRId64 " characters", k->hi);
+			*why = whybuf;
+			return -1;
+		}
+		memcpy(field, value, strlen(value) + 1);
+		return 0;
+	case CONFIG_KIND_DUR:
+		if (duration_parse(value, strlen(value), DURATION_BARE_REJECT,
+				   &ms, why) < 0)
+			return -1;
+		if (ms < k->lo || ms > k->hi) {
+			char lo[32], hi[32];
+			duration_format(k->lo, lo, sizeof(lo));
+			duration_format(k->hi, hi, sizeof(hi));
+			snprintf(whybuf, sizeof(whybuf),
+				 "out of range (%s to %s)", lo, hi);
+			*why = whybuf;
+			return -1;
+		}
+		memcpy(field, &ms, sizeof(ms));
+		return 0;
+	case CONFIG_KIND_UINT:
+		errno = 0;
+		if (value[0] < '0' || value[0] > '9') {
+			*why = "not a whole number";
+			return -1;
+		}
+		u = strtoull(value, &end, 10);
+		if (*end != '\0') {
+			*why = "not a whole number";
+			return -1;
+		}
+		if (errno == ERANGE || u < (uint64_t)k->lo ||
+		    u > (uint64_t)k->hi) {
+			snprintf(whybuf, sizeof(whybuf),
+				 "out of range (%" PRId64 " to %" PRId64 ")",
+				 k->lo, k->hi);
+			*why = whybuf;
+			return -1;
+		}
+		memcpy(field, &u, sizeof(u));
+		return 0;
+	case CONFIG_KIND_QTYPE: {
+		enum queue_type t;
+		if (strcmp(value, "quorum") == 0)
+			t = QUEUE_TYPE_QUORUM;
+		else if (strcmp(value, "classic") == 0)
+			t = QUEUE_TYPE_CLASSIC;
+		else {
+			*why = "must be quorum or classic";
+			return -1;
+		}
+		memcpy(field, &t, sizeof(t));
+		return 0;
+	}
+	}
+	*why = "unknown kind";
+	return -1;
+}
+
+void
+config_defaults(struct config *cfg)
+{
+	const char *why;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < CONFIG_NKEYS; i++)
+		if (config_set(cfg, &config_keys[i], config_keys[i].def,
+			       &why) < 0)
+			abort(); /* a bad default is a broken build */
+}
+
+static int
+config_handler(void *user, const char *section, const char *name,
+	       const char *value)
+{
+	struct config_parse *p = user;
+	const struct config_key *k = NULL;
+	const char *why;
+	char key[256];
+	int known_section = 0, first;
+
+	snprintf(key, sizeof(key), "%s.%s", section, name);
+	for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+		if (strcmp(config_keys[i].section, section) != 0)
+			continue;
+		known_section = 1;
+		if (strcmp(config_keys[i].name, name) == 0)
+			k = &config_keys[i];
+	}
+	if (!known_section) {
+		config_error(p, p->line, key, "unknown section [%s]", section);
+		return 1;
+	}
+	if (k == NULL) {
+		config_error(p, p->line, key, "unknown key");
+		return 1;
+	}
+	/* inih also hands an indented line to the key above as a continuation. */
+	first = *(int *)((char *)p->cfg + k->line_offset);
+	if (first != 0) {
+		config_error(p, p->line, key,
+			     "given twice (first on line %d; an indented line "
+			     "continues the key above it)",
+			     first);
+		return 1;
+	}
+	if (config_set(p->cfg, k, value, &why) < 0) {
+		config_error(p, p->line, key, "%s: \"%s\"", why, value);
+		return 1;
+	}
+	*(int *)((char *)p->cfg + k->line_offset) = p->line;
+	return 1;
+}
+
+/* inih reads one line per call; counting them here gives the handler lines. */
+static char *
+config_reader(char *buf, int size, void *stream)
+{
+	struct config_parse *p = stream;
+	size_t n;
+
+	if (p->fp != NULL) {
+		if (fgets(buf, size, p->fp) == NULL)
+			return NULL;
+	} else {
+		const char *nl;
+		if (*p->text == '\0')
+			return NULL;
+		nl = strchr(p->text, '\n');
+		n = nl ? (size_t)(nl - p->text) + 1 : strlen(p->text);
+		if (n > (size_t)size - 1)
+			n = (size_t)size - 1;
+		memcpy(buf, p->text, n);
+		buf[n] = '\0';
+		p->text += n;
+	}
+	p->line = p->lines_done + 1;
+	n = strlen(buf);
+	if (n > 0 && buf[n - 1] == '\n') {
+		p->lines_done++;
+	} else if (n == (size_t)size - 1) {
+		/* The rest of the line would come back as a line of its own. */
+		config_error(p, p->line, NULL, "line longer than %d characters",
+			     size - 2);
+		return NULL;
+	}
+	return buf;
+}
+
+static int
+config_line(const struct config *cfg, const char *sec, const char *name)
+{
+	for (size_t i = 0; i < CONFIG_NKEYS; i++)
+		if (strcmp(config_keys[i].section, sec) == 0 &&
+		    strcmp(config_keys[i].name, name) == 0)
+			return *(const int *)((const char *)cfg +
+					      config_keys[i].line_offset);
+	return 0;
+}
+
+static int
+prefix_valid(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' ||
+		      *s == '_' || *s == ':'))
+			return 0;
+	return 1;
+}
+
+/* Checks that need more than one key, or the environment. */
+static void
+config_check(struct config_parse *p)
+{
+	struct config *cfg = p->cfg;
+	struct amqp_connection_info info;
+	struct ladder ladder;
+	const char *env, *why;
+	char url[CONFIG_STR_MAX];
+
+	env = getenv("CASCADE_BROKER_URL");
+	if (env != NULL && *env != '\0') {
+		if (strlen(env) >= sizeof(cfg->broker_url)) {
+			config_error(p, 0, "CASCADE_BROKER_URL", "too long");
+		} else {
+			memcpy(cfg->broker_url, env, strlen(env) + 1);
+			cfg->broker_url_line = 0;
+		}
+	}
+	/* amqp_parse_url cuts its argument apart: give it a copy. */
+	memcpy(url, cfg->broker_url, sizeof(url));
+	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK)
+		config_error(p, cfg->broker_url_line,
+			     cfg->broker_url_line ? "broker.url"
+						  : "CASCADE_BROKER_URL",
+			     "not an amqp:// or amqps:// URL");
+	if (!prefix_valid(cfg->topology_prefix))
+		config_error(p, cfg->topology_prefix_line, "topology.prefix",
+			     "use only letters, digits and . - _ :");
+	if (cfg->broker_heartbeat % 1000 != 0)
+		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
+			     "AMQP heartbeats are whole seconds");
+	if (ladder_init(&ladder, cfg->topology_resolution,
+			cfg->topology_factor, (unsigned)cfg->topology_levels,
+			&why) < 0) {
+		int line = config_line(cfg, "topology", "levels");
+		config_error(p, line, "topology.levels", "%s", why);
+	}
+}
+
+static int
+config_parse_any(struct config *cfg, struct config_parse *p)
+{
+	int rc;
+
+	config_defaults(cfg);
+	snprintf(cfg->path, sizeof(cfg->path), "%s", p->name);
+	rc = ini_parse_stream(config_reader, p, config_handler, p);
+	if (rc > 0 && p->errors == 0)
+		config_error(p, rc, NULL,
+			     "syntax error (expected [section] or key = value)");
+	config_check(p);
+	return p->errors ? -1 : 0;
+}
+
+int
+config_load(struct config *cfg, const char *path, char *err, size_t errsize)
+{
+	struct config_parse p = {.cfg = cfg, .name = path, .err = err,
+				 .errsize = errsize};
+	int rc;
+
+	if (errsize)
+		err[0] = '\0';
+	p.fp = fopen(path, "r");
+	if (p.fp == NULL) {
+		snprintf(err, errsize, "%s: cannot open: %s\n", path,
+			 strerror(errno));
+		return -1;
+	}
+	rc = config_parse_any(cfg, &p);
+	fclose(p.fp);
+	return rc;
+}
+
+int
+config_load_string(struct config *cfg, const char *name, const char *text,
+		   char *err, size_t errsize)
+{
+	struct config_parse p = {.cfg = cfg, .name = name, .text = text,
+				 .err = err, .errsize = errsize};
+
+	if (errsize)
+		err[0] = '\0';
+	return config_parse_any(cfg, &p);
+}
+
+void
+config_mask_url(const char *url, char *out, size_t size)
+{
+	const char *scheme = strstr(url, "://");
+	const char *at, *colon;
+
+	snprintf(out, size, "%s", url);
+	if (scheme == NULL)
+		return;
+	scheme += 3;
+	at = strchr(scheme, '@');
+	if (at == NULL)
+		return;
+	colon = memchr(scheme, ':', (size_t)(at - scheme));
+	if (colon == NULL)
+		return;
+	snprintf(out, size, "%.*s:***%s", (int)(colon - url), url, at);
+}

@@ -1,0 +1,1193 @@
+/*
+ * The event loop.  One connection, two channels: BROKER_CH_WORK consumes the
+ * ingress and return queues, publishes every hop with confirms and mandatory
+ * set, and acks a delivery once the broker confirmed its next publish;
+ * BROKER_CH_CHECK asks, with passive declares, whether a target exchange
+ * exists, so that a missing one closes that channel and not the work channel.
+ *
+ * The daemon reads frames itself from an ev_io watcher on the socket
+ * (rabbitmq-c's consume call blocks) and assembles deliveries from their
+ * method, header and body frames.  All state that matters lives in the
+ * broker: when anything goes wrong with the connection the daemon drops what
+ * it holds, the broker redelivers every unacked message, and the daemon
+ * reconnects.
+ */
+#include "daemon.h"
+
+#include <amqp.h>
+#include <ev.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/queue.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "headers.h"
+#include "ladder.h"
+#include "log.h"
+#include "router.h"
+#include "topology.h"
+
+#define RECONNECT_MIN_MS 500
+#define RECONNECT_MAX_MS 30000
+#define RETRY_MIN_MS 200
+#define RETRY_MAX_MS 10000
+#define STOP_TIMEOUT 10.0	/* seconds to wait for confirms on SIGTERM */
+#define XCACHE_SIZE 256		/* target exchanges remembered */
+#define XCACHE_TTL_MS 10000	/* how long "it exists" is believed */
+#define FRAMES_PER_CALLBACK 4096
+
+enum message_state {
+	MESSAGE_ASSEMBLING,
+	MESSAGE_INFLIGHT,
+	MESSAGE_WAITING, /* for a passive declare of its target exchange */
+	MESSAGE_RETRY,	 /* nacked; published again at retry_at */
+};
+
+/* A delivery we hold until its next publish is confirmed. */
+struct message {
+	TAILQ_ENTRY(message) link;
+	enum message_state state;
+	enum route_source src;
+	int discard;	    /* arrived while stopping: never routed */
+	int is_return;	    /* a basic.return, not a delivery */
+	uint64_t delivery_tag;
+	amqp_bytes_t exchange;
+	amqp_bytes_t routing_key;
+	amqp_basic_properties_t props;
+	amqp_bytes_t body;
+	size_t body_got;
+	amqp_pool_t pool;
+	struct route route;
+	/* the publish in flight */
+	uint64_t seq;
+	amqp_bytes_t pub_exchange;
+	amqp_bytes_t pub_routing_key;
+	int returned;
+	char return_text[160];
+	int64_t retry_at;
+	unsigned retries;
+};
+
+TAILQ_HEAD(message_list, message);
+
+/* A passive declare sent, or to send, on BROKER_CH_CHECK. */
+struct lookup {
+	TAILQ_ENTRY(lookup) link;
+	char name[256];
+	size_t len;
+	int sent;
+	struct message_list waiters;
+};
+
+TAILQ_HEAD(lookup_list, lookup);
+
+struct xcache_entry {
+	char name[256];
+	size_t len;
+	int64_t until; /* monotonic ms */
+};
+
+struct daemon {
+	struct ev_loop *loop;
+	const struct config *cfg;
+	struct ladder ladder;
+	struct topology topo;
+	struct router_params rp;
+
+	amqp_connection_state_t conn;
+	int broken;	 /* connection failed; teardown pending */
+	int consuming;
+	int check_open; /* BROKER_CH_CHECK usable */
+	uint64_t last_seq;
+	struct message *assembling;
+	struct message_list inflight;
+	struct message_list retry;
+	struct lookup_list lookups;
+	struct xcache_entry xcache[XCACHE_SIZE];
+	unsigned xcache_next;
+	amqp_pool_t scratch;
+	unsigned reconnects;
+
+	ev_io io;
+	ev_idle more;	    /* frames left in rabbitmq-c's buffer */
+	ev_timer heartbeat;
+	ev_timer reconnect;
+	ev_timer teardown;
+	ev_timer retry_timer;
+	ev_timer stop_timer;
+	ev_signal sigterm, sigint;
+	int stopping;
+	int exit_code;
+};
+
+static void daemon_connect(struct daemon *d);
+static void daemon_route(struct daemon *d, struct message *m);
+static void daemon_publish(struct daemon *d, struct message *m);
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+bytes_eq(amqp_bytes_t a, amqp_bytes_t b)
+{
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
+}
+
+static amqp_bytes_t
+pool_dup(amqp_pool_t *pool, amqp_bytes_t b)
+{
+	amqp_bytes_t out = {0, NULL};
+
+	if (b.len == 0)
+		return out;
+	out.bytes = amqp_pool_alloc(pool, b.len);
+	if (out.bytes == NULL)
+		return out;
+	memcpy(out.bytes, b.bytes, b.len);
+	out.len = b.len;
+	return out;
+}
+
+/* Jittered exponential backoff: base * 2^n, capped, 80-100% of it. */
+static double
+backoff_seconds(unsigned n, int64_t base, int64_t cap)
+{
+	int64_t ms = base;
+
+	while (n-- > 0 && ms < cap)
+		ms *= 2;
+	if (ms > cap)
+		ms = cap;
+	ms -= (int64_t)((double)ms * 0.2 * ((double)rand() / RAND_MAX));
+	return (double)ms / 1000.0;
+}
+
+/*
+ * Messages
+ */
+
+static struct message *
+message_new(void)
+{
+	struct message *m = calloc(1, sizeof(*m));
+
+	if (m == NULL)
+		return NULL;
+	init_amqp_pool(&m->pool, 1024);
+	return m;
+}
+
+static void
+message_free(struct message *m)
+{
+	if (m == NULL)
+		return;
+	empty_amqp_pool(&m->pool);
+	free(m->body.bytes);
+	free(m);
+}
+
+static void
+message_list_free(struct message_list *l)
+{
+	struct message *m;
+
+	while ((m = TAILQ_FIRST(l)) != NULL) {
+		TAILQ_REMOVE(l, m, link);
+		message_free(m);
+	}
+}
+
+/* Deep-copy the decoded properties out of the connection's frame pool. */
+static int
+message_set_props(struct message *m, const amqp_basic_properties_t *p)
+{
+	amqp_basic_properties_t *q = &m->props;
+	amqp_pool_t *pool = &m->pool;
+
+	*q = *p;
+#define DUP(flag, field)                                                       \
+	if (p->_flags & (flag)) {                                              \
+		q->field = pool_dup(pool, p->field);                           \
+		if (p->field.len && q->field.bytes == NULL)                    \
+			return -1;                                             \
+	}
+	DUP(AMQP_BASIC_CONTENT_TYPE_FLAG, content_type)
+	DUP(AMQP_BASIC_CONTENT_ENCODING_FLAG, content_encoding)
+	DUP(AMQP_BASIC_CORRELATION_ID_FLAG, correlation_id)
+	DUP(AMQP_BASIC_REPLY_TO_FLAG, reply_to)
+	DUP(AMQP_BASIC_EXPIRATION_FLAG, expiration)
+	DUP(AMQP_BASIC_MESSAGE_ID_FLAG, message_id)
+	DUP(AMQP_BASIC_TYPE_FLAG, type)
+	DUP(AMQP_BASIC_USER_ID_FLAG, user_id)
+	DUP(AMQP_BASIC_APP_ID_FLAG, app_id)
+	DUP(AMQP_BASIC_CLUSTER_ID_FLAG, cluster_id)
+#undef DUP
+	if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
+		if (amqp_table_clone(&p->headers, &q->headers, pool) !=
+		    AMQP_STATUS_OK)
+			return -1;
+	return 0;
+}
+
+/*
+ * Connection failure and recovery
+ */
+
+/*
+ * The connection is unusable: log why once, stop using it, and tear it down
+ * from a fresh loop iteration so no caller walks a list we free.
+ */
+static void
+daemon_fail(struct daemon *d, const char *why)
+{
+	if (d->broken)
+		return;
+	d->broken = 1;
+	log_error("connection_lost", " reason=\"%s\" held=%s", why,
+		  TAILQ_EMPTY(&d->inflight) ? "0" : "some");
+	ev_io_stop(d->loop, &d->io);
+	ev_idle_stop(d->loop, &d->more);
+	ev_timer_stop(d->loop, &d->heartbeat);
+	ev_timer_set(&d->teardown, 0., 0.);
+	ev_timer_start(d->loop, &d->teardown);
+}
+
+static void
+daemon_drop_state(struct daemon *d)
+{
+	struct lookup *lk;
+
+	message_free(d->assembling);
+	d->assembling = NULL;
+	message_list_free(&d->inflight);
+	message_list_free(&d->retry);
+	while ((lk = TAILQ_FIRST(&d->lookups)) != NULL) {
+		TAILQ_REMOVE(&d->lookups, lk, link);
+		message_list_free(&lk->waiters);
+		free(lk);
+	}
+	ev_timer_stop(d->loop, &d->retry_timer);
+}
+
+static void
+on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = (struct daemon *)((char *)w -
+					     offsetof(struct daemon, teardown));
+	double delay;
+
+	(void)loop;
+	(void)revents;
+	/* Unacked deliveries go back to their queues when the connection
+	 * ends: dropping them here loses nothing. */
+	daemon_drop_state(d);
+	if (d->conn != NULL) {
+		amqp_destroy_connection(d->conn);
+		d->conn = NULL;
+	}
+	d->broken = 0;
+	d->consuming = 0;
+	d->check_open = 0;
+	if (d->stopping) {
+		ev_break(d->loop, EVBREAK_ALL);
+		return;
+	}
+	delay = backoff_seconds(d->reconnects++, RECONNECT_MIN_MS,
+				RECONNECT_MAX_MS);
+	log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
+		 delay * 1000, d->reconnects);
+	ev_timer_set(&d->reconnect, delay, 0.);
+	ev_timer_start(d->loop, &d->reconnect);
+}
+
+static void
+on_reconnect(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = (struct daemon *)((char *)w -
+					     offsetof(struct daemon, reconnect));
+
+	(void)loop;
+	(void)revents;
+	daemon_connect(d);
+}
+
+/*
+ * Acks, parking, retries
+ */
+
+static void
+daemon_ack(struct daemon *d, struct message *m)
+{
+	int st;
+
+	if (!d->broken) {
+		st = amqp_basic_ack(d->conn, BROKER_CH_WORK, m->delivery_tag, 0);
+		if (st != AMQP_STATUS_OK)
+			daemon_fail(d, amqp_error_string2(st));
+	}
+	message_free(m);
+}
+
+static void
+daemon_park(struct daemon *d, struct message *m, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+daemon_park(struct daemon *d, struct message *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	m->route.action = ROUTE_PARK;
+	va_start(ap, fmt);
+	vsnprintf(m->route.reason, sizeof(m->route.reason), fmt, ap);
+	va_end(ap);
+	daemon_publish(d, m);
+}
+
+static void
+daemon_log_park(const struct daemon *d, const struct message *m)
+{
+	log_warn("parked",
+		 " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
+		 d->topo.error, m->route.reason,
+		 m->src == ROUTE_FROM_INGRESS ? d->topo.ingress : d->topo.ret,
+		 (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+}
+
+static void
+daemon_retry_arm(struct daemon *d)
+{
+	struct message *m;
+	int64_t first = INT64_MAX, now = mono_ms();
+
+	ev_timer_stop(d->loop, &d->retry_timer);
+	TAILQ_FOREACH(m, &d->retry, link)
+		if (m->retry_at < first)
+			first = m->retry_at;
+	if (first == INT64_MAX)
+		return;
+	ev_timer_set(&d->retry_timer,
+		     first > now ? (double)(first - now) / 1000.0 : 0., 0.);
+	ev_timer_start(d->loop, &d->retry_timer);
+}
+
+/* Publish m again later: a nack, or a hop refused by a missing queue. */
+static void
+daemon_retry_later(struct daemon *d, struct message *m, const char *why)
+{
+	double s = backoff_seconds(m->retries++, RETRY_MIN_MS, RETRY_MAX_MS);
+
+	log_warn("publish_refused",
+		 " reason=\"%s\" retry_in_ms=%.0f attempt=%u queue=\"%.*s\"",
+		 why, s * 1000, m->retries, (int)m->pub_routing_key.len,
+		 (const char *)m->pub_routing_key.bytes);
+	m->state = MESSAGE_RETRY;
+	m->retry_at = mono_ms() + (int64_t)(s * 1000);
+	TAILQ_INSERT_TAIL(&d->retry, m, link);
+	daemon_retry_arm(d);
+}
+
+static void
+on_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = (struct daemon *)((char *)w -
+					     offsetof(struct daemon,
+						      retry_timer));
+	struct message *m, *next;
+	int64_t now = mono_ms();
+
+	(void)loop;
+	(void)revents;
+	for (m = TAILQ_FIRST(&d->retry); m != NULL && !d->broken; m = next) {
+		next = TAILQ_NEXT(m, link);
+		if (m->retry_at > now)
+			continue;
+		TAILQ_REMOVE(&d->retry, m, link);
+		/* Route afresh: the due time may have come meanwhile. */
+		if (m->route.action == ROUTE_PARK)
+			daemon_publish(d, m);
+		else
+			daemon_route(d, m);
+	}
+	daemon_retry_arm(d);
+}
+
+/* The broker confirmed m's publish (or refused it, when nack). */
+static void
+daemon_confirmed(struct daemon *d, struct message *m, int nack)
+{
+	if (nack) {
+		daemon_retry_later(d, m, "broker nacked the publish "
+					 "(queue full or unavailable)");
+		return;
+	}
+	if (!m->returned) {
+		if (m->route.action == ROUTE_PARK)
+			daemon_log_park(d, m);
+		daemon_ack(d, m);
+		return;
+	}
+	m->returned = 0;
+	if (m->route.action == ROUTE_DELIVER) {
+		daemon_park(d, m, "unroutable: no queue bound to exchange "
+				  "'%.*s' for routing key '%.*s' (%s)",
+			    (int)m->route.exchange.len,
+			    (const char *)m->route.exchange.bytes,
+			    (int)m->route.routing_key.len,
+			    (const char *)m->route.routing_key.bytes,
+			    m->return_text);
+		return;
+	}
+	/* One of our own queues is gone (deleted by hand?): keep the message
+	 * and try again; a reconnect redeclares the topology. */
+	daemon_retry_later(d, m, m->return_text);
+}
+
+static void
+daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack)
+{
+	struct message *m, *next;
+
+	for (m = TAILQ_FIRST(&d->inflight); m != NULL; m = next) {
+		next = TAILQ_NEXT(m, link);
+		if (m->seq > tag)
+			break;
+		if (!multiple && m->seq != tag)
+			continue;
+		TAILQ_REMOVE(&d->inflight, m, link);
+		daemon_confirmed(d, m, nack);
+		if (d->broken)
+			return;
+		if (!multiple)
+			break;
+	}
+}
+
+/*
+ * A basic.return carries no publish sequence number.  Returns come in
+ * publish order, before the confirm of the same message, so the returned
+ * message is the first unconfirmed publish with the same exchange, routing
+ * key, body and headers; two that match all four route alike.
+ */
+static void
+daemon_match_return(struct daemon *d, struct message *r)
+{
+	struct message *m;
+	amqp_basic_properties_t props;
+
+	TAILQ_FOREACH(m, &d->inflight, link) {
+		if (m->returned || !bytes_eq(m->pub_exchange, r->exchange) ||
+		    !bytes_eq(m->pub_routing_key, r->routing_key) ||
+		    !bytes_eq(m->body, r->body))
+			continue;
+		if (router_props(&m->props, &m->route, &d->scratch, &props) <
+		    0)
+			continue;
+		int same = headers_equal(
+			(props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers
+								 : NULL,
+			(r->props._flags & AMQP_BASIC_HEADERS_FLAG)
+				? &r->props.headers
+				: NULL);
+		recycle_amqp_pool(&d->scratch);
+		if (!same)
+			continue;
+		m->returned = 1;
+		snprintf(m->return_text, sizeof(m->return_text), "%s",
+			 r->return_text);
+		return;
+	}
+	log_warn("return_unmatched", " exchange=\"%.*s\" routing_key=\"%.*s\"",
+		 (int)r->exchange.len, (const char *)r->exchange.bytes,
+		 (int)r->routing_key.len, (const char *)r->routing_key.bytes);
+}
+
+/*
+ * Publishing
+ */
+
+static void
+daemon_publish(struct daemon *d, struct message *m)
+{
+	amqp_basic_properties_t props;
+	const struct route *r = &m->route;
+	int st;
+
+	if (d->broken) {
+		message_free(m);
+		return;
+	}
+	switch (r->action) {
+	case ROUTE_HOP:
+		m->pub_exchange = amqp_empty_bytes;
+		m->pub_routing_key = amqp_cstring_bytes(d->topo.delay[r->level]);
+		break;
+	case ROUTE_DELIVER:
+		m->pub_exchange = r->exchange;
+		m->pub_routing_key = r->routing_key;
+		break;
+	case ROUTE_PARK:
+	default:
+		m->pub_exchange = amqp_empty_bytes;
+		m->pub_routing_key = amqp_cstring_bytes(d->topo.error);
+		break;
+	}
+	if (router_props(&m->props, r, &d->scratch, &props) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		daemon_fail(d, "out of memory building properties");
+		message_free(m);
+		return;
+	}
+	st = amqp_basic_publish(d->conn, BROKER_CH_WORK, m->pub_exchange,
+				m->pub_routing_key, 1, 0, &props, m->body);
+	recycle_amqp_pool(&d->scratch);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		message_free(m);
+		return;
+	}
+	m->seq = ++d->last_seq;
+	m->state = MESSAGE_INFLIGHT;
+	TAILQ_INSERT_TAIL(&d->inflight, m, link);
+}
+
+/*
+ * Target exchanges: a passive declare on the check channel, remembered for
+ * XCACHE_TTL_MS.  The default exchange always exists.
+ */
+
+static int
+xcache_has(struct daemon *d, amqp_bytes_t name)
+{
+	int64_t now = mono_ms();
+
+	for (unsigned i = 0; i < XCACHE_SIZE; i++) {
+		struct xcache_entry *e = &d->xcache[i];
+		if (e->until > now && e->len == name.len &&
+		    memcmp(e->name, name.bytes, name.len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void
+xcache_add(struct daemon *d, const char *name, size_t len)
+{
+	struct xcache_entry *e = &d->xcache[d->xcache_next++ % XCACHE_SIZE];
+
+	memcpy(e->name, name, len);
+	e->len = len;
+	e->until = mono_ms() + XCACHE_TTL_MS;
+}
+
+static void
+lookup_send(struct daemon *d, struct lookup *lk)
+{
+	amqp_exchange_declare_t decl;
+	int st;
+
+	if (!d->check_open || d->broken || lk->sent)
+		return;
+	memset(&decl, 0, sizeof(decl));
+	decl.exchange.bytes = lk->name;
+	decl.exchange.len = lk->len;
+	decl.type = amqp_cstring_bytes("");
+	decl.passive = 1;
+	decl.arguments = amqp_empty_table;
+	st = amqp_send_method(d->conn, BROKER_CH_CHECK,
+			      AMQP_EXCHANGE_DECLARE_METHOD, &decl);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	lk->sent = 1;
+}
+
+static void
+daemon_wait_exchange(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t name = m->route.exchange;
+	struct lookup *lk;
+
+	TAILQ_FOREACH(lk, &d->lookups, link)
+		if (lk->len == name.len &&
+		    memcmp(lk->name, name.bytes, name.len) == 0)
+			break;
+	if (lk == NULL) {
+		lk = calloc(1, sizeof(*lk));
+		if (lk == NULL) {
+			daemon_fail(d, "out of memory");
+			message_free(m);
+			return;
+		}
+		memcpy(lk->name, name.bytes, name.len);
+		lk->len = name.len;
+		TAILQ_INIT(&lk->waiters);
+		TAILQ_INSERT_TAIL(&d->lookups, lk, link);
+		lookup_send(d, lk);
+	}
+	m->state = MESSAGE_WAITING;
+	TAILQ_INSERT_TAIL(&lk->waiters, m, link);
+}
+
+/* The answer to the oldest passive declare: exists, or closed with why. */
+static void
+daemon_lookup_done(struct daemon *d, int exists, const char *why)
+{
+	struct lookup *lk = TAILQ_FIRST(&d->lookups);
+	struct message *m;
+
+	if (lk == NULL || !lk->sent) {
+		daemon_fail(d, "unexpected reply on the check channel");
+		return;
+	}
+	TAILQ_REMOVE(&d->lookups, lk, link);
+	if (exists)
+		xcache_add(d, lk->name, lk->len);
+	while ((m = TAILQ_FIRST(&lk->waiters)) != NULL) {
+		TAILQ_REMOVE(&lk->waiters, m, link);
+		if (exists)
+			daemon_publish(d, m);
+		else
+			daemon_park(d, m, "target exchange '%.*s' %s",
+				    (int)lk->len, lk->name, why);
+	}
+	free(lk);
+}
+
+/*
+ * Routing a complete delivery
+ */
+
+static void
+daemon_route(struct daemon *d, struct message *m)
+{
+	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms(),
+		      &m->route);
+	if (m->route.action == ROUTE_DELIVER && m->route.exchange.len > 0 &&
+	    !xcache_has(d, m->route.exchange)) {
+		daemon_wait_exchange(d, m);
+		return;
+	}
+	daemon_publish(d, m);
+}
+
+static void
+daemon_message_done(struct daemon *d, struct message *m)
+{
+	d->assembling = NULL;
+	if (m->is_return) {
+		daemon_match_return(d, m);
+		message_free(m);
+		return;
+	}
+	if (m->discard) {
+		/* Not acked: the broker gives it to another consumer. */
+		message_free(m);
+		return;
+	}
+	daemon_route(d, m);
+}
+
+/*
+ * Frames
+ */
+
+static void
+daemon_start_message(struct daemon *d, struct message *m)
+{
+	if (d->assembling != NULL) {
+		daemon_fail(d, "new delivery before the last one was complete");
+		message_free(m);
+		return;
+	}
+	m->state = MESSAGE_ASSEMBLING;
+	d->assembling = m;
+}
+
+static void
+daemon_channel_close(struct daemon *d, amqp_channel_t ch,
+		     const amqp_channel_close_t *c)
+{
+	amqp_channel_close_ok_t ok = {0};
+	amqp_channel_open_t open = {amqp_empty_bytes};
+	char why[300];
+	struct lookup *lk;
+
+	snprintf(why, sizeof(why), "%u %.*s", c->reply_code,
+		 (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+	if (ch != BROKER_CH_CHECK) {
+		char msg[340];
+		snprintf(msg, sizeof(msg), "channel %u closed by broker: %s",
+			 ch, why);
+		daemon_fail(d, msg);
+		return;
+	}
+	d->check_open = 0;
+	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
+		    AMQP_STATUS_OK ||
+	    amqp_send_method(d->conn, ch, AMQP_CHANNEL_OPEN_METHOD, &open) !=
+		    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot reopen the check channel");
+		return;
+	}
+	if (c->reply_code == AMQP_NOT_FOUND)
+		daemon_lookup_done(d, 0, "does not exist");
+	else
+		daemon_lookup_done(d, 0, why);
+	/* Declares sent after the failed one were dropped by the broker. */
+	TAILQ_FOREACH(lk, &d->lookups, link)
+		lk->sent = 0;
+}
+
+static void
+daemon_method(struct daemon *d, amqp_frame_t *f)
+{
+	amqp_channel_t ch = f->channel;
+	void *dec = f->payload.method.decoded;
+	struct message *m;
+	struct lookup *lk;
+
+	switch (f->payload.method.id) {
+	case AMQP_BASIC_DELIVER_METHOD: {
+		amqp_basic_deliver_t *dv = dec;
+		if ((m = message_new()) == NULL) {
+			daemon_fail(d, "out of memory");
+			return;
+		}
+		m->delivery_tag = dv->delivery_tag;
+		m->src = bytes_eq(dv->consumer_tag, amqp_cstring_bytes("return"))
+				 ? ROUTE_FROM_RETURN
+				 : ROUTE_FROM_INGRESS;
+		m->exchange = pool_dup(&m->pool, dv->exchange);
+		m->routing_key = pool_dup(&m->pool, dv->routing_key);
+		m->discard = d->stopping;
+		daemon_start_message(d, m);
+		return;
+	}
+	case AMQP_BASIC_RETURN_METHOD: {
+		amqp_basic_return_t *rt = dec;
+		if ((m = message_new()) == NULL) {
+			daemon_fail(d, "out of memory");
+			return;
+		}
+		m->is_return = 1;
+		m->exchange = pool_dup(&m->pool, rt->exchange);
+		m->routing_key = pool_dup(&m->pool, rt->routing_key);
+		snprintf(m->return_text, sizeof(m->return_text), "%u %.*s",
+			 rt->reply_code, (int)rt->reply_text.len,
+			 (const char *)rt->reply_text.bytes);
+		daemon_start_message(d, m);
+		return;
+	}
+	case AMQP_BASIC_ACK_METHOD: {
+		amqp_basic_ack_t *a = dec;
+		daemon_confirm(d, a->delivery_tag, a->multiple, 0);
+		return;
+	}
+	case AMQP_BASIC_NACK_METHOD: {
+		amqp_basic_nack_t *n = dec;
+		daemon_confirm(d, n->delivery_tag, n->multiple, 1);
+		return;
+	}
+	case AMQP_BASIC_CANCEL_METHOD:
+		/* The broker cancelled a consumer: its queue was deleted or
+		 * a quorum queue lost its leader.  Start over. */
+		daemon_fail(d, "consumer cancelled by the broker");
+		return;
+	case AMQP_EXCHANGE_DECLARE_OK_METHOD:
+		if (ch == BROKER_CH_CHECK)
+			daemon_lookup_done(d, 1, NULL);
+		return;
+	case AMQP_CHANNEL_OPEN_OK_METHOD:
+		if (ch == BROKER_CH_CHECK) {
+			d->check_open = 1;
+			TAILQ_FOREACH(lk, &d->lookups, link)
+				lookup_send(d, lk);
+		}
+		return;
+	case AMQP_CHANNEL_CLOSE_METHOD:
+		daemon_channel_close(d, ch, dec);
+		return;
+	case AMQP_CONNECTION_CLOSE_METHOD: {
+		amqp_connection_close_t *c = dec;
+		amqp_connection_close_ok_t ok = {0};
+		char why[300];
+		amqp_send_method(d->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD,
+				 &ok);
+		snprintf(why, sizeof(why), "connection closed by broker: %u %.*s",
+			 c->reply_code, (int)c->reply_text.len,
+			 (const char *)c->reply_text.bytes);
+		daemon_fail(d, why);
+		return;
+	}
+	case AMQP_CONNECTION_BLOCKED_METHOD: {
+		amqp_connection_blocked_t *b = dec;
+		log_warn("connection_blocked", " reason=\"%.*s\"",
+			 (int)b->reason.len, (const char *)b->reason.bytes);
+		return;
+	}
+	case AMQP_CONNECTION_UNBLOCKED_METHOD:
+		log_info("connection_unblocked", "%s", "");
+		return;
+	default:
+		log_debug("method_ignored", " id=0x%08x channel=%u",
+			  f->payload.method.id, ch);
+		return;
+	}
+}
+
+static void
+daemon_frame(struct daemon *d, amqp_frame_t *f)
+{
+	struct message *m = d->assembling;
+
+	switch (f->frame_type) {
+	case AMQP_FRAME_METHOD:
+		daemon_method(d, f);
+		return;
+	case AMQP_FRAME_HEADER:
+		if (m == NULL || m->body.bytes != NULL || m->body_got) {
+			daemon_fail(d, "content header without a delivery");
+			return;
+		}
+		if (message_set_props(m, f->payload.properties.decoded) < 0) {
+			daemon_fail(d, "out of memory copying properties");
+			return;
+		}
+		m->body.len = f->payload.properties.body_size;
+		if (m->body.len == 0) {
+			daemon_message_done(d, m);
+			return;
+		}
+		m->body.bytes = malloc(m->body.len);
+		if (m->body.bytes == NULL) {
+			daemon_fail(d, "out of memory for a message body");
+			return;
+		}
+		return;
+	case AMQP_FRAME_BODY: {
+		amqp_bytes_t b = f->payload.body_fragment;
+		if (m == NULL || m->body.bytes == NULL ||
+		    b.len > m->body.len - m->body_got) {
+			daemon_fail(d, "unexpected body frame");
+			return;
+		}
+		memcpy((char *)m->body.bytes + m->body_got, b.bytes, b.len);
+		m->body_got += b.len;
+		if (m->body_got == m->body.len)
+			daemon_message_done(d, m);
+		return;
+	}
+	default:
+		return; /* heartbeats: rabbitmq-c already noted them */
+	}
+}
+
+/* Read and handle frames until the socket and rabbitmq-c's buffer are dry. */
+static void
+daemon_drain(struct daemon *d)
+{
+	struct timeval zero = {0, 0};
+	amqp_frame_t f;
+	int st, n;
+
+	for (n = 0; n < FRAMES_PER_CALLBACK && !d->broken; n++) {
+		st = amqp_simple_wait_frame_noblock(d->conn, &f, &zero);
+		if (st == AMQP_STATUS_TIMEOUT)
+			break;
+		if (st != AMQP_STATUS_OK) {
+			daemon_fail(d, amqp_error_string2(st));
+			break;
+		}
+		daemon_frame(d, &f);
+		if (!d->broken && !amqp_frames_enqueued(d->conn) &&
+		    !amqp_data_in_buffer(d->conn))
+			amqp_maybe_release_buffers(d->conn);
+	}
+	if (d->broken)
+		return;
+	/* The socket may be dry while rabbitmq-c still holds bytes: ev_io
+	 * would not wake us for those. */
+	if (amqp_frames_enqueued(d->conn) || amqp_data_in_buffer(d->conn))
+		ev_idle_start(d->loop, &d->more);
+	else
+		ev_idle_stop(d->loop, &d->more);
+	if (d->stopping && TAILQ_EMPTY(&d->inflight) &&
+	    TAILQ_EMPTY(&d->lookups)) {
+		log_info("stopped", " reason=\"all confirms received\"%s", "");
+		ev_break(d->loop, EVBREAK_ALL);
+	}
+}
+
+static void
+on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	daemon_drain((struct daemon *)((char *)w - offsetof(struct daemon, io)));
+}
+
+static void
+on_more(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	daemon_drain(
+		(struct daemon *)((char *)w - offsetof(struct daemon, more)));
+}
+
+/* rabbitmq-c sends and checks heartbeats only inside its wait calls. */
+static void
+on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	daemon_drain((struct daemon *)((char *)w -
+				       offsetof(struct daemon, heartbeat)));
+}
+
+/*
+ * Connecting
+ */
+
+static int
+daemon_consume(struct daemon *d, char *err, size_t errsize)
+{
+	amqp_basic_qos(d->conn, BROKER_CH_WORK, 0,
+		       (uint16_t)d->cfg->router_prefetch, 0);
+	if (broker_check(d->conn, "basic.qos", err, errsize) < 0)
+		return -1;
+	amqp_confirm_select(d->conn, BROKER_CH_WORK);
+	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
+		return -1;
+	amqp_basic_consume(d->conn, BROKER_CH_WORK,
+			   amqp_cstring_bytes(d->topo.ingress),
+			   amqp_cstring_bytes("ingress"), 0, 0, 0,
+			   amqp_empty_table);
+	if (broker_check(d->conn, "consume ingress", err, errsize) < 0)
+		return -1;
+	amqp_basic_consume(d->conn, BROKER_CH_WORK,
+			   amqp_cstring_bytes(d->topo.ret),
+			   amqp_cstring_bytes("return"), 0, 0, 0,
+			   amqp_empty_table);
+	if (broker_check(d->conn, "consume return", err, errsize) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+daemon_connect(struct daemon *d)
+{
+	char err[512], url[CONFIG_STR_MAX];
+	int hb;
+
+	config_mask_url(d->cfg->broker_url, url, sizeof(url));
+	d->conn = broker_connect(d->cfg, err, sizeof(err));
+	if (d->conn == NULL) {
+		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
+		goto retry;
+	}
+	if (topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
+			     &d->ladder, err, sizeof(err)) < 0) {
+		/* PRECONDITION_FAILED names the queue and the argument. */
+		if (strstr(err, "PRECONDITION_FAILED") != NULL) {
+			log_error("topology_mismatch",
+				  " reason=\"%s\" fix=\"delete the queue or "
+				  "change the configuration to match it\"",
+				  err);
+			d->exit_code = 1;
+			amqp_destroy_connection(d->conn);
+			d->conn = NULL;
+			ev_break(d->loop, EVBREAK_ALL);
+			return;
+		}
+		log_error("topology_failed", " reason=\"%s\"", err);
+		goto fail;
+	}
+	if (daemon_consume(d, err, sizeof(err)) < 0) {
+		log_error("consume_failed", " reason=\"%s\"", err);
+		goto fail;
+	}
+	d->check_open = 1;
+	d->consuming = 1;
+	d->last_seq = 0;
+	d->reconnects = 0;
+	ev_io_set(&d->io, amqp_get_sockfd(d->conn), EV_READ);
+	ev_io_start(d->loop, &d->io);
+	hb = amqp_get_heartbeat(d->conn);
+	if (hb > 0) {
+		ev_timer_set(&d->heartbeat, hb / 2.0, hb / 2.0);
+		ev_timer_start(d->loop, &d->heartbeat);
+	}
+	log_info("ready",
+		 " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
+		 " heartbeat=%ds",
+		 url, d->topo.ingress, d->topo.ret, d->ladder.levels,
+		 d->cfg->router_prefetch, hb);
+	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
+	daemon_drain(d);
+	return;
+fail:
+	amqp_destroy_connection(d->conn);
+	d->conn = NULL;
+retry:
+	if (d->stopping) {
+		ev_break(d->loop, EVBREAK_ALL);
+		return;
+	}
+	{
+		double delay = backoff_seconds(d->reconnects++,
+					       RECONNECT_MIN_MS,
+					       RECONNECT_MAX_MS);
+		log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
+			 delay * 1000, d->reconnects);
+		ev_timer_set(&d->reconnect, delay, 0.);
+		ev_timer_start(d->loop, &d->reconnect);
+	}
+}
+
+/*
+ * Stopping
+ */
+
+static void
+on_stop_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	log_warn("stopped", " reason=\"timed out waiting for confirms; "
+			    "unconfirmed messages stay in their queues\"%s",
+		 "");
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct daemon *d = w->data;
+	amqp_basic_cancel_t cancel = {0};
+	static const char *const tags[] = {"ingress", "return"};
+
+	(void)revents;
+	if (d->stopping) {
+		log_warn("stopped", " reason=\"second signal\" signal=%d",
+			 w->signum);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	d->stopping = 1;
+	log_info("stopping", " signal=%d in_flight=%s", w->signum,
+		 TAILQ_EMPTY(&d->inflight) ? "none" : "some");
+	if (d->conn == NULL || d->broken || !d->consuming) {
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		cancel.consumer_tag = amqp_cstring_bytes(tags[i]);
+		cancel.nowait = 0;
+		if (amqp_send_method(d->conn, BROKER_CH_WORK,
+				     AMQP_BASIC_CANCEL_METHOD,
+				     &cancel) != AMQP_STATUS_OK) {
+			ev_break(loop, EVBREAK_ALL);
+			return;
+		}
+	}
+	/* Messages waiting for a retry are left to the broker to redeliver. */
+	message_list_free(&d->retry);
+	ev_timer_stop(loop, &d->retry_timer);
+	ev_timer_set(&d->stop_timer, STOP_TIMEOUT, 0.);
+	ev_timer_start(loop, &d->stop_timer);
+	daemon_drain(d);
+}
+
+static void
+daemon_close(struct daemon *d)
+{
+	struct timeval tv = {2, 0};
+
+	if (d->conn == NULL)
+		return;
+	if (!d->broken) {
+		/* Bounded: a dead peer must not hang the exit. */
+		amqp_set_rpc_timeout(d->conn, &tv);
+		amqp_connection_close(d->conn, AMQP_REPLY_SUCCESS);
+	}
+	amqp_destroy_connection(d->conn);
+	d->conn = NULL;
+}
+
+int
+daemon_run(const struct config *cfg)
+{
+	struct daemon *d;
+	const char *why;
+	int rc;
+
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		fatalx("out_of_memory", "%s", "");
+	d->loop = ev_default_loop(EVFLAG_AUTO);
+	d->cfg = cfg;
+	if (ladder_init(&d->ladder, cfg->topology_resolution,
+			cfg->topology_factor, (unsigned)cfg->topology_levels,
+			&why) < 0)
+		fatalx("bad_ladder", " reason=\"%s\"", why);
+	topology_names(&d->topo, cfg->topology_prefix, &d->ladder);
+	d->rp.ladder = &d->ladder;
+	d->rp.max_delay = cfg->router_max_delay;
+	d->rp.default_exchange =
+		amqp_cstring_bytes(cfg->router_default_target_exchange);
+	TAILQ_INIT(&d->inflight);
+	TAILQ_INIT(&d->retry);
+	TAILQ_INIT(&d->lookups);
+	init_amqp_pool(&d->scratch, 4096);
+	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
+
+	ev_init(&d->io, on_io);
+	ev_idle_init(&d->more, on_more);
+	ev_init(&d->heartbeat, on_heartbeat);
+	ev_init(&d->reconnect, on_reconnect);
+	ev_init(&d->teardown, on_teardown);
+	ev_init(&d->retry_timer, on_retry);
+	ev_init(&d->stop_timer, on_stop_timeout);
+	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
+	ev_signal_init(&d->sigint, on_signal, SIGINT);
+	d->sigterm.data = d;
+	d->sigint.data = d;
+	ev_signal_start(d->loop, &d->sigterm);
+	ev_signal_start(d->loop, &d->sigint);
+
+	daemon_connect(d);
+	ev_run(d->loop, 0);
+
+	daemon_drop_state(d);
+	daemon_close(d);
+	empty_amqp_pool(&d->scratch);
+	rc = d->exit_code;
+	free(d);
+	return rc;
+}

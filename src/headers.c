@@ -1,0 +1,277 @@
+/* Header tables: typed reads, filtered copies, equality. */
+#include "headers.h"
+
+#include <string.h>
+
+#include "duration.h"
+
+static int
+bytes_eq(amqp_bytes_t b, const char *s)
+{
+	size_t n = strlen(s);
+
+	return b.len == n && memcmp(b.bytes, s, n) == 0;
+}
+
+static int
+bytes_prefix(amqp_bytes_t b, const char *s)
+{
+	size_t n = strlen(s);
+
+	return b.len >= n && memcmp(b.bytes, s, n) == 0;
+}
+
+const amqp_field_value_t *
+headers_find(const amqp_table_t *t, const char *key)
+{
+	if (t == NULL)
+		return NULL;
+	for (int i = 0; i < t->num_entries; i++)
+		if (bytes_eq(t->entries[i].key, key))
+			return &t->entries[i].value;
+	return NULL;
+}
+
+/* Any integer kind as int64; 1 if it is one, 0 if not, -1 if too large. */
+static int
+field_integer(const amqp_field_value_t *v, int64_t *out)
+{
+	switch (v->kind) {
+	case AMQP_FIELD_KIND_I8:
+		*out = v->value.i8;
+		return 1;
+	case AMQP_FIELD_KIND_U8:
+		*out = v->value.u8;
+		return 1;
+	case AMQP_FIELD_KIND_I16:
+		*out = v->value.i16;
+		return 1;
+	case AMQP_FIELD_KIND_U16:
+		*out = v->value.u16;
+		return 1;
+	case AMQP_FIELD_KIND_I32:
+		*out = v->value.i32;
+		return 1;
+	case AMQP_FIELD_KIND_U32:
+		*out = v->value.u32;
+		return 1;
+	case AMQP_FIELD_KIND_I64:
+		*out = v->value.i64;
+		return 1;
+	case AMQP_FIELD_KIND_U64:
+		if (v->value.u64 > (uint64_t)INT64_MAX)
+			return -1;
+		*out = (int64_t)v->value.u64;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int
+headers_string(const amqp_field_value_t *v, amqp_bytes_t *out)
+{
+	if (v->kind != AMQP_FIELD_KIND_UTF8 && v->kind != AMQP_FIELD_KIND_BYTES)
+		return -1;
+	*out = v->value.bytes;
+	return 0;
+}
+
+int
+headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why)
+{
+	amqp_bytes_t s;
+
+	switch (field_integer(v, ms)) {
+	case 1:
+		return 0;
+	case -1:
+		*why = "out of range";
+		return -1;
+	}
+	if (headers_string(v, &s) < 0) {
+		*why = "must be an integer (ms) or a string such as 90s";
+		return -1;
+	}
+	if (memchr(s.bytes, '\0', s.len) != NULL) {
+		*why = "malformed duration";
+		return -1;
+	}
+	return duration_parse(s.bytes, s.len, DURATION_BARE_MS, ms, why);
+}
+
+int
+headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms, const char **why)
+{
+	amqp_bytes_t s;
+	int64_t n = 0;
+
+	if (v->kind == AMQP_FIELD_KIND_TIMESTAMP) {
+		/* An AMQP timestamp counts seconds. */
+		if (v->value.u64 > (uint64_t)INT64_MAX / 1000) {
+			*why = "out of range";
+			return -1;
+		}
+		*ms = (int64_t)v->value.u64 * 1000;
+		return 0;
+	}
+	switch (field_integer(v, ms)) {
+	case 1:
+		return 0;
+	case -1:
+		*why = "out of range";
+		return -1;
+	}
+	if (headers_string(v, &s) < 0 || s.len == 0) {
+		*why = "must be an integer (Unix epoch ms)";
+		return -1;
+	}
+	for (size_t i = 0; i < s.len; i++) {
+		char c = ((const char *)s.bytes)[i];
+		if (c < '0' || c > '9') {
+			*why = "must be an integer (Unix epoch ms)";
+			return -1;
+		}
+		if (n > (INT64_MAX - 9) / 10) {
+			*why = "out of range";
+			return -1;
+		}
+		n = n * 10 + (c - '0');
+	}
+	*ms = n;
+	return 0;
+}
+
+int
+headers_is_routing(amqp_bytes_t key)
+{
+	static const char *const exact[] = {
+		"x-remaining-delay",	"x-delay",		"x-deliver-at",
+		"x-target-exchange",	"x-target-routing-key", "x-death",
+		/* set by quorum queues on each delivery, not by publishers */
+		"x-delivery-count",
+	};
+
+	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (bytes_eq(key, exact[i]))
+			return 1;
+	if (bytes_prefix(key, "x-first-death-") ||
+	    bytes_prefix(key, "x-last-death-"))
+		return 1;
+	/* Our own state, but for the user-id we keep for the publisher. */
+	return bytes_prefix(key, "x-cascade-") &&
+	       !bytes_eq(key, "x-cascade-user-id");
+}
+
+int
+headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
+	       int extra, amqp_pool_t *pool, amqp_table_t *out)
+{
+	int n = in ? in->num_entries : 0;
+
+	out->num_entries = 0;
+	out->entries = NULL;
+	if (n + extra == 0)
+		return 0;
+	out->entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
+						     (size_t)(n + extra));
+	if (out->entries == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (drop == NULL || !drop(in->entries[i].key))
+			out->entries[out->num_entries++] = in->entries[i];
+	return 0;
+}
+
+void
+headers_put_i64(amqp_table_t *t, const char *key, int64_t v)
+{
+	amqp_table_entry_t *e = &t->entries[t->num_entries++];
+
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_I64;
+	e->value.value.i64 = v;
+}
+
+void
+headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v)
+{
+	amqp_table_entry_t *e = &t->entries[t->num_entries++];
+
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_UTF8;
+	e->value.value.bytes = v;
+}
+
+static int value_equal(const amqp_field_value_t *a,
+		       const amqp_field_value_t *b);
+
+static int
+bytes_same(amqp_bytes_t a, amqp_bytes_t b)
+{
+	return a.len == b.len && (a.len == 0 || memcmp(a.bytes, b.bytes,
+						      a.len) == 0);
+}
+
+static int
+value_equal(const amqp_field_value_t *a, const amqp_field_value_t *b)
+{
+	if (a->kind != b->kind)
+		return 0;
+	switch (a->kind) {
+	case AMQP_FIELD_KIND_BOOLEAN:
+		return !a->value.boolean == !b->value.boolean;
+	case AMQP_FIELD_KIND_I8:
+	case AMQP_FIELD_KIND_U8:
+		return a->value.u8 == b->value.u8;
+	case AMQP_FIELD_KIND_I16:
+	case AMQP_FIELD_KIND_U16:
+		return a->value.u16 == b->value.u16;
+	case AMQP_FIELD_KIND_I32:
+	case AMQP_FIELD_KIND_U32:
+		return a->value.u32 == b->value.u32;
+	case AMQP_FIELD_KIND_F32:
+		return memcmp(&a->value.f32, &b->value.f32, sizeof(float)) == 0;
+	case AMQP_FIELD_KIND_I64:
+	case AMQP_FIELD_KIND_U64:
+	case AMQP_FIELD_KIND_TIMESTAMP:
+		return a->value.u64 == b->value.u64;
+	case AMQP_FIELD_KIND_F64:
+		return memcmp(&a->value.f64, &b->value.f64, sizeof(double)) ==
+		       0;
+	case AMQP_FIELD_KIND_DECIMAL:
+		return a->value.decimal.decimals == b->value.decimal.decimals &&
+		       a->value.decimal.value == b->value.decimal.value;
+	case AMQP_FIELD_KIND_UTF8:
+	case AMQP_FIELD_KIND_BYTES:
+		return bytes_same(a->value.bytes, b->value.bytes);
+	case AMQP_FIELD_KIND_TABLE:
+		return headers_equal(&a->value.table, &b->value.table);
+	case AMQP_FIELD_KIND_ARRAY:
+		if (a->value.array.num_entries != b->value.array.num_entries)
+			return 0;
+		for (int i = 0; i < a->value.array.num_entries; i++)
+			if (!value_equal(&a->value.array.entries[i],
+					 &b->value.array.entries[i]))
+				return 0;
+		return 1;
+	case AMQP_FIELD_KIND_VOID:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int
+headers_equal(const amqp_table_t *a, const amqp_table_t *b)
+{
+	int na = a ? a->num_entries : 0, nb = b ? b->num_entries : 0;
+
+	if (na != nb)
+		return 0;
+	for (int i = 0; i < na; i++)
+		if (!bytes_same(a->entries[i].key, b->entries[i].key) ||
+		    !value_equal(&a->entries[i].value, &b->entries[i].value))
+			return 0;
+	return 1;
+}

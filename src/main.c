@@ -1,0 +1,109 @@
+/* cascade: per-message delay for any AMQP publisher on a stock RabbitMQ. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "duration.h"
+#include "ladder.h"
+#include "log.h"
+#include "topology.h"
+#include "version.h"
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: cascade -c FILE [--check]\n"
+		"       cascade --version | --help\n"
+		"\n"
+		"  -c, --config FILE  configuration file (INI)\n"
+		"  -n, --check        validate FILE, print the ladder, exit\n"
+		"  -V, --version      print the version and exit\n"
+		"  -h, --help         print this help and exit\n"
+		"\n"
+		"CASCADE_BROKER_URL, when set, overrides [broker] url.\n");
+}
+
+/* --check: the ladder, one level a line, and a worked hop count. */
+static void
+print_ladder(const struct config *cfg)
+{
+	struct ladder l;
+	struct topology t;
+	const char *why;
+	char ttl[32], maxd[32];
+	size_t hops;
+
+	if (ladder_init(&l, cfg->topology_resolution, cfg->topology_factor,
+			(unsigned)cfg->topology_levels, &why) < 0)
+		return; /* config_load already reported it */
+	topology_names(&t, cfg->topology_prefix, &l);
+	printf("exchange %s -> queue %s; expired messages return to %s; "
+	       "errors to %s\n",
+	       t.exchange, t.ingress, t.ret, t.error);
+	for (unsigned k = 0; k < l.levels; k++) {
+		duration_format(l.ttl[k], ttl, sizeof(ttl));
+		printf("level %2u  queue %-40s ttl %-10s (%" PRId64 " ms)\n", k,
+		       t.delay[k], ttl, l.ttl[k]);
+	}
+	hops = ladder_plan(&l, cfg->router_max_delay, NULL, 0);
+	duration_format(cfg->router_max_delay, maxd, sizeof(maxd));
+	printf("max_delay %s takes %zu hops\n", maxd, hops);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"check", no_argument, NULL, 'n'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct config cfg;
+	static char err[8192];
+	const char *path = NULL;
+	int check = 0, ch;
+
+	while ((ch = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'n':
+			check = 1;
+			break;
+		case 'V':
+			printf("cascade %s\n", CASCADE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || path == NULL) {
+		usage(stderr);
+		return 2;
+	}
+	if (config_load(&cfg, path, err, sizeof(err)) < 0) {
+		fputs(err, stderr);
+		if (check)
+			fprintf(stderr, "%s: configuration has errors\n", path);
+		return 1;
+	}
+	if (check) {
+		print_ladder(&cfg);
+		printf("configuration OK\n");
+		return 0;
+	}
+	log_info("starting", " version=%s config=%s", CASCADE_VERSION, path);
+	return daemon_run(&cfg);
+}

@@ -1,0 +1,220 @@
+/* Routing decisions and outgoing properties. */
+#include "router.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "duration.h"
+#include "headers.h"
+
+void
+router_park(struct route *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->action = ROUTE_PARK;
+	va_start(ap, fmt);
+	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+	va_end(ap);
+}
+
+static const amqp_table_t *
+props_headers(const amqp_basic_properties_t *props)
+{
+	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
+							 : NULL;
+}
+
+/* Read the publisher's delay headers into r->due; 0, or -1 after parking. */
+static int
+router_read_due(const struct router_params *p, const amqp_table_t *h,
+		int64_t now, struct route *r)
+{
+	static const char *const delays[] = {"x-remaining-delay", "x-delay"};
+	const amqp_field_value_t *v;
+	const char *why;
+	int64_t ms;
+	char a[32], b[32];
+
+	v = headers_find(h, "x-deliver-at");
+	if (v != NULL) {
+		if (headers_epoch_ms(v, &r->due, &why) < 0) {
+			router_park(r, "x-deliver-at: %s", why);
+			return -1;
+		}
+		ms = r->due > now ? r->due - now : 0;
+	} else {
+		const char *name = NULL;
+		for (size_t i = 0; i < 2 && v == NULL; i++)
+			v = headers_find(h, name = delays[i]);
+		if (v == NULL) {
+			router_park(r, "missing delay header (x-remaining-delay"
+				       ", x-delay or x-deliver-at)");
+			return -1;
+		}
+		if (headers_delay(v, &ms, &why) < 0) {
+			router_park(r, "%s: %s", name, why);
+			return -1;
+		}
+		if (ms < 0)
+			ms = 0;
+		r->due = now + (ms < p->max_delay ? ms : p->max_delay);
+	}
+	if (ms > p->max_delay) {
+		duration_format(ms, a, sizeof(a));
+		duration_format(p->max_delay, b, sizeof(b));
+		router_park(r, "delay %s exceeds max_delay %s", a, b);
+		return -1;
+	}
+	return 0;
+}
+
+/* A string header into *out, or the fallback; -1 after parking. */
+static int
+router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
+	      amqp_bytes_t *out, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, key);
+
+	*out = fallback;
+	if (v == NULL)
+		return 0;
+	if (headers_string(v, out) < 0 || out->len > 255) {
+		router_park(r, "%s: must be a string of at most 255 bytes",
+			    key);
+		return -1;
+	}
+	return 0;
+}
+
+void
+router_decide(const struct router_params *p, enum route_source src,
+	      const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
+	      int64_t now, struct route *r)
+{
+	const amqp_table_t *h = props_headers(props);
+	const amqp_field_value_t *v;
+	const char *why;
+	int64_t remaining;
+
+	memset(r, 0, sizeof(*r));
+	r->level = -1;
+	if (src == ROUTE_FROM_INGRESS) {
+		if (router_read_due(p, h, now, r) < 0 ||
+		    router_string(h, "x-target-exchange", p->default_exchange,
+				  &r->exchange, r) < 0 ||
+		    router_string(h, "x-target-routing-key", routing_key,
+				  &r->routing_key, r) < 0)
+			return;
+		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
+			r->expiration = props->expiration;
+			r->has_expiration = 1;
+		}
+	} else {
+		v = headers_find(h, "x-cascade-due");
+		if (v == NULL) {
+			router_park(r, "x-cascade-due missing: the message did "
+				       "not come through cascade's ingress");
+			return;
+		}
+		if (headers_epoch_ms(v, &r->due, &why) < 0) {
+			router_park(r, "x-cascade-due: %s", why);
+			return;
+		}
+		if (router_string(h, "x-cascade-exchange", p->default_exchange,
+				  &r->exchange, r) < 0 ||
+		    router_string(h, "x-cascade-routing-key", routing_key,
+				  &r->routing_key, r) < 0)
+			return;
+		v = headers_find(h, "x-cascade-expiration");
+		if (v != NULL && headers_string(v, &r->expiration) == 0)
+			r->has_expiration = 1;
+	}
+
+	remaining = r->due - now;
+	if (remaining <= 0) {
+		r->action = ROUTE_DELIVER;
+		return;
+	}
+	r->action = ROUTE_HOP;
+	r->level = ladder_pick(p->ladder, remaining);
+	if (r->level < 0)
+		r->level = 0; /* round the tail up: late, never early */
+	r->left = remaining - p->ladder->ttl[r->level];
+	if (r->left < 0)
+		r->left = 0;
+}
+
+static int
+drop_death(amqp_bytes_t key)
+{
+	static const char err[] = "x-cascade-error";
+
+	if (key.len == sizeof(err) - 1 && memcmp(key.bytes, err, key.len) == 0)
+		return 1;
+	if (key.len == 7 && memcmp(key.bytes, "x-death", 7) == 0)
+		return 1;
+	return (key.len >= 14 &&
+		memcmp(key.bytes, "x-first-death-", 14) == 0) ||
+	       (key.len >= 13 && memcmp(key.bytes, "x-last-death-", 13) == 0);
+}
+
+int
+router_props(const amqp_basic_properties_t *in, const struct route *r,
+	     amqp_pool_t *pool, amqp_basic_properties_t *out)
+{
+	const amqp_table_t *h = props_headers(in);
+	amqp_table_t t;
+	int has_uid_header = headers_find(h, "x-cascade-user-id") != NULL;
+	int move_uid = (in->_flags & AMQP_BASIC_USER_ID_FLAG) &&
+		       !has_uid_header;
+
+	*out = *in;
+	/* Another user's user-id would be refused; the header carries it. */
+	out->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
+	out->_flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
+
+	switch (r->action) {
+	case ROUTE_PARK:
+		if (headers_filter(h, drop_death, 3, pool, &t) < 0)
+			return -1;
+		/* Hold the expiration, or it would expire in the error queue. */
+		if ((in->_flags & AMQP_BASIC_EXPIRATION_FLAG) &&
+		    headers_find(h, "x-cascade-expiration") == NULL)
+			headers_put_bytes(&t, "x-cascade-expiration",
+					  in->expiration);
+		headers_put_bytes(&t, "x-cascade-error",
+				  amqp_cstring_bytes(r->reason));
+		break;
+	case ROUTE_HOP:
+		if (headers_filter(h, headers_is_routing, 7, pool, &t) < 0)
+			return -1;
+		headers_put_i64(&t, "x-cascade-due", r->due);
+		headers_put_bytes(&t, "x-cascade-exchange", r->exchange);
+		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);
+		if (r->has_expiration)
+			headers_put_bytes(&t, "x-cascade-expiration",
+					  r->expiration);
+		headers_put_i64(&t, "x-remaining-delay", r->left);
+		break;
+	case ROUTE_DELIVER:
+	default:
+		if (headers_filter(h, headers_is_routing, 1, pool, &t) < 0)
+			return -1;
+		if (r->has_expiration) {
+			out->_flags |= AMQP_BASIC_EXPIRATION_FLAG;
+			out->expiration = r->expiration;
+		}
+		break;
+	}
+	if (move_uid)
+		headers_put_bytes(&t, "x-cascade-user-id", in->user_id);
+	out->headers = t;
+	if (t.num_entries > 0)
+		out->_flags |= AMQP_BASIC_HEADERS_FLAG;
+	else
+		out->_flags &= ~AMQP_BASIC_HEADERS_FLAG;
+	return 0;
+}
