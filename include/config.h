@@ -38,7 +38,7 @@ enum queue_type {
 	X(topology, max_length, UINT, "1000000", 1, 2147483647LL,              \
 	  "x-max-length of each delay queue")                                  \
 	X(router, prefetch, UINT, "1000", 1, 65535,                            \
-	  "unacknowledged messages the daemon holds at once")                  \
+	  "unacked deliveries per consumed queue")                  \
 	X(router, max_delay, DUR, "365d", 0, 315360000000LL,                   \
 	  "longer delays are parked in the error queue")                       \
 	X(router, default_target_exchange, STR, "", 0, 255,                    \

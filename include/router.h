@@ -48,6 +48,13 @@ void router_decide(const struct router_params *p, enum route_source src,
 		   const amqp_basic_properties_t *props,
 		   amqp_bytes_t routing_key, int64_t now, struct route *r);
 
+/*
+ * From r->due and the clock, the next step only: deliver, or the hop and
+ * what is left after it.  A message published again after a nack takes this
+ * step afresh without reading its headers again, so its due time stays.
+ */
+void router_step(const struct router_params *p, struct route *r, int64_t now);
+
 /* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
 void router_park(struct route *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

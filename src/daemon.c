@@ -127,7 +127,7 @@ struct daemon {
 };
 
 static void daemon_connect(struct daemon *d);
-static void daemon_route(struct daemon *d, struct message *m);
+static void daemon_dispatch(struct daemon *d, struct message *m);
 static void daemon_publish(struct daemon *d, struct message *m);
 
 static int64_t
@@ -426,11 +426,10 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		if (m->retry_at > now)
 			continue;
 		TAILQ_REMOVE(&d->retry, m, link);
-		/* Route afresh: the due time may have come meanwhile. */
-		if (m->route.action == ROUTE_PARK)
-			daemon_publish(d, m);
-		else
-			daemon_route(d, m);
+		/* The due time may have come meanwhile: step afresh. */
+		if (m->route.action != ROUTE_PARK)
+			router_step(&d->rp, &m->route, now_ms());
+		daemon_dispatch(d, m);
 	}
 	daemon_retry_arm(d);
 }
@@ -682,17 +681,24 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
  * Routing a complete delivery
  */
 
+/* Publish m as m->route says, after checking a named target exists. */
 static void
-daemon_route(struct daemon *d, struct message *m)
+daemon_dispatch(struct daemon *d, struct message *m)
 {
-	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms(),
-		      &m->route);
 	if (m->route.action == ROUTE_DELIVER && m->route.exchange.len > 0 &&
 	    !xcache_has(d, m->route.exchange)) {
 		daemon_wait_exchange(d, m);
 		return;
 	}
 	daemon_publish(d, m);
+}
+
+static void
+daemon_route(struct daemon *d, struct message *m)
+{
+	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms(),
+		      &m->route);
+	daemon_dispatch(d, m);
 }
 
 static void
@@ -1181,7 +1187,9 @@ daemon_run(const struct config *cfg)
 	ev_signal_start(d->loop, &d->sigterm);
 	ev_signal_start(d->loop, &d->sigint);
 
-	daemon_connect(d);
+	/* Connect from inside the loop, so ev_break works from the start. */
+	ev_timer_set(&d->reconnect, 0., 0.);
+	ev_timer_start(d->loop, &d->reconnect);
 	ev_run(d->loop, 0);
 
 	daemon_drop_state(d);

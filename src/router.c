@@ -97,7 +97,6 @@ router_decide(const struct router_params *p, enum route_source src,
 	const amqp_table_t *h = props_headers(props);
 	const amqp_field_value_t *v;
 	const char *why;
-	int64_t remaining;
 
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
@@ -133,9 +132,18 @@ router_decide(const struct router_params *p, enum route_source src,
 			r->has_expiration = 1;
 	}
 
-	remaining = r->due - now;
+	router_step(p, r, now);
+}
+
+void
+router_step(const struct router_params *p, struct route *r, int64_t now)
+{
+	int64_t remaining = r->due - now;
+
+	r->left = 0;
 	if (remaining <= 0) {
 		r->action = ROUTE_DELIVER;
+		r->level = -1;
 		return;
 	}
 	r->action = ROUTE_HOP;
