@@ -29,6 +29,9 @@ log_level_parse(const char *name, enum log_level *out)
 	return -1;
 }
 
+static void log_vemit(enum log_level level, const char *msg, const char *fmt,
+		      va_list ap) __attribute__((format(printf, 3, 0)));
+
 static void
 log_vemit(enum log_level level, const char *msg, const char *fmt, va_list ap)
 {
