@@ -26,6 +26,8 @@ enum queue_type {
 	  CONFIG_STR_MAX - 1, "AMQP URL; amqps:// for TLS")                    \
 	X(broker, heartbeat, DUR, "30s", 0, 65535000LL,                        \
 	  "AMQP heartbeat; 0s turns it off")                                   \
+	X(broker, reconnect_max, DUR, "30s", 100, 3600000LL,                   \
+	  "longest wait between two reconnect attempts")                       \
 	X(topology, prefix, STR, "cascade", 1, 200,                            \
 	  "name of the exchange and prefix of every queue")                    \
 	X(topology, queue_type, QTYPE, "quorum", 0, 0,                         \
@@ -42,7 +44,9 @@ enum queue_type {
 	X(router, max_delay, DUR, "365d", 0, 315360000000LL,                   \
 	  "longer delays are parked in the error queue")                       \
 	X(router, default_target_exchange, STR, "", 0, 255,                    \
-	  "where messages without x-target-exchange go")
+	  "where messages without x-target-exchange go")                       \
+	X(router, stop_timeout, DUR, "10s", 0, 3600000LL,                      \
+	  "how long SIGTERM waits for outstanding confirms")
 
 #define CONFIG_FIELD_STR char
 #define CONFIG_FIELD_DUR int64_t

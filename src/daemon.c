@@ -34,10 +34,8 @@
 #include "topology.h"
 
 #define RECONNECT_MIN_MS 500
-#define RECONNECT_MAX_MS 30000
 #define RETRY_MIN_MS 200
 #define RETRY_MAX_MS 10000
-#define STOP_TIMEOUT 10.0	/* seconds to wait for confirms on SIGTERM */
 #define XCACHE_SIZE 256		/* target exchanges remembered */
 #define XCACHE_TTL_MS 10000	/* how long "it exists" is believed */
 #define FRAMES_PER_CALLBACK 4096
@@ -47,6 +45,7 @@ enum message_state {
 	MESSAGE_INFLIGHT,
 	MESSAGE_WAITING, /* for a passive declare of its target exchange */
 	MESSAGE_RETRY,	 /* nacked; published again at retry_at */
+	MESSAGE_PAUSED,	 /* held while the broker pushes back */
 };
 
 /* A delivery we hold until its next publish is confirmed. */
@@ -55,6 +54,7 @@ struct message {
 	enum message_state state;
 	enum route_source src;
 	int discard;	    /* arrived while stopping: never routed */
+	int routed;	    /* route is set */
 	int is_return;	    /* a basic.return, not a delivery */
 	uint64_t delivery_tag;
 	amqp_bytes_t exchange;
@@ -108,11 +108,15 @@ struct daemon {
 	struct message *assembling;
 	struct message_list inflight;
 	struct message_list retry;
+	struct message_list paused;
 	struct lookup_list lookups;
 	struct xcache_entry xcache[XCACHE_SIZE];
 	unsigned xcache_next;
 	amqp_pool_t scratch;
 	unsigned reconnects;
+	int blocked;		   /* connection.blocked by the broker */
+	unsigned refused;	   /* nacks and returns not yet logged */
+	int64_t refused_logged_at; /* mono ms */
 
 	ev_io io;
 	ev_idle more;	    /* frames left in rabbitmq-c's buffer */
@@ -128,6 +132,7 @@ struct daemon {
 
 static void daemon_connect(struct daemon *d);
 static void daemon_dispatch(struct daemon *d, struct message *m);
+static void daemon_route(struct daemon *d, struct message *m);
 static void daemon_publish(struct daemon *d, struct message *m);
 
 static int64_t
@@ -284,6 +289,7 @@ daemon_drop_state(struct daemon *d)
 	d->assembling = NULL;
 	message_list_free(&d->inflight);
 	message_list_free(&d->retry);
+	message_list_free(&d->paused);
 	while ((lk = TAILQ_FIRST(&d->lookups)) != NULL) {
 		TAILQ_REMOVE(&d->lookups, lk, link);
 		message_list_free(&lk->waiters);
@@ -311,12 +317,13 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	d->broken = 0;
 	d->consuming = 0;
 	d->check_open = 0;
+	d->blocked = 0;
 	if (d->stopping) {
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
 	}
 	delay = backoff_seconds(d->reconnects++, RECONNECT_MIN_MS,
-				RECONNECT_MAX_MS);
+				d->cfg->broker_reconnect_max);
 	log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
 		 delay * 1000, d->reconnects);
 	ev_timer_set(&d->reconnect, delay, 0.);
@@ -384,6 +391,8 @@ daemon_retry_arm(struct daemon *d)
 	int64_t first = INT64_MAX, now = mono_ms();
 
 	ev_timer_stop(d->loop, &d->retry_timer);
+	if (d->blocked)
+		return; /* connection.unblocked arms it again */
 	TAILQ_FOREACH(m, &d->retry, link)
 		if (m->retry_at < first)
 			first = m->retry_at;
@@ -394,18 +403,61 @@ daemon_retry_arm(struct daemon *d)
 	ev_timer_start(d->loop, &d->retry_timer);
 }
 
+/*
+ * Backpressure.  While the broker refuses publishes (a nack from a full
+ * queue, or connection.blocked), new deliveries are held unrouted instead of
+ * adding to the pile.  They count against the prefetch, so the broker stops
+ * sending once it is reached: memory stays bounded and nothing spins.
+ */
+static int
+daemon_paused(const struct daemon *d)
+{
+	return d->blocked || !TAILQ_EMPTY(&d->retry);
+}
+
+static void
+daemon_resume(struct daemon *d)
+{
+	struct message *m;
+
+	while (!d->broken && !daemon_paused(d) &&
+	       (m = TAILQ_FIRST(&d->paused)) != NULL) {
+		TAILQ_REMOVE(&d->paused, m, link);
+		if (m->routed)
+			daemon_dispatch(d, m);
+		else
+			daemon_route(d, m);
+	}
+}
+
+static void
+daemon_pause(struct daemon *d, struct message *m)
+{
+	m->state = MESSAGE_PAUSED;
+	TAILQ_INSERT_TAIL(&d->paused, m, link);
+}
+
 /* Publish m again later: a nack, or a hop refused by a missing queue. */
 static void
 daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 {
 	double s = backoff_seconds(m->retries++, RETRY_MIN_MS, RETRY_MAX_MS);
+	int64_t now = mono_ms();
 
-	log_warn("publish_refused",
-		 " reason=\"%s\" retry_in_ms=%.0f attempt=%u queue=\"%.*s\"",
-		 why, s * 1000, m->retries, (int)m->pub_routing_key.len,
-		 (const char *)m->pub_routing_key.bytes);
+	/* A full queue refuses many publishes at once: one line a second. */
+	d->refused++;
+	if (now - d->refused_logged_at >= 1000) {
+		log_warn("publish_refused",
+			 " reason=\"%s\" queue=\"%.*s\" count=%u "
+			 "retry_in_ms=%.0f",
+			 why, (int)m->pub_routing_key.len,
+			 (const char *)m->pub_routing_key.bytes, d->refused,
+			 s * 1000);
+		d->refused = 0;
+		d->refused_logged_at = now;
+	}
 	m->state = MESSAGE_RETRY;
-	m->retry_at = mono_ms() + (int64_t)(s * 1000);
+	m->retry_at = now + (int64_t)(s * 1000);
 	TAILQ_INSERT_TAIL(&d->retry, m, link);
 	daemon_retry_arm(d);
 }
@@ -421,7 +473,8 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	for (m = TAILQ_FIRST(&d->retry); m != NULL && !d->broken; m = next) {
+	for (m = TAILQ_FIRST(&d->retry); m != NULL && !d->broken && !d->blocked;
+	     m = next) {
 		next = TAILQ_NEXT(m, link);
 		if (m->retry_at > now)
 			continue;
@@ -432,6 +485,7 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		daemon_dispatch(d, m);
 	}
 	daemon_retry_arm(d);
+	daemon_resume(d);
 }
 
 /* The broker confirmed m's publish (or refused it, when nack). */
@@ -537,6 +591,11 @@ daemon_publish(struct daemon *d, struct message *m)
 
 	if (d->broken) {
 		message_free(m);
+		return;
+	}
+	/* A blocked connection stops reading: a publish could hang us. */
+	if (d->blocked) {
+		daemon_pause(d, m);
 		return;
 	}
 	switch (r->action) {
@@ -698,6 +757,7 @@ daemon_route(struct daemon *d, struct message *m)
 {
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms(),
 		      &m->route);
+	m->routed = 1;
 	daemon_dispatch(d, m);
 }
 
@@ -713,6 +773,10 @@ daemon_message_done(struct daemon *d, struct message *m)
 	if (m->discard) {
 		/* Not acked: the broker gives it to another consumer. */
 		message_free(m);
+		return;
+	}
+	if (daemon_paused(d)) {
+		daemon_pause(d, m);
 		return;
 	}
 	daemon_route(d, m);
@@ -854,10 +918,14 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_connection_blocked_t *b = dec;
 		log_warn("connection_blocked", " reason=\"%.*s\"",
 			 (int)b->reason.len, (const char *)b->reason.bytes);
+		d->blocked = 1;
 		return;
 	}
 	case AMQP_CONNECTION_UNBLOCKED_METHOD:
 		log_info("connection_unblocked", "%s", "");
+		d->blocked = 0;
+		daemon_retry_arm(d);
+		daemon_resume(d);
 		return;
 	default:
 		log_debug("method_ignored", " id=0x%08x channel=%u",
@@ -1068,7 +1136,7 @@ retry:
 	{
 		double delay = backoff_seconds(d->reconnects++,
 					       RECONNECT_MIN_MS,
-					       RECONNECT_MAX_MS);
+					       d->cfg->broker_reconnect_max);
 		log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
 			 delay * 1000, d->reconnects);
 		ev_timer_set(&d->reconnect, delay, 0.);
@@ -1124,8 +1192,10 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	/* Messages waiting for a retry are left to the broker to redeliver. */
 	message_list_free(&d->retry);
+	message_list_free(&d->paused);
 	ev_timer_stop(loop, &d->retry_timer);
-	ev_timer_set(&d->stop_timer, STOP_TIMEOUT, 0.);
+	ev_timer_set(&d->stop_timer,
+		     (double)d->cfg->router_stop_timeout / 1000.0, 0.);
 	ev_timer_start(loop, &d->stop_timer);
 	daemon_drain(d);
 }
@@ -1169,6 +1239,7 @@ daemon_run(const struct config *cfg)
 		amqp_cstring_bytes(cfg->router_default_target_exchange);
 	TAILQ_INIT(&d->inflight);
 	TAILQ_INIT(&d->retry);
+	TAILQ_INIT(&d->paused);
 	TAILQ_INIT(&d->lookups);
 	init_amqp_pool(&d->scratch, 4096);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
