@@ -11,55 +11,64 @@
 
 #define CONFIG_STR_MAX 1024
 
+/* ENUM keys hold the index of their value in the key's choices. */
 enum queue_type {
 	QUEUE_TYPE_QUORUM,
 	QUEUE_TYPE_CLASSIC,
 };
 
+enum tail_mode {
+	TAIL_HOLD,     /* keep the sub-resolution tail in memory on a timer */
+	TAIL_ROUND_UP, /* send it round the shortest queue once more */
+};
+
 /*
- * X(section, name, kind, default, min, max, help)
- * kind: STR (text), DUR (duration in ms, unit required), UINT, QTYPE.
- * min and max bound numbers and durations; for STR, max is the length limit.
+ * X(section, name, kind, default, min, max, choices, help)
+ * kind: STR (text), DUR (duration in ms, unit required), UINT, ENUM (one of
+ * the "|"-separated choices, stored as its index).  min and max bound
+ * numbers and durations; for STR, max is the length limit.
  */
 #define CONFIG_KEYS(X)                                                         \
 	X(broker, url, STR, "amqp://guest:guest@127.0.0.1:5672/%2f", 1,        \
-	  CONFIG_STR_MAX - 1, "AMQP URL; amqps:// for TLS")                    \
-	X(broker, heartbeat, DUR, "30s", 0, 65535000LL,                        \
+	  CONFIG_STR_MAX - 1, NULL, "AMQP URL; amqps:// for TLS")              \
+	X(broker, heartbeat, DUR, "30s", 0, 65535000LL, NULL,                  \
 	  "AMQP heartbeat; 0s turns it off")                                   \
-	X(broker, reconnect_max, DUR, "30s", 100, 3600000LL,                   \
+	X(broker, reconnect_max, DUR, "30s", 100, 3600000LL, NULL,             \
 	  "longest wait between two reconnect attempts")                       \
-	X(topology, prefix, STR, "cascade", 1, 200,                            \
+	X(topology, prefix, STR, "cascade", 1, 200, NULL,                      \
 	  "name of the exchange and prefix of every queue")                    \
-	X(topology, queue_type, QTYPE, "quorum", 0, 0,                         \
-	  "quorum | classic, for ingress, return and delay queues")            \
-	X(topology, resolution, DUR, "2s", 1, 315360000000LL,                  \
+	X(topology, queue_type, ENUM, "quorum", 0, 0, "quorum|classic",        \
+	  "type of every queue cascade declares")                              \
+	X(topology, resolution, DUR, "2s", 1, 315360000000LL, NULL,            \
 	  "TTL of the shortest delay queue")                                   \
-	X(topology, factor, UINT, "4", 2, 1000,                                \
+	X(topology, factor, UINT, "4", 2, 1000, NULL,                          \
 	  "each level's TTL is this many times the one below")                 \
-	X(topology, levels, UINT, "12", 1, 64, "number of delay queues")       \
-	X(topology, max_length, UINT, "1000000", 1, 2147483647LL,              \
+	X(topology, levels, UINT, "12", 1, 64, NULL, "number of delay queues") \
+	X(topology, max_length, UINT, "1000000", 1, 2147483647LL, NULL,        \
 	  "x-max-length of each delay queue")                                  \
-	X(router, prefetch, UINT, "1000", 1, 65535,                            \
-	  "unacked deliveries per consumed queue")                  \
-	X(router, max_delay, DUR, "365d", 0, 315360000000LL,                   \
+	X(router, prefetch, UINT, "1000", 1, 65535, NULL,                      \
+	  "unacked deliveries per consumed queue")                             \
+	X(router, max_delay, DUR, "365d", 0, 315360000000LL, NULL,             \
 	  "longer delays are parked in the error queue")                       \
-	X(router, default_target_exchange, STR, "", 0, 255,                    \
+	X(router, default_target_exchange, STR, "", 0, 255, NULL,              \
 	  "where messages without x-target-exchange go")                       \
-	X(router, stop_timeout, DUR, "10s", 0, 3600000LL,                      \
+	X(router, tail, ENUM, "hold", 0, 0, "hold|round-up",                   \
+	  "below one resolution step: hold in memory, or round up")            \
+	X(router, stop_timeout, DUR, "10s", 0, 3600000LL, NULL,                \
 	  "how long SIGTERM waits for outstanding confirms")
 
 #define CONFIG_FIELD_STR char
 #define CONFIG_FIELD_DUR int64_t
 #define CONFIG_FIELD_UINT uint64_t
-#define CONFIG_FIELD_QTYPE enum queue_type
+#define CONFIG_FIELD_ENUM int
 #define CONFIG_ARRAY_STR [CONFIG_STR_MAX]
 #define CONFIG_ARRAY_DUR
 #define CONFIG_ARRAY_UINT
-#define CONFIG_ARRAY_QTYPE
+#define CONFIG_ARRAY_ENUM
 
 struct config {
 	char path[CONFIG_STR_MAX];
-#define CONFIG_DECLARE(sec, name, kind, def, lo, hi, help)                     \
+#define CONFIG_DECLARE(sec, name, kind, def, lo, hi, choices, help)                     \
 	CONFIG_FIELD_##kind sec##_##name CONFIG_ARRAY_##kind;                  \
 	int sec##_##name##_line;
 	CONFIG_KEYS(CONFIG_DECLARE)

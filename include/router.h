@@ -15,6 +15,7 @@ struct router_params {
 	const struct ladder *ladder;
 	int64_t max_delay;
 	amqp_bytes_t default_exchange;
+	int hold_tail; /* below ttl[0]: hold in memory instead of level 0 */
 };
 
 enum route_source {
@@ -26,6 +27,7 @@ enum route_action {
 	ROUTE_HOP,     /* publish to delay level `level` */
 	ROUTE_DELIVER, /* publish to exchange / routing_key */
 	ROUTE_PARK,    /* publish to the error queue with `reason` */
+	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
 };
 
 struct route {

@@ -20,7 +20,7 @@ enum config_kind {
 	CONFIG_KIND_STR,
 	CONFIG_KIND_DUR,
 	CONFIG_KIND_UINT,
-	CONFIG_KIND_QTYPE,
+	CONFIG_KIND_ENUM,
 };
 
 struct config_key {
@@ -29,18 +29,20 @@ struct config_key {
 	enum config_kind kind;
 	const char *def;
 	int64_t lo, hi;
+	const char *choices;
 	size_t offset;
 	size_t line_offset;
 };
 
 static const struct config_key config_keys[] = {
-#define CONFIG_ENTRY(sec, nm, kind, d, l, h, help)                             \
+#define CONFIG_ENTRY(sec, nm, kind, d, l, h, ch, help)                         \
 	{#sec,                                                                 \
 	 #nm,                                                                  \
 	 CONFIG_KIND_##kind,                                                   \
 	 d,                                                                    \
 	 l,                                                                    \
 	 h,                                                                    \
+	 ch,                                                                   \
 	 offsetof(struct config, sec##_##nm),                                  \
 	 offsetof(struct config, sec##_##nm##_line)},
 	CONFIG_KEYS(CONFIG_ENTRY)
@@ -162,18 +164,25 @@ config_set(struct config *cfg, const struct config_key *k, const char *value,
 		}
 		memcpy(field, &u, sizeof(u));
 		return 0;
-	case CONFIG_KIND_QTYPE: {
-		enum queue_type t;
-		if (strcmp(value, "quorum") == 0)
-			t = QUEUE_TYPE_QUORUM;
-		else if (strcmp(value, "classic") == 0)
-			t = QUEUE_TYPE_CLASSIC;
-		else {
-			*why = "must be quorum or classic";
-			return -1;
+	case CONFIG_KIND_ENUM: {
+		const char *c = k->choices;
+		size_t n = strlen(value);
+		int index = 0;
+		for (;;) {
+			size_t len = strcspn(c, "|");
+			if (len == n && memcmp(c, value, n) == 0) {
+				memcpy(field, &index, sizeof(index));
+				return 0;
+			}
+			if (c[len] == '\0')
+				break;
+			c += len + 1;
+			index++;
 		}
-		memcpy(field, &t, sizeof(t));
-		return 0;
+		snprintf(whybuf, sizeof(whybuf), "must be one of %s",
+			 k->choices);
+		*why = whybuf;
+		return -1;
 	}
 	}
 	*why = "unknown kind";

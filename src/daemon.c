@@ -46,6 +46,7 @@ enum message_state {
 	MESSAGE_WAITING, /* for a passive declare of its target exchange */
 	MESSAGE_RETRY,	 /* nacked; published again at retry_at */
 	MESSAGE_PAUSED,	 /* held while the broker pushes back */
+	MESSAGE_HELD,	 /* sub-resolution tail, on its own timer */
 };
 
 /* A delivery we hold until its next publish is confirmed. */
@@ -72,6 +73,8 @@ struct message {
 	char return_text[160];
 	int64_t retry_at;
 	unsigned retries;
+	ev_timer hold;
+	struct daemon *daemon;
 };
 
 TAILQ_HEAD(message_list, message);
@@ -109,6 +112,7 @@ struct daemon {
 	struct message_list inflight;
 	struct message_list retry;
 	struct message_list paused;
+	struct message_list held;
 	struct lookup_list lookups;
 	struct xcache_entry xcache[XCACHE_SIZE];
 	unsigned xcache_next;
@@ -281,6 +285,18 @@ daemon_fail(struct daemon *d, const char *why)
 }
 
 static void
+daemon_drop_held(struct daemon *d)
+{
+	struct message *m;
+
+	while ((m = TAILQ_FIRST(&d->held)) != NULL) {
+		ev_timer_stop(d->loop, &m->hold);
+		TAILQ_REMOVE(&d->held, m, link);
+		message_free(m);
+	}
+}
+
+static void
 daemon_drop_state(struct daemon *d)
 {
 	struct lookup *lk;
@@ -290,6 +306,7 @@ daemon_drop_state(struct daemon *d)
 	message_list_free(&d->inflight);
 	message_list_free(&d->retry);
 	message_list_free(&d->paused);
+	daemon_drop_held(d);
 	while ((lk = TAILQ_FIRST(&d->lookups)) != NULL) {
 		TAILQ_REMOVE(&d->lookups, lk, link);
 		message_list_free(&lk->waiters);
@@ -740,10 +757,45 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
  * Routing a complete delivery
  */
 
+/*
+ * The tail below one resolution step waits here, unacked, so it counts
+ * against the prefetch, and goes to its target at its due time.
+ */
+static void
+on_hold(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct message *m = (struct message *)((char *)w -
+					       offsetof(struct message, hold));
+	struct daemon *d = m->daemon;
+
+	(void)loop;
+	(void)revents;
+	TAILQ_REMOVE(&d->held, m, link);
+	router_step(&d->rp, &m->route, now_ms());
+	daemon_dispatch(d, m);
+}
+
+static void
+daemon_hold(struct daemon *d, struct message *m)
+{
+	/* libev's clock can lag the wall clock: refresh it first, and
+	 * on_hold steps again if the timer still fires a little early. */
+	ev_now_update(d->loop);
+	m->daemon = d;
+	m->state = MESSAGE_HELD;
+	ev_timer_init(&m->hold, on_hold, (double)m->route.left / 1000.0, 0.);
+	ev_timer_start(d->loop, &m->hold);
+	TAILQ_INSERT_TAIL(&d->held, m, link);
+}
+
 /* Publish m as m->route says, after checking a named target exists. */
 static void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
+	if (m->route.action == ROUTE_HOLD) {
+		daemon_hold(d, m);
+		return;
+	}
 	if (m->route.action == ROUTE_DELIVER && m->route.exchange.len > 0 &&
 	    !xcache_has(d, m->route.exchange)) {
 		daemon_wait_exchange(d, m);
@@ -1193,6 +1245,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	/* Messages waiting for a retry are left to the broker to redeliver. */
 	message_list_free(&d->retry);
 	message_list_free(&d->paused);
+	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
 		     (double)d->cfg->router_stop_timeout / 1000.0, 0.);
@@ -1237,9 +1290,11 @@ daemon_run(const struct config *cfg)
 	d->rp.max_delay = cfg->router_max_delay;
 	d->rp.default_exchange =
 		amqp_cstring_bytes(cfg->router_default_target_exchange);
+	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
 	TAILQ_INIT(&d->inflight);
 	TAILQ_INIT(&d->retry);
 	TAILQ_INIT(&d->paused);
+	TAILQ_INIT(&d->held);
 	TAILQ_INIT(&d->lookups);
 	init_amqp_pool(&d->scratch, 4096);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));

@@ -148,6 +148,11 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 	}
 	r->action = ROUTE_HOP;
 	r->level = ladder_pick(p->ladder, remaining);
+	if (r->level < 0 && p->hold_tail) {
+		r->action = ROUTE_HOLD;
+		r->left = remaining;
+		return;
+	}
 	if (r->level < 0)
 		r->level = 0; /* round the tail up: late, never early */
 	r->left = remaining - p->ladder->ttl[r->level];
