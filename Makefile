@@ -4,10 +4,11 @@ BUILD ?= build
 CC ?= cc
 
 PKGS := librabbitmq inih
-SRCS := log.c duration.c config.c ladder.c headers.c router.c broker.c \
-	topology.c daemon.c main.c
+SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c \
+	broker.c topology.c daemon.c main.c
 # Modules with no socket: linked into the unit tests.
-PURE := log.c duration.c config.c ladder.c headers.c router.c topology.c broker.c
+PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c \
+	topology.c broker.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -17,7 +18,7 @@ endif
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) $(shell pkg-config --cflags $(PKGS))
-LDLIBS := $(shell pkg-config --libs $(PKGS)) -lev
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -lev -lm
 
 ifdef SANITIZER
 ALL_CFLAGS += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer \

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "retry.h"
+
 #define CONFIG_STR_MAX 1024
 
 /* ENUM keys hold the index of their value in the key's choices. */
@@ -73,6 +75,8 @@ struct config {
 	int sec##_##name##_line;
 	CONFIG_KEYS(CONFIG_DECLARE)
 #undef CONFIG_DECLARE
+	/* [retry] and [retry.QUEUE]: sections named by the user's queues */
+	struct retry_table retry;
 };
 
 /* Fill cfg with every default. */

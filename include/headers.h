@@ -25,6 +25,9 @@ int headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why);
 int headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms,
 		     const char **why);
 
+/* Any integer kind as int64: 1 if it is one, 0 if not, -1 if too large. */
+int headers_integer(const amqp_field_value_t *v, int64_t *out);
+
 /* A string field (UTF-8 or bytes) as bytes; -1 for any other type. */
 int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
 

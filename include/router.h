@@ -10,17 +10,21 @@
 #include <stdint.h>
 
 #include "ladder.h"
+#include "retry.h"
 
 struct router_params {
 	const struct ladder *ladder;
 	int64_t max_delay;
 	amqp_bytes_t default_exchange;
 	int hold_tail; /* below ttl[0]: hold in memory instead of level 0 */
+	const struct retry_table *retry;
+	double (*random)(void); /* uniform in [0, 1), for retry jitter */
 };
 
 enum route_source {
 	ROUTE_FROM_INGRESS, /* first sight: read the publisher's headers */
 	ROUTE_FROM_RETURN,  /* back from a delay queue: read our own state */
+	ROUTE_FROM_RETRY,   /* dead-lettered by a work queue: retry it */
 };
 
 enum route_action {
@@ -39,6 +43,8 @@ struct route {
 	amqp_bytes_t routing_key;
 	amqp_bytes_t expiration; /* the publisher's, held back until delivery */
 	int has_expiration;
+	unsigned attempt;   /* retry attempt to stamp; 0: leave as it is */
+	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
 	char reason[256];
 };
 

@@ -18,6 +18,7 @@ struct topology {
 	char ingress[TOPOLOGY_NAME_MAX];
 	char ret[TOPOLOGY_NAME_MAX];
 	char error[TOPOLOGY_NAME_MAX];
+	char retry[TOPOLOGY_NAME_MAX]; /* exchange and queue */
 	char delay[LADDER_MAX_LEVELS][TOPOLOGY_NAME_MAX];
 	unsigned levels;
 };

@@ -199,6 +199,49 @@ config_defaults(struct config *cfg)
 		if (config_set(cfg, &config_keys[i], config_keys[i].def,
 			       &why) < 0)
 			abort(); /* a bad default is a broken build */
+	retry_defaults(&cfg->retry.def);
+}
+
+/* [retry] and [retry.QUEUE] keys; their names depend on the user's queues. */
+static void
+config_retry(struct config_parse *p, const char *section, const char *name,
+	     const char *value, const char *key)
+{
+	struct retry_policy *rp;
+	const char *why = "";
+
+	if (strcmp(section, "retry") == 0) {
+		rp = &p->cfg->retry.def;
+	} else if (section[6] == '\0') {
+		config_error(p, p->line, key, "[retry.] needs a queue name");
+		return;
+	} else {
+		rp = retry_section(&p->cfg->retry, section + 6);
+		if (rp == NULL) {
+			config_error(p, p->line, key,
+				     "more than %d [retry.*] sections, or a "
+				     "queue name longer than 255 bytes",
+				     RETRY_MAX_POLICIES);
+			return;
+		}
+	}
+	switch (retry_set(rp, name, value, &why)) {
+	case 0:
+		if (rp->line == 0)
+			rp->line = p->line;
+		return;
+	case -2:
+		config_error(p, p->line, key,
+			     "unknown key (max_retries, delays, backoff, "
+			     "initial, multiplier, max, jitter)");
+		return;
+	case -3:
+		config_error(p, p->line, key, "given twice");
+		return;
+	default:
+		config_error(p, p->line, key, "%s: \"%s\"", why, value);
+		return;
+	}
 }
 
 static int
@@ -212,6 +255,10 @@ config_handler(void *user, const char *section, const char *name,
 	int known_section = 0, first;
 
 	snprintf(key, sizeof(key), "%s.%s", section, name);
+	if (strcmp(section, "retry") == 0 || strncmp(section, "retry.", 6) == 0) {
+		config_retry(p, section, name, value, key);
+		return 1;
+	}
 	for (size_t i = 0; i < CONFIG_NKEYS; i++) {
 		if (strcmp(config_keys[i].section, section) != 0)
 			continue;
@@ -333,6 +380,16 @@ config_check(struct config_parse *p)
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
 			     "AMQP heartbeats are whole seconds");
+	retry_inherit(&cfg->retry);
+	if (retry_check(&cfg->retry.def, &why) < 0)
+		config_error(p, cfg->retry.def.line, "retry", "%s", why);
+	for (unsigned i = 0; i < cfg->retry.n; i++) {
+		char sec[RETRY_QUEUE_MAX + 8];
+		snprintf(sec, sizeof(sec), "retry.%s", cfg->retry.queues[i].queue);
+		if (retry_check(&cfg->retry.queues[i], &why) < 0)
+			config_error(p, cfg->retry.queues[i].line, sec, "%s",
+				     why);
+	}
 	if (ladder_init(&ladder, cfg->topology_resolution,
 			cfg->topology_factor, (unsigned)cfg->topology_levels,
 			&why) < 0) {

@@ -193,6 +193,12 @@ backoff_seconds(unsigned n, int64_t base, int64_t cap)
 	return (double)ms / 1000.0;
 }
 
+static double
+random_unit(void)
+{
+	return (double)rand() / ((double)RAND_MAX + 1.0);
+}
+
 /*
  * Messages
  */
@@ -397,7 +403,9 @@ daemon_log_park(const struct daemon *d, const struct message *m)
 	log_warn("parked",
 		 " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
 		 d->topo.error, m->route.reason,
-		 m->src == ROUTE_FROM_INGRESS ? d->topo.ingress : d->topo.ret,
+		 m->src == ROUTE_FROM_INGRESS  ? d->topo.ingress
+		 : m->src == ROUTE_FROM_RETRY ? d->topo.retry
+					      : d->topo.ret,
 		 (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
@@ -901,9 +909,12 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			return;
 		}
 		m->delivery_tag = dv->delivery_tag;
-		m->src = bytes_eq(dv->consumer_tag, amqp_cstring_bytes("return"))
-				 ? ROUTE_FROM_RETURN
-				 : ROUTE_FROM_INGRESS;
+		if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("return")))
+			m->src = ROUTE_FROM_RETURN;
+		else if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("retry")))
+			m->src = ROUTE_FROM_RETRY;
+		else
+			m->src = ROUTE_FROM_INGRESS;
 		m->exchange = pool_dup(&m->pool, dv->exchange);
 		m->routing_key = pool_dup(&m->pool, dv->routing_key);
 		m->discard = d->stopping;
@@ -1122,6 +1133,12 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 			   amqp_empty_table);
 	if (broker_check(d->conn, "consume return", err, errsize) < 0)
 		return -1;
+	amqp_basic_consume(d->conn, BROKER_CH_WORK,
+			   amqp_cstring_bytes(d->topo.retry),
+			   amqp_cstring_bytes("retry"), 0, 0, 0,
+			   amqp_empty_table);
+	if (broker_check(d->conn, "consume retry", err, errsize) < 0)
+		return -1;
 	return 0;
 }
 
@@ -1216,7 +1233,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct daemon *d = w->data;
 	amqp_basic_cancel_t cancel = {0};
-	static const char *const tags[] = {"ingress", "return"};
+	static const char *const tags[] = {"ingress", "return", "retry"};
 
 	(void)revents;
 	if (d->stopping) {
@@ -1232,7 +1249,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		cancel.consumer_tag = amqp_cstring_bytes(tags[i]);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
@@ -1291,6 +1308,8 @@ daemon_run(const struct config *cfg)
 	d->rp.default_exchange =
 		amqp_cstring_bytes(cfg->router_default_target_exchange);
 	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
+	d->rp.retry = &cfg->retry;
+	d->rp.random = random_unit;
 	TAILQ_INIT(&d->inflight);
 	TAILQ_INIT(&d->retry);
 	TAILQ_INIT(&d->paused);

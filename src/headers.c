@@ -32,9 +32,8 @@ headers_find(const amqp_table_t *t, const char *key)
 	return NULL;
 }
 
-/* Any integer kind as int64; 1 if it is one, 0 if not, -1 if too large. */
-static int
-field_integer(const amqp_field_value_t *v, int64_t *out)
+int
+headers_integer(const amqp_field_value_t *v, int64_t *out)
 {
 	switch (v->kind) {
 	case AMQP_FIELD_KIND_I8:
@@ -82,7 +81,7 @@ headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why)
 {
 	amqp_bytes_t s;
 
-	switch (field_integer(v, ms)) {
+	switch (headers_integer(v, ms)) {
 	case 1:
 		return 0;
 	case -1:
@@ -115,7 +114,7 @@ headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms, const char **why)
 		*ms = (int64_t)v->value.u64 * 1000;
 		return 0;
 	}
-	switch (field_integer(v, ms)) {
+	switch (headers_integer(v, ms)) {
 	case 1:
 		return 0;
 	case -1:
@@ -158,9 +157,11 @@ headers_is_routing(amqp_bytes_t key)
 	if (bytes_prefix(key, "x-first-death-") ||
 	    bytes_prefix(key, "x-last-death-"))
 		return 1;
-	/* Our own state, but for the user-id we keep for the publisher. */
+	/* Our own state, but for what we keep for the publisher and the
+	 * worker: the user-id and the retry attempt. */
 	return bytes_prefix(key, "x-cascade-") &&
-	       !bytes_eq(key, "x-cascade-user-id");
+	       !bytes_eq(key, "x-cascade-user-id") &&
+	       !bytes_eq(key, "x-cascade-attempt");
 }
 
 int

@@ -89,6 +89,57 @@ router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
 	return 0;
 }
 
+/* The queue that dead-lettered the message: the newest x-death entry. */
+static int
+router_death_queue(const amqp_table_t *h, amqp_bytes_t *q)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-death");
+
+	if (v != NULL && v->kind == AMQP_FIELD_KIND_ARRAY &&
+	    v->value.array.num_entries > 0 &&
+	    v->value.array.entries[0].kind == AMQP_FIELD_KIND_TABLE) {
+		v = headers_find(&v->value.array.entries[0].value.table,
+				 "queue");
+		if (v != NULL && headers_string(v, q) == 0 && q->len > 0)
+			return 0;
+	}
+	v = headers_find(h, "x-first-death-queue");
+	if (v != NULL && headers_string(v, q) == 0 && q->len > 0)
+		return 0;
+	return -1;
+}
+
+/* A message a worker rejected: next attempt after the policy's delay. */
+static int
+router_retry(const struct router_params *p, const amqp_table_t *h,
+	     int64_t now, struct route *r)
+{
+	const struct retry_policy *pol;
+	const amqp_field_value_t *v;
+	int64_t done = 0;
+	double u;
+
+	if (p->retry == NULL || router_death_queue(h, &r->queue) < 0) {
+		router_park(r, "no x-death queue: the message was not "
+			       "dead-lettered by a work queue");
+		return -1;
+	}
+	v = headers_find(h, "x-cascade-attempt");
+	if (v != NULL && (headers_integer(v, &done) != 1 || done < 0))
+		done = 0;
+	pol = retry_find(p->retry, r->queue);
+	if (done >= (int64_t)pol->max_retries) {
+		router_park(r, "gave up after %u retries", pol->max_retries);
+		return -1;
+	}
+	r->attempt = (unsigned)done + 1;
+	u = p->random != NULL ? p->random() : 0.0;
+	r->due = now + retry_delay(pol, r->attempt, u);
+	r->exchange = amqp_empty_bytes;
+	r->routing_key = r->queue;
+	return 0;
+}
+
 void
 router_decide(const struct router_params *p, enum route_source src,
 	      const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
@@ -106,6 +157,13 @@ router_decide(const struct router_params *p, enum route_source src,
 				  &r->exchange, r) < 0 ||
 		    router_string(h, "x-target-routing-key", routing_key,
 				  &r->routing_key, r) < 0)
+			return;
+		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
+			r->expiration = props->expiration;
+			r->has_expiration = 1;
+		}
+	} else if (src == ROUTE_FROM_RETRY) {
+		if (router_retry(p, h, now, r) < 0)
 			return;
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
@@ -174,6 +232,14 @@ drop_death(amqp_bytes_t key)
 	       (key.len >= 13 && memcmp(key.bytes, "x-last-death-", 13) == 0);
 }
 
+/* Routing headers, and the attempt count we are about to set anew. */
+static int
+drop_routing_attempt(amqp_bytes_t key)
+{
+	return headers_is_routing(key) ||
+	       (key.len == 17 && memcmp(key.bytes, "x-cascade-attempt", 17) == 0);
+}
+
 int
 router_props(const amqp_basic_properties_t *in, const struct route *r,
 	     amqp_pool_t *pool, amqp_basic_properties_t *out)
@@ -183,6 +249,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 	int has_uid_header = headers_find(h, "x-cascade-user-id") != NULL;
 	int move_uid = (in->_flags & AMQP_BASIC_USER_ID_FLAG) &&
 		       !has_uid_header;
+	int (*drop)(amqp_bytes_t) =
+		r->attempt > 0 ? drop_routing_attempt : headers_is_routing;
 
 	*out = *in;
 	/* Another user's user-id would be refused; the header carries it. */
@@ -191,8 +259,10 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	switch (r->action) {
 	case ROUTE_PARK:
-		if (headers_filter(h, drop_death, 3, pool, &t) < 0)
+		if (headers_filter(h, drop_death, 4, pool, &t) < 0)
 			return -1;
+		if (r->queue.len > 0)
+			headers_put_bytes(&t, "x-cascade-queue", r->queue);
 		/* Hold the expiration, or it would expire in the error queue. */
 		if ((in->_flags & AMQP_BASIC_EXPIRATION_FLAG) &&
 		    headers_find(h, "x-cascade-expiration") == NULL)
@@ -202,8 +272,10 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 				  amqp_cstring_bytes(r->reason));
 		break;
 	case ROUTE_HOP:
-		if (headers_filter(h, headers_is_routing, 7, pool, &t) < 0)
+		if (headers_filter(h, drop, 8, pool, &t) < 0)
 			return -1;
+		if (r->attempt > 0)
+			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		headers_put_i64(&t, "x-cascade-due", r->due);
 		headers_put_bytes(&t, "x-cascade-exchange", r->exchange);
 		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);
@@ -214,8 +286,10 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		break;
 	case ROUTE_DELIVER:
 	default:
-		if (headers_filter(h, headers_is_routing, 1, pool, &t) < 0)
+		if (headers_filter(h, drop, 2, pool, &t) < 0)
 			return -1;
+		if (r->attempt > 0)
+			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		if (r->has_expiration) {
 			out->_flags |= AMQP_BASIC_EXPIRATION_FLAG;
 			out->expiration = r->expiration;

@@ -14,6 +14,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l)
 	snprintf(t->ingress, sizeof(t->ingress), "%s.ingress", prefix);
 	snprintf(t->ret, sizeof(t->ret), "%s.return", prefix);
 	snprintf(t->error, sizeof(t->error), "%s.error", prefix);
+	snprintf(t->retry, sizeof(t->retry), "%s.retry", prefix);
 	t->levels = l->levels;
 	for (unsigned k = 0; k < l->levels; k++)
 		snprintf(t->delay[k], sizeof(t->delay[k]), "%s.delay.%" PRId64,
@@ -79,6 +80,21 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 			amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
 			amqp_empty_table);
 	snprintf(what, sizeof(what), "bind queue %s", t->ingress);
+	if (broker_check(conn, what, err, errsize) < 0)
+		return -1;
+
+	/* Work queues dead-letter rejected messages to P.retry. */
+	amqp_exchange_declare(conn, ch, amqp_cstring_bytes(t->retry),
+			      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+			      amqp_empty_table);
+	snprintf(what, sizeof(what), "declare exchange %s", t->retry);
+	if (broker_check(conn, what, err, errsize) < 0 ||
+	    topology_queue(conn, ch, t->retry, plain, err, errsize) < 0)
+		return -1;
+	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
+			amqp_cstring_bytes(t->retry), amqp_empty_bytes,
+			amqp_empty_table);
+	snprintf(what, sizeof(what), "bind queue %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
 
