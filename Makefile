@@ -33,7 +33,14 @@ PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all test unit integration run install clean deps format
 
-all: $(BUILD)/cascade
+TOOLS := $(BUILD)/cascade-publish
+
+all: $(BUILD)/cascade $(TOOLS)
+
+$(BUILD)/cascade-%: tools/cascade-%.c $(PURE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(PURE_OBJS) \
+		$(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/cascade: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
@@ -68,13 +75,13 @@ deps:
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/etc/cascade
-	install -m 755 $(BUILD)/cascade $(DESTDIR)$(PREFIX)/bin/cascade
+	install -m 755 $(BUILD)/cascade $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 conf/cascade.ini $(DESTDIR)$(PREFIX)/etc/cascade/cascade.ini
 
 format:
-	clang-format -i src/*.c include/*.h tests/unit/*.c
+	clang-format -i src/*.c include/*.h tests/unit/*.c tools/*.c
 
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJS:.o=.d) $(UNIT_BINS:=.d)
+-include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(TOOLS:=.d)
