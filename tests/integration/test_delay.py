@@ -1,0 +1,80 @@
+"""Delays across the whole ladder arrive not early and on time."""
+import json
+import os
+import time
+
+RESOLUTION_MS = 100  # the fast test ladder: 100ms x 2, 8 levels (to 12.8 s)
+SLACK_MS = 1  # due times are whole ms: the daemon may round 1 ms down
+
+DELAYS = [0, 1, 50, 99, 100, 101, 150, 199, 200, 399, 400, 1000, 3000,
+          6400, 12800, 20000]
+
+
+def run_sweep(client, daemon, copies=2):
+    q = client.queue()
+    sent = {}
+    for d in DELAYS:
+        for i in range(copies):
+            mid = "%d-%d" % (d, i)
+            sent[mid] = (client.publish(daemon.prefix, q, mid.encode(),
+                                        {"x-remaining-delay": d},
+                                        message_id=mid), d)
+    got = client.collect(q, len(sent), timeout=max(DELAYS) / 1000 + 15)
+    assert len(got) == len(sent), "lost: %s" % (
+        set(sent) - {p.message_id for _, p, _ in got})
+    lateness = {}
+    for arrived, props, _ in got:
+        t0, d = sent[props.message_id]
+        lateness[props.message_id] = (arrived - t0) * 1000 - d
+    return lateness
+
+
+def summary(name, lateness):
+    values = sorted(lateness.values())
+    s = {"test": name, "n": len(values), "min_ms": round(values[0], 1),
+         "p50_ms": round(values[len(values) // 2], 1),
+         "max_ms": round(values[-1], 1)}
+    print(json.dumps(s))
+    out = os.environ.get("CASCADE_LATENESS_LOG")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps(s) + "\n")
+    return s
+
+
+def test_whole_ladder_not_early_and_on_time(client, daemon):
+    lateness = run_sweep(client, daemon)
+    summary("hold", lateness)
+    early = {k: v for k, v in lateness.items() if v < -SLACK_MS}
+    assert not early, "delivered early (ms): %s" % early
+    late = {k: v for k, v in lateness.items() if v > RESOLUTION_MS + 100}
+    assert not late, "later than resolution + 100 ms: %s" % late
+
+
+def test_round_up_tail_stays_within_one_resolution(client, daemon_factory):
+    d = daemon_factory({"router": {"tail": "round-up"}})
+    lateness = run_sweep(client, d, copies=1)
+    summary("round-up", lateness)
+    early = {k: v for k, v in lateness.items() if v < -SLACK_MS}
+    assert not early, "delivered early (ms): %s" % early
+    late = {k: v for k, v in lateness.items() if v > RESOLUTION_MS + 100}
+    assert not late, "later than resolution + 100 ms: %s" % late
+
+
+def test_time_waiting_in_a_backlog_counts(client, daemon_factory):
+    """The due time is stamped when the daemon first sees a message: time
+    the message then spends waiting (here in the return queue while no
+    daemon runs) is not added to its delay."""
+    d = daemon_factory()
+    q = client.queue()
+    t0 = client.publish(d.prefix, q, b"x", {"x-remaining-delay": 1500})
+    time.sleep(0.3)  # first hop taken: the message is in a delay queue
+    assert d.stop() == 0
+    time.sleep(2.5)  # it expires into the return queue and waits there
+    restarted = time.time()
+    d.start()
+    got = client.collect(q, 1, timeout=10)
+    assert got, "lost"
+    # Due long ago: delivered at once, not after another full delay.
+    assert got[0][0] - restarted < 1.0, got[0][0] - restarted
+    assert (got[0][0] - t0) * 1000 >= 1500 - SLACK_MS
