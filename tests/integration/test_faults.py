@@ -1,0 +1,351 @@
+"""The fault suite: every message arrives, none early, through crashes,
+broker restarts, cut connections, full queues, two daemons and a node of a
+three-node cluster going away.  Each test publishes a few hundred messages
+with delays over several ladder levels, injects its fault while they are in
+flight, and counts what arrives."""
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pika
+import pytest
+
+from conftest import BROKER_SCRIPT, Broker, Daemon
+
+SLACK_MS = 1
+RESULTS = os.environ.get("CASCADE_FAULT_LOG")
+
+
+def start_broker(name=None, cookie=None):
+    directory = tempfile.mkdtemp(prefix="cascade-fault-")
+    env = dict(os.environ)
+    if cookie:
+        env["RABBITMQ_PRIVATE_COOKIE"] = cookie
+    args = [BROKER_SCRIPT, "start", directory] + ([name] if name else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True,
+                         timeout=150, env=env)
+    return Broker(directory, out.stdout.strip())
+
+
+def stop_broker(b):
+    subprocess.run([BROKER_SCRIPT, "stop", b.dir], capture_output=True,
+                   timeout=120)
+
+
+def restart_broker(b):
+    subprocess.run([BROKER_SCRIPT, "restart", b.dir], check=True,
+                   capture_output=True, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def fault_broker():
+    """A broker of this module's own: these tests stop and start it."""
+    b = start_broker()
+    yield b
+    stop_broker(b)
+    shutil.rmtree(b.dir, ignore_errors=True)
+
+
+def publish_batch(url, prefix, queue, n, lo_ms=200, hi_ms=6000):
+    """n messages with delays spread over the ladder; {id: (sent, delay)}."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare(queue, durable=True)
+    rnd = random.Random(n)
+    sent = {}
+    for i in range(n):
+        delay = rnd.randint(lo_ms, hi_ms)
+        mid = "%s-%d" % (queue, i)
+        sent[mid] = (time.time(), delay)
+        ch.basic_publish(prefix, queue, b"m",
+                         pika.BasicProperties(message_id=mid,
+                                              delivery_mode=2,
+                                              headers={"x-remaining-delay":
+                                                       delay}))
+    conn.close()
+    return sent
+
+
+class Collector(threading.Thread):
+    """Consumes the target queue in the background, reconnecting through
+    broker restarts, and records every arrival (duplicates included)."""
+
+    def __init__(self, url, queue):
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.arrivals = []
+        self.stopping = False
+
+    def run(self):
+        while not self.stopping:
+            try:
+                conn = pika.BlockingConnection(pika.URLParameters(self.url))
+                ch = conn.channel()
+                ch.queue_declare(self.queue, durable=True)
+
+                def on_message(c, m, p, b):
+                    self.arrivals.append((time.time(), p.message_id))
+                    c.basic_ack(m.delivery_tag)
+
+                ch.basic_consume(self.queue, on_message)
+                while not self.stopping:
+                    conn.process_data_events(time_limit=0.05)
+                conn.close()
+            except Exception:
+                time.sleep(0.3)
+
+    def wait_for(self, ids, timeout, settle=2.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if ids <= {mid for _, mid in self.arrivals}:
+                break
+            time.sleep(0.1)
+        time.sleep(settle)  # late duplicates
+        self.stopping = True
+        self.join(10)
+
+
+def report(name, sent, arrivals):
+    seen = {}
+    early = 0
+    worst = 0.0
+    for t, mid in arrivals:
+        seen[mid] = seen.get(mid, 0) + 1
+        t0, delay = sent[mid]
+        late = (t - t0) * 1000 - delay
+        if late < -SLACK_MS:
+            early += 1
+        worst = max(worst, late)
+    r = {"fault": name, "messages": len(sent),
+         "lost": len(set(sent) - set(seen)), "early": early,
+         "duplicates": sum(c - 1 for c in seen.values()),
+         "max_late_ms": round(worst)}
+    print(json.dumps(r))
+    if RESULTS:
+        with open(RESULTS, "a") as f:
+            f.write(json.dumps(r) + "\n")
+    return r
+
+
+def check(r):
+    assert r["lost"] == 0, r
+    assert r["early"] == 0, r
+
+
+def fast_daemon(broker, tmp_path, prefix=None, **sections):
+    s = {"broker": {"reconnect_max": "1s"}}
+    for k, v in sections.items():
+        s.setdefault(k, {}).update(v)
+    return Daemon(broker, str(tmp_path), s, prefix)
+
+
+def test_kill_9_and_restart(fault_broker, tmp_path):
+    d = fast_daemon(fault_broker, tmp_path).start()
+    q = "kill-" + d.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    sent = publish_batch(fault_broker.url, d.prefix, q, 300)
+    time.sleep(1.5)
+    d.kill()
+    time.sleep(2.0)
+    d.start()
+    col.wait_for(set(sent), timeout=30)
+    check(report("kill -9, restart after 2 s", sent, col.arrivals))
+    assert d.stop() == 0
+
+
+def test_kill_restart_loop(fault_broker, tmp_path):
+    d = fast_daemon(fault_broker, tmp_path).start()
+    q = "loop-" + d.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    sent = publish_batch(fault_broker.url, d.prefix, q, 300)
+    for _ in range(5):
+        time.sleep(1.0)
+        d.kill()
+        time.sleep(0.3)
+        d.start()
+    col.wait_for(set(sent), timeout=30)
+    check(report("kill -9 / restart, 5 rounds", sent, col.arrivals))
+    assert d.stop() == 0
+
+
+def test_broker_stopped_and_started(fault_broker, tmp_path):
+    d = fast_daemon(fault_broker, tmp_path).start()
+    q = "restart-" + d.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    sent = publish_batch(fault_broker.url, d.prefix, q, 300)
+    time.sleep(1.0)
+    stop_broker(fault_broker)
+    time.sleep(2.0)
+    restart_broker(fault_broker)
+    d.wait_log("msg=ready", timeout=60, count=2)
+    col.wait_for(set(sent), timeout=40)
+    check(report("broker stopped and started", sent, col.arrivals))
+    assert "msg=connection_lost" in d.log()
+    assert d.proc.poll() is None, "the daemon exited on a broker failure"
+    assert d.stop() == 0
+
+
+class Proxy(threading.Thread):
+    """A TCP proxy on loopback that the test can cut and refuse."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.target = port
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.conns = []
+        self.listener = None
+        self.lock = threading.Lock()
+        self.open_listener()
+
+    def open_listener(self):
+        ln = socket.socket()
+        ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ln.bind(("127.0.0.1", self.port))
+        ln.listen(16)
+        self.listener = ln
+        threading.Thread(target=self.accept, args=(ln,), daemon=True).start()
+
+    def accept(self, ln):
+        while True:
+            try:
+                c, _ = ln.accept()
+                u = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                return
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pipe, args=(a, b),
+                                 daemon=True).start()
+
+    def pipe(self, a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def cut(self, refuse_for):
+        """Drop every connection and refuse new ones for a while."""
+        try:  # wakes the thread blocked in accept(), frees the port
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        with self.lock:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+            self.conns = []
+        time.sleep(refuse_for)
+        self.open_listener()
+
+
+def test_connection_cut_and_refused(fault_broker, tmp_path):
+    port = int(fault_broker.url.rsplit(":", 1)[1].split("/")[0])
+    proxy = Proxy(port)
+    via = Broker(fault_broker.dir,
+                 "amqp://guest:guest@127.0.0.1:%d/%%2f" % proxy.port)
+    d = fast_daemon(via, tmp_path).start()
+    q = "cut-" + d.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    sent = publish_batch(fault_broker.url, d.prefix, q, 300)
+    time.sleep(1.0)
+    proxy.cut(refuse_for=3.0)
+    d.wait_log("msg=ready", timeout=30, count=2)
+    col.wait_for(set(sent), timeout=30)
+    check(report("TCP cut, refused for 3 s", sent, col.arrivals))
+    assert "msg=connect_failed" in d.log()
+    assert d.stop() == 0
+
+
+def test_full_delay_queues_slow_down_but_keep_everything(fault_broker,
+                                                         tmp_path):
+    d = fast_daemon(fault_broker, tmp_path,
+                    topology={"max_length": "20"}).start()
+    q = "full-" + d.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    # All for one level: 800 ms (level 3) plus a held tail.
+    sent = publish_batch(fault_broker.url, d.prefix, q, 400, 850, 900)
+    col.wait_for(set(sent), timeout=60)
+    check(report("max_length 20, 400 messages for one level", sent,
+                 col.arrivals))
+    assert "msg=publish_refused" in d.log()
+    assert d.stop() == 0
+
+
+def test_two_daemons_one_killed(fault_broker, tmp_path):
+    a = fast_daemon(fault_broker, tmp_path).start()
+    b = fast_daemon(fault_broker, tmp_path, prefix=a.prefix)
+    b.logpath = str(tmp_path / "second.log")
+    b.start()
+    q = "two-" + a.prefix
+    col = Collector(fault_broker.url, q)
+    col.start()
+    sent = publish_batch(fault_broker.url, a.prefix, q, 400)
+    time.sleep(1.5)
+    b.kill()
+    col.wait_for(set(sent), timeout=30)
+    check(report("two daemons, one killed", sent, col.arrivals))
+    assert "msg=parked" not in a.log() + b.log()
+    assert a.stop() == 0
+
+
+def test_three_node_cluster_one_node_stopped(tmp_path):
+    cookie = uuid.uuid4().hex.upper()[:20]
+    tag = uuid.uuid4().hex[:6]
+    nodes = [start_broker("cascade-%s-%s" % (tag, n), cookie)
+             for n in "abc"]
+    try:
+        first = "cascade-%s-a@localhost" % tag
+        for b in nodes[1:]:
+            b.ctl("stop_app")
+            b.ctl("join_cluster", first)
+            b.ctl("start_app")
+        status = nodes[0].ctl("cluster_status").stdout
+        assert all("cascade-%s-%s@localhost" % (tag, n) in status
+                   for n in "abc")
+        d = fast_daemon(nodes[0], tmp_path).start()
+        members = nodes[0].ctl("list_queues", "name", "members").stdout
+        assert "cascade-%s-c@localhost" % tag in members
+        q = "cluster-" + d.prefix
+        col = Collector(nodes[1].url, q)
+        col.start()
+        sent = publish_batch(nodes[1].url, d.prefix, q, 300)
+        time.sleep(1.5)
+        stop_broker(nodes[2])
+        col.wait_for(set(sent), timeout=40)
+        check(report("3-node cluster, one node stopped", sent,
+                     col.arrivals))
+        assert d.stop() == 0
+    finally:
+        for b in nodes:
+            stop_broker(b)
+            shutil.rmtree(b.dir, ignore_errors=True)

@@ -1,0 +1,685 @@
+/* Header tables: delays and times of any field type, filtering, equality. */
+#include <amqp.h>
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "headers.h"
+
+static amqp_field_value_t
+fv_kind(uint8_t kind)
+{
+	amqp_field_value_t v;
+
+	memset(&v, 0, sizeof(v));
+	v.kind = kind;
+	return v;
+}
+
+static amqp_field_value_t
+fv_str(uint8_t kind, const char *s)
+{
+	amqp_field_value_t v = fv_kind(kind);
+
+	v.value.bytes = amqp_cstring_bytes(s);
+	return v;
+}
+
+static amqp_field_value_t
+fv_utf8(const char *s)
+{
+	return fv_str(AMQP_FIELD_KIND_UTF8, s);
+}
+
+static amqp_field_value_t
+fv_i64(int64_t n)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_I64);
+
+	v.value.i64 = n;
+	return v;
+}
+
+static void
+expect_delay(amqp_field_value_t v, int64_t want)
+{
+	int64_t ms = -777;
+	const char *why = NULL;
+	int rc = headers_delay(&v, &ms, &why);
+
+	cr_assert_eq(rc, 0, "kind '%c': rc %d (%s)", v.kind, rc,
+		     why ? why : "");
+	cr_assert_eq(ms, want, "kind '%c': %lld ms, want %lld", v.kind,
+		     (long long)ms, (long long)want);
+}
+
+static void
+expect_delay_error(amqp_field_value_t v, const char *about)
+{
+	int64_t ms = -777;
+	const char *why = NULL;
+
+	cr_assert_eq(headers_delay(&v, &ms, &why), -1,
+		     "kind '%c' accepted as %lld", v.kind, (long long)ms);
+	cr_assert_not_null(why);
+	if (about != NULL)
+		cr_assert(strstr(why, about) != NULL,
+			  "kind '%c': \"%s\" does not mention \"%s\"", v.kind,
+			  why, about);
+}
+
+Test(headers_delay, every_integer_width)
+{
+	amqp_field_value_t v;
+
+	v = fv_kind(AMQP_FIELD_KIND_I8);
+	v.value.i8 = 100;
+	expect_delay(v, 100);
+	v.value.i8 = INT8_MIN;
+	expect_delay(v, -128);
+	v = fv_kind(AMQP_FIELD_KIND_U8);
+	v.value.u8 = 250;
+	expect_delay(v, 250);
+	v = fv_kind(AMQP_FIELD_KIND_I16);
+	v.value.i16 = 30000;
+	expect_delay(v, 30000);
+	v.value.i16 = -30000;
+	expect_delay(v, -30000);
+	v = fv_kind(AMQP_FIELD_KIND_U16);
+	v.value.u16 = 65535;
+	expect_delay(v, 65535);
+	v = fv_kind(AMQP_FIELD_KIND_I32);
+	v.value.i32 = 90000;
+	expect_delay(v, 90000);
+	v.value.i32 = INT32_MIN;
+	expect_delay(v, INT32_MIN);
+	v = fv_kind(AMQP_FIELD_KIND_U32);
+	v.value.u32 = UINT32_MAX;
+	expect_delay(v, INT64_C(4294967295));
+	v = fv_kind(AMQP_FIELD_KIND_I64);
+	v.value.i64 = INT64_C(31536000000);
+	expect_delay(v, INT64_C(31536000000));
+	v.value.i64 = INT64_MAX;
+	expect_delay(v, INT64_MAX);
+	v.value.i64 = INT64_MIN;
+	expect_delay(v, INT64_MIN);
+	v = fv_kind(AMQP_FIELD_KIND_U64);
+	v.value.u64 = 5000;
+	expect_delay(v, 5000);
+	v.value.u64 = (uint64_t)INT64_MAX;
+	expect_delay(v, INT64_MAX);
+}
+
+Test(headers_delay, u64_above_int64_max)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_U64);
+
+	v.value.u64 = (uint64_t)INT64_MAX + 1;
+	expect_delay_error(v, "range");
+	v.value.u64 = UINT64_MAX;
+	expect_delay_error(v, "range");
+}
+
+Test(headers_delay, negative_values)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_I8);
+
+	v.value.i8 = -5;
+	expect_delay(v, -5);
+	expect_delay(fv_i64(-1), -1);
+	expect_delay(fv_utf8("-5s"), -5000);
+	expect_delay(fv_utf8("-250"), -250);
+}
+
+Test(headers_delay, strings_with_and_without_units)
+{
+	expect_delay(fv_utf8("5000"), 5000);
+	expect_delay(fv_utf8("250ms"), 250);
+	expect_delay(fv_utf8("90s"), 90000);
+	expect_delay(fv_utf8("15m"), 900000);
+	expect_delay(fv_utf8("2h"), 7200000);
+	expect_delay(fv_utf8("3d"), INT64_C(259200000));
+	expect_delay(fv_utf8(" 90s "), 90000);
+	expect_delay(fv_utf8("0"), 0);
+	/* Longstr sent as bytes (AMQP 'x', as some clients do) reads alike. */
+	expect_delay(fv_str(AMQP_FIELD_KIND_BYTES, "90s"), 90000);
+	expect_delay(fv_str(AMQP_FIELD_KIND_BYTES, "5000"), 5000);
+}
+
+Test(headers_delay, bad_strings)
+{
+	expect_delay_error(fv_utf8(""), NULL);
+	expect_delay_error(fv_utf8("soon"), NULL);
+	expect_delay_error(fv_utf8("5x"), NULL);
+	expect_delay_error(fv_utf8("1.5s"), NULL);
+	expect_delay_error(fv_utf8("99999999999999999999"), NULL);
+	expect_delay_error(fv_str(AMQP_FIELD_KIND_BYTES, ""), NULL);
+}
+
+Test(headers_delay, embedded_nul_is_malformed)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_BYTES);
+
+	v.value.bytes.bytes = "5\0s";
+	v.value.bytes.len = 3;
+	expect_delay_error(v, NULL);
+	/* Not cut at the NUL either: "90s\0junk" is not 90s. */
+	v.value.bytes.bytes = "90s\0junk";
+	v.value.bytes.len = 8;
+	expect_delay_error(v, NULL);
+}
+
+Test(headers_delay, string_not_nul_terminated)
+{
+	/* AMQP bytes have a length and no terminator. */
+	char buf[] = {'9', '0', 's', '7', '7'};
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_UTF8);
+
+	v.value.bytes.bytes = buf;
+	v.value.bytes.len = 3;
+	expect_delay(v, 90000);
+}
+
+Test(headers_delay, wrong_kinds_mention_integer)
+{
+	amqp_field_value_t v;
+
+	v = fv_kind(AMQP_FIELD_KIND_BOOLEAN);
+	v.value.boolean = 1;
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_F32);
+	v.value.f32 = 5000.0f;
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_F64);
+	v.value.f64 = 5000.0;
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_DECIMAL);
+	v.value.decimal.decimals = 0;
+	v.value.decimal.value = 5000;
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_TABLE);
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_ARRAY);
+	expect_delay_error(v, "integer");
+	v = fv_kind(AMQP_FIELD_KIND_VOID);
+	expect_delay_error(v, "integer");
+}
+
+static void
+expect_epoch(amqp_field_value_t v, int64_t want)
+{
+	int64_t ms = -777;
+	const char *why = NULL;
+	int rc = headers_epoch_ms(&v, &ms, &why);
+
+	cr_assert_eq(rc, 0, "kind '%c': rc %d (%s)", v.kind, rc,
+		     why ? why : "");
+	cr_assert_eq(ms, want, "kind '%c': %lld, want %lld", v.kind,
+		     (long long)ms, (long long)want);
+}
+
+static void
+expect_epoch_error(amqp_field_value_t v)
+{
+	int64_t ms = -777;
+	const char *why = NULL;
+
+	cr_assert_eq(headers_epoch_ms(&v, &ms, &why), -1,
+		     "kind '%c' accepted as %lld", v.kind, (long long)ms);
+	cr_assert_not_null(why);
+}
+
+Test(headers_epoch_ms, integers)
+{
+	amqp_field_value_t v;
+
+	expect_epoch(fv_i64(INT64_C(1700000000123)), INT64_C(1700000000123));
+	v = fv_kind(AMQP_FIELD_KIND_U64);
+	v.value.u64 = UINT64_C(1700000000123);
+	expect_epoch(v, INT64_C(1700000000123));
+	v = fv_kind(AMQP_FIELD_KIND_U32);
+	v.value.u32 = 4000000000u;
+	expect_epoch(v, INT64_C(4000000000));
+	v = fv_kind(AMQP_FIELD_KIND_I32);
+	v.value.i32 = 12345;
+	expect_epoch(v, 12345);
+	v = fv_kind(AMQP_FIELD_KIND_U8);
+	v.value.u8 = 7;
+	expect_epoch(v, 7);
+	v = fv_kind(AMQP_FIELD_KIND_U64);
+	v.value.u64 = UINT64_MAX;
+	expect_epoch_error(v);
+}
+
+Test(headers_epoch_ms, timestamp_is_seconds)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_TIMESTAMP);
+
+	v.value.u64 = 1700000000;
+	expect_epoch(v, INT64_C(1700000000000));
+	v.value.u64 = 0;
+	expect_epoch(v, 0);
+	v.value.u64 = UINT64_MAX;
+	expect_epoch_error(v);
+	v.value.u64 = (uint64_t)(INT64_MAX / 1000) + 1;
+	expect_epoch_error(v);
+}
+
+Test(headers_epoch_ms, digit_strings)
+{
+	expect_epoch(fv_utf8("1700000000123"), INT64_C(1700000000123));
+	expect_epoch(fv_utf8("0"), 0);
+	expect_epoch(fv_str(AMQP_FIELD_KIND_BYTES, "1700000000123"),
+		     INT64_C(1700000000123));
+}
+
+Test(headers_epoch_ms, bad_strings_and_kinds)
+{
+	amqp_field_value_t v;
+
+	expect_epoch_error(fv_utf8(""));
+	expect_epoch_error(fv_utf8("tomorrow"));
+	expect_epoch_error(fv_utf8("-5"));
+	expect_epoch_error(fv_utf8("+5"));
+	expect_epoch_error(fv_utf8("17e11"));
+	expect_epoch_error(fv_utf8("123 "));
+	expect_epoch_error(fv_utf8("90s"));
+	expect_epoch_error(fv_utf8("99999999999999999999999"));
+	v = fv_kind(AMQP_FIELD_KIND_F64);
+	v.value.f64 = 1.7e12;
+	expect_epoch_error(v);
+	v = fv_kind(AMQP_FIELD_KIND_BOOLEAN);
+	expect_epoch_error(v);
+	expect_epoch_error(fv_kind(AMQP_FIELD_KIND_VOID));
+}
+
+Test(headers_integer, kinds)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_I16);
+	int64_t out = 0;
+
+	v.value.i16 = -7;
+	cr_assert_eq(headers_integer(&v, &out), 1);
+	cr_assert_eq(out, -7);
+	v = fv_utf8("5");
+	cr_assert_eq(headers_integer(&v, &out), 0);
+	v = fv_kind(AMQP_FIELD_KIND_U64);
+	v.value.u64 = UINT64_MAX;
+	cr_assert_eq(headers_integer(&v, &out), -1);
+	v = fv_kind(AMQP_FIELD_KIND_TIMESTAMP);
+	v.value.u64 = 5;
+	cr_assert_eq(headers_integer(&v, &out), 0,
+		     "a timestamp is not a plain integer");
+}
+
+Test(headers_string, kinds)
+{
+	amqp_field_value_t v = fv_utf8("orders");
+	amqp_bytes_t b = {0, NULL};
+
+	cr_assert_eq(headers_string(&v, &b), 0);
+	cr_assert_eq(b.len, 6);
+	cr_assert_eq(memcmp(b.bytes, "orders", 6), 0);
+	v = fv_str(AMQP_FIELD_KIND_BYTES, "x");
+	cr_assert_eq(headers_string(&v, &b), 0);
+	cr_assert_eq(b.len, 1);
+	v = fv_i64(5);
+	cr_assert_eq(headers_string(&v, &b), -1);
+}
+
+static int
+routing(const char *key)
+{
+	return headers_is_routing(amqp_cstring_bytes(key));
+}
+
+Test(headers_is_routing, publisher_routing_headers)
+{
+	cr_assert(routing("x-remaining-delay"));
+	cr_assert(routing("x-delay"));
+	cr_assert(routing("x-deliver-at"));
+	cr_assert(routing("x-target-exchange"));
+	cr_assert(routing("x-target-routing-key"));
+}
+
+Test(headers_is_routing, broker_dead_letter_headers)
+{
+	cr_assert(routing("x-death"));
+	cr_assert(routing("x-first-death-queue"));
+	cr_assert(routing("x-first-death-reason"));
+	cr_assert(routing("x-first-death-exchange"));
+	cr_assert(routing("x-last-death-reason"));
+	cr_assert(routing("x-last-death-queue"));
+	cr_assert(routing("x-last-death-exchange"));
+}
+
+Test(headers_is_routing, cascade_state)
+{
+	cr_assert(routing("x-cascade-due"));
+	cr_assert(routing("x-cascade-exchange"));
+	cr_assert(routing("x-cascade-routing-key"));
+	cr_assert(routing("x-cascade-expiration"));
+	cr_assert_not(routing("x-cascade-user-id"),
+		      "the user-id is kept for the consumer");
+}
+
+Test(headers_is_routing, user_headers)
+{
+	cr_assert_not(routing("trace-id"));
+	cr_assert_not(routing("x-match"));
+	cr_assert_not(routing("x-delayed"));
+	cr_assert_not(routing("x-delay-reason"));
+	cr_assert_not(routing("x-deathly"));
+	cr_assert_not(routing("x-remaining"));
+	cr_assert_not(routing("X-Delay"), "header names are case-sensitive");
+	cr_assert_not(routing(""));
+	cr_assert_not(routing("x-"));
+	cr_assert_not(routing("x-cascade"));
+}
+
+Test(headers_is_routing, uses_length_not_nul)
+{
+	amqp_bytes_t k;
+
+	/* "x-delay" with a trailing byte is another header. */
+	k.bytes = "x-delayZ";
+	k.len = 8;
+	cr_assert_not(headers_is_routing(k));
+	k.len = 7;
+	cr_assert(headers_is_routing(k));
+	k.bytes = "x-deat";
+	k.len = 6;
+	cr_assert_not(headers_is_routing(k));
+}
+
+/* A small table on the stack. */
+#define ENTRY(k, v) ((amqp_table_entry_t){amqp_cstring_bytes(k), (v)})
+
+static int
+drop_secret(amqp_bytes_t key)
+{
+	return key.len == 6 && memcmp(key.bytes, "secret", 6) == 0;
+}
+
+Test(headers_find, lookup)
+{
+	amqp_table_entry_t e[] = {
+		ENTRY("a", fv_i64(1)),
+		ENTRY("b", fv_utf8("two")),
+	};
+	amqp_table_t t = {2, e};
+	const amqp_field_value_t *v;
+
+	v = headers_find(&t, "b");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->kind, AMQP_FIELD_KIND_UTF8);
+	cr_assert_eq(headers_find(&t, "a")->value.i64, 1);
+	cr_assert_null(headers_find(&t, "c"));
+	cr_assert_null(headers_find(&t, "ab"));
+	cr_assert_null(headers_find(&t, ""));
+	cr_assert_null(headers_find(NULL, "a"));
+}
+
+Test(headers_filter, drops_and_keeps_order)
+{
+	amqp_table_entry_t e[] = {
+		ENTRY("trace-id", fv_utf8("abc")),
+		ENTRY("x-remaining-delay", fv_i64(5000)),
+		ENTRY("tenant", fv_i64(7)),
+		ENTRY("x-death", fv_kind(AMQP_FIELD_KIND_ARRAY)),
+		ENTRY("x-cascade-user-id", fv_utf8("alice")),
+	};
+	amqp_table_t in = {5, e}, out;
+	amqp_pool_t pool;
+
+	init_amqp_pool(&pool, 4096);
+	cr_assert_eq(headers_filter(&in, headers_is_routing, 0, &pool, &out),
+		     0);
+	cr_assert_eq(out.num_entries, 3);
+	cr_assert_null(headers_find(&out, "x-remaining-delay"));
+	cr_assert_null(headers_find(&out, "x-death"));
+	cr_assert_str_eq(out.entries[0].key.bytes, "trace-id");
+	cr_assert_str_eq(out.entries[1].key.bytes, "tenant");
+	cr_assert_str_eq(out.entries[2].key.bytes, "x-cascade-user-id");
+	/* The input is untouched. */
+	cr_assert_eq(in.num_entries, 5);
+	cr_assert_str_eq(in.entries[1].key.bytes, "x-remaining-delay");
+	empty_amqp_pool(&pool);
+}
+
+Test(headers_filter, null_drop_copies_everything)
+{
+	amqp_table_entry_t e[] = {
+		ENTRY("a", fv_i64(1)),
+		ENTRY("secret", fv_i64(2)),
+	};
+	amqp_table_t in = {2, e}, out;
+	amqp_pool_t pool;
+
+	init_amqp_pool(&pool, 4096);
+	cr_assert_eq(headers_filter(&in, NULL, 0, &pool, &out), 0);
+	cr_assert(headers_equal(&in, &out));
+	cr_assert_eq(headers_filter(&in, drop_secret, 0, &pool, &out), 0);
+	cr_assert_eq(out.num_entries, 1);
+	cr_assert_null(headers_find(&out, "secret"));
+	empty_amqp_pool(&pool);
+}
+
+Test(headers_filter, room_for_extra_entries)
+{
+	amqp_table_entry_t e[] = {
+		ENTRY("trace-id", fv_utf8("abc")),
+		ENTRY("x-delay", fv_i64(5000)),
+	};
+	amqp_table_t in = {2, e}, out;
+	amqp_pool_t pool;
+	const amqp_field_value_t *v;
+
+	init_amqp_pool(&pool, 4096);
+	cr_assert_eq(headers_filter(&in, headers_is_routing, 2, &pool, &out),
+		     0);
+	cr_assert_eq(out.num_entries, 1);
+	headers_put_i64(&out, "x-cascade-due", INT64_C(1700000000000));
+	headers_put_bytes(&out, "x-cascade-exchange",
+			  amqp_cstring_bytes("shop"));
+	cr_assert_eq(out.num_entries, 3);
+	v = headers_find(&out, "x-cascade-due");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->kind, AMQP_FIELD_KIND_I64);
+	cr_assert_eq(v->value.i64, INT64_C(1700000000000));
+	v = headers_find(&out, "x-cascade-exchange");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->kind, AMQP_FIELD_KIND_UTF8);
+	cr_assert_eq(v->value.bytes.len, 4);
+	cr_assert_eq(memcmp(v->value.bytes.bytes, "shop", 4), 0);
+	/* The trace-id is still first, the new entries follow. */
+	cr_assert_str_eq(out.entries[0].key.bytes, "trace-id");
+	empty_amqp_pool(&pool);
+}
+
+Test(headers_filter, null_or_empty_input)
+{
+	amqp_table_t out, empty = {0, NULL};
+	amqp_pool_t pool;
+
+	init_amqp_pool(&pool, 4096);
+	cr_assert_eq(headers_filter(NULL, headers_is_routing, 0, &pool, &out),
+		     0);
+	cr_assert_eq(out.num_entries, 0);
+	cr_assert_eq(headers_filter(NULL, headers_is_routing, 1, &pool, &out),
+		     0);
+	cr_assert_eq(out.num_entries, 0);
+	cr_assert_not_null(out.entries, "no room made for the extra entry");
+	headers_put_i64(&out, "x-remaining-delay", 5);
+	cr_assert_eq(out.num_entries, 1);
+	cr_assert_eq(headers_filter(&empty, NULL, 0, &pool, &out), 0);
+	cr_assert_eq(out.num_entries, 0);
+	empty_amqp_pool(&pool);
+}
+
+Test(headers_equal, flat_tables)
+{
+	amqp_table_entry_t a[] = {
+		ENTRY("k", fv_utf8("v")),
+		ENTRY("n", fv_i64(5)),
+	};
+	amqp_table_entry_t b[] = {
+		ENTRY("k", fv_utf8("v")),
+		ENTRY("n", fv_i64(5)),
+	};
+	amqp_table_entry_t swapped[] = {
+		ENTRY("n", fv_i64(5)),
+		ENTRY("k", fv_utf8("v")),
+	};
+	amqp_table_entry_t other_value[] = {
+		ENTRY("k", fv_utf8("w")),
+		ENTRY("n", fv_i64(5)),
+	};
+	amqp_table_entry_t other_key[] = {
+		ENTRY("k", fv_utf8("v")),
+		ENTRY("m", fv_i64(5)),
+	};
+	amqp_table_t ta = {2, a}, tb = {2, b}, ts = {2, swapped},
+		     tv = {2, other_value}, tk = {2, other_key}, t1 = {1, a},
+		     empty = {0, NULL};
+
+	cr_assert(headers_equal(&ta, &tb));
+	cr_assert(headers_equal(&ta, &ta));
+	cr_assert_not(headers_equal(&ta, &ts), "order counts");
+	cr_assert_not(headers_equal(&ta, &tv));
+	cr_assert_not(headers_equal(&ta, &tk));
+	cr_assert_not(headers_equal(&ta, &t1));
+	cr_assert_not(headers_equal(&t1, &ta));
+	cr_assert(headers_equal(&empty, NULL));
+	cr_assert(headers_equal(NULL, NULL));
+	cr_assert_not(headers_equal(&ta, NULL));
+}
+
+Test(headers_equal, kinds_and_values)
+{
+	amqp_field_value_t x, y;
+	amqp_table_entry_t ea[1], eb[1];
+	amqp_table_t a = {1, ea}, b = {1, eb};
+
+	/* Same number, different kinds: not equal. */
+	x = fv_kind(AMQP_FIELD_KIND_I32);
+	x.value.i32 = 5;
+	y = fv_i64(5);
+	ea[0] = ENTRY("n", x);
+	eb[0] = ENTRY("n", y);
+	cr_assert_not(headers_equal(&a, &b));
+	/* Signed and unsigned of one width are different kinds too. */
+	y = fv_kind(AMQP_FIELD_KIND_U32);
+	y.value.u32 = 5;
+	eb[0] = ENTRY("n", y);
+	cr_assert_not(headers_equal(&a, &b));
+	/* UTF-8 and bytes with the same content differ in kind. */
+	ea[0] = ENTRY("s", fv_utf8("abc"));
+	eb[0] = ENTRY("s", fv_str(AMQP_FIELD_KIND_BYTES, "abc"));
+	cr_assert_not(headers_equal(&a, &b));
+	/* Booleans compare by truth. */
+	x = fv_kind(AMQP_FIELD_KIND_BOOLEAN);
+	x.value.boolean = 1;
+	y = x;
+	ea[0] = ENTRY("b", x);
+	eb[0] = ENTRY("b", y);
+	cr_assert(headers_equal(&a, &b));
+	y.value.boolean = 0;
+	eb[0] = ENTRY("b", y);
+	cr_assert_not(headers_equal(&a, &b));
+	/* Doubles, decimals, timestamps, void. */
+	x = fv_kind(AMQP_FIELD_KIND_F64);
+	x.value.f64 = 1.5;
+	y = x;
+	ea[0] = ENTRY("f", x);
+	eb[0] = ENTRY("f", y);
+	cr_assert(headers_equal(&a, &b));
+	y.value.f64 = 2.5;
+	eb[0] = ENTRY("f", y);
+	cr_assert_not(headers_equal(&a, &b));
+	x = fv_kind(AMQP_FIELD_KIND_DECIMAL);
+	x.value.decimal.decimals = 2;
+	x.value.decimal.value = 150;
+	y = x;
+	ea[0] = ENTRY("d", x);
+	eb[0] = ENTRY("d", y);
+	cr_assert(headers_equal(&a, &b));
+	y.value.decimal.decimals = 1;
+	eb[0] = ENTRY("d", y);
+	cr_assert_not(headers_equal(&a, &b));
+	x = fv_kind(AMQP_FIELD_KIND_TIMESTAMP);
+	x.value.u64 = 1700000000;
+	y = x;
+	ea[0] = ENTRY("t", x);
+	eb[0] = ENTRY("t", y);
+	cr_assert(headers_equal(&a, &b));
+	y.value.u64++;
+	eb[0] = ENTRY("t", y);
+	cr_assert_not(headers_equal(&a, &b));
+	ea[0] = ENTRY("v", fv_kind(AMQP_FIELD_KIND_VOID));
+	eb[0] = ENTRY("v", fv_kind(AMQP_FIELD_KIND_VOID));
+	cr_assert(headers_equal(&a, &b));
+	/* Strings of different length with a common prefix. */
+	ea[0] = ENTRY("s", fv_utf8("abc"));
+	eb[0] = ENTRY("s", fv_utf8("abcd"));
+	cr_assert_not(headers_equal(&a, &b));
+	ea[0] = ENTRY("s", fv_utf8(""));
+	eb[0] = ENTRY("s", fv_utf8(""));
+	cr_assert(headers_equal(&a, &b));
+}
+
+Test(headers_equal, nested_tables_and_arrays)
+{
+	/* {"x-death": [{"queue": "q", "count": 1}], "meta": {"a": "b"}} */
+	amqp_table_entry_t d1[] = {
+		ENTRY("queue", fv_utf8("q")),
+		ENTRY("count", fv_i64(1)),
+	};
+	amqp_table_entry_t d2[] = {
+		ENTRY("queue", fv_utf8("q")),
+		ENTRY("count", fv_i64(1)),
+	};
+	amqp_table_entry_t d3[] = {
+		ENTRY("queue", fv_utf8("q")),
+		ENTRY("count", fv_i64(2)),
+	};
+	amqp_field_value_t arr1[1], arr2[1], arr3[1], arr_long[2];
+	amqp_table_entry_t m1[] = {ENTRY("a", fv_utf8("b"))};
+	amqp_table_entry_t m2[] = {ENTRY("a", fv_utf8("c"))};
+	amqp_field_value_t v;
+	amqp_table_entry_t ta[2], tb[2];
+	amqp_table_t a = {2, ta}, b = {2, tb};
+
+	v = fv_kind(AMQP_FIELD_KIND_TABLE);
+	v.value.table = (amqp_table_t){2, d1};
+	arr1[0] = v;
+	v.value.table = (amqp_table_t){2, d2};
+	arr2[0] = v;
+	arr_long[0] = v;
+	arr_long[1] = v;
+	v.value.table = (amqp_table_t){2, d3};
+	arr3[0] = v;
+
+	v = fv_kind(AMQP_FIELD_KIND_ARRAY);
+	v.value.array = (amqp_array_t){1, arr1};
+	ta[0] = ENTRY("x-death", v);
+	v.value.array = (amqp_array_t){1, arr2};
+	tb[0] = ENTRY("x-death", v);
+	v = fv_kind(AMQP_FIELD_KIND_TABLE);
+	v.value.table = (amqp_table_t){1, m1};
+	ta[1] = ENTRY("meta", v);
+	tb[1] = ENTRY("meta", v);
+	cr_assert(headers_equal(&a, &b), "equal deep structures");
+
+	/* A value deep in the array's table differs. */
+	tb[0].value.value.array = (amqp_array_t){1, arr3};
+	cr_assert_not(headers_equal(&a, &b));
+	/* The array has one more element. */
+	tb[0].value.value.array = (amqp_array_t){2, arr_long};
+	cr_assert_not(headers_equal(&a, &b));
+	/* Back to equal, then the nested table differs. */
+	tb[0].value.value.array = (amqp_array_t){1, arr2};
+	cr_assert(headers_equal(&a, &b));
+	tb[1].value.value.table = (amqp_table_t){1, m2};
+	cr_assert_not(headers_equal(&a, &b));
+}
