@@ -2,6 +2,7 @@
 PREFIX ?= /usr/local
 BUILD ?= build
 CC ?= cc
+SHELL := /bin/bash
 
 PKGS := librabbitmq inih
 SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c \
@@ -31,7 +32,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test unit integration run install clean deps format
+.PHONY: all test unit integration run install clean deps format fuzz
 
 TOOLS := $(BUILD)/cascade-publish
 
@@ -62,8 +63,10 @@ test: deps
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1; done
 
+PYTEST_ARGS ?=
 integration: all
-	/usr/bin/python3 -m pytest -q tests/integration
+	CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q $(PYTEST_ARGS) \
+		tests/integration
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
@@ -72,6 +75,28 @@ run: deps all
 
 deps:
 	@tools/install-deps
+
+# libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
+FUZZ_SECONDS ?= 60
+FUZZERS := duration config headers
+FUZZ_SRCS := $(addprefix src/,$(PURE))
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	@set -e; for f in $(FUZZERS); do \
+		clang -std=c11 -g -O1 $(CPPFLAGS) \
+			-fsanitize=fuzzer,address,undefined \
+			-fno-sanitize-recover=all $(shell pkg-config --cflags $(PKGS)) \
+			-o $(BUILD)/fuzz/$$f tests/fuzz/fuzz_$$f.c $(FUZZ_SRCS) \
+			$(LDLIBS); \
+		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
+		cp -n tests/fuzz/corpus/$$f/* $(BUILD)/fuzz/corpus-$$f/ 2>/dev/null || true; \
+		echo "== fuzz $$f for $(FUZZ_SECONDS)s"; \
+		$(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/$$f- \
+			$(BUILD)/fuzz/corpus-$$f 2>&1 | \
+			grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Done" ; \
+		test $${PIPESTATUS[0]} -eq 0; \
+	done
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/etc/cascade

@@ -196,9 +196,11 @@ router_decide(const struct router_params *p, enum route_source src,
 void
 router_step(const struct router_params *p, struct route *r, int64_t now)
 {
-	int64_t remaining = r->due - now;
+	int64_t remaining;
 
 	r->left = 0;
+	/* Compare before subtracting: a header may hold any int64. */
+	remaining = r->due > now ? r->due - now : 0;
 	if (remaining <= 0) {
 		r->action = ROUTE_DELIVER;
 		r->level = -1;

@@ -12,8 +12,9 @@ import pika
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CASCADE = os.path.join(ROOT, "build", "cascade")
-PUBLISH = os.path.join(ROOT, "build", "cascade-publish")
+BUILD = os.path.join(ROOT, os.environ.get("CASCADE_BUILD", "build"))
+CASCADE = os.path.join(BUILD, "cascade")
+PUBLISH = os.path.join(BUILD, "cascade-publish")
 BROKER_SCRIPT = os.path.join(ROOT, "tools", "rabbitmq-private")
 
 
