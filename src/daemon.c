@@ -275,14 +275,28 @@ message_set_props(struct message *m, const amqp_basic_properties_t *p)
  * The connection is unusable: log why once, stop using it, and tear it down
  * from a fresh loop iteration so no caller walks a list we free.
  */
+static unsigned
+list_length(const struct message_list *l)
+{
+	const struct message *m;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(m, l, link)
+		n++;
+	return n;
+}
+
 static void
 daemon_fail(struct daemon *d, const char *why)
 {
 	if (d->broken)
 		return;
 	d->broken = 1;
-	log_error("connection_lost", " reason=\"%s\" held=%s", why,
-		  TAILQ_EMPTY(&d->inflight) ? "0" : "some");
+	/* What we drop is redelivered by the broker: say how much. */
+	log_error("connection_lost",
+		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u",
+		  why, list_length(&d->inflight), list_length(&d->held),
+		  list_length(&d->retry), list_length(&d->paused));
 	ev_io_stop(d->loop, &d->io);
 	ev_idle_stop(d->loop, &d->more);
 	ev_timer_stop(d->loop, &d->heartbeat);
@@ -1243,8 +1257,8 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	}
 	d->stopping = 1;
-	log_info("stopping", " signal=%d in_flight=%s", w->signum,
-		 TAILQ_EMPTY(&d->inflight) ? "none" : "some");
+	log_info("stopping", " signal=%d in_flight=%u", w->signum,
+		 list_length(&d->inflight));
 	if (d->conn == NULL || d->broken || !d->consuming) {
 		ev_break(loop, EVBREAK_ALL);
 		return;
