@@ -34,7 +34,7 @@ PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all test unit integration run install clean deps format fuzz
 
-TOOLS := $(BUILD)/cascade-publish
+TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench
 
 all: $(BUILD)/cascade $(TOOLS)
 
