@@ -132,6 +132,12 @@ struct daemon {
 	ev_signal sigterm, sigint;
 	int stopping;
 	int exit_code;
+
+	/* Counted once per confirmed publish (and per delivery received). */
+	struct {
+		uint64_t received, hops, delivered, parked, held, nacked;
+		uint64_t reconnects;
+	} stats;
 };
 
 static void daemon_connect(struct daemon *d);
@@ -355,6 +361,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	d->consuming = 0;
 	d->check_open = 0;
 	d->blocked = 0;
+	d->stats.reconnects++;
 	if (d->stopping) {
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
@@ -532,13 +539,20 @@ static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (nack) {
+		d->stats.nacked++;
 		daemon_retry_later(d, m, "broker nacked the publish "
 					 "(queue full or unavailable)");
 		return;
 	}
 	if (!m->returned) {
-		if (m->route.action == ROUTE_PARK)
+		if (m->route.action == ROUTE_PARK) {
+			d->stats.parked++;
 			daemon_log_park(d, m);
+		} else if (m->route.action == ROUTE_HOP) {
+			d->stats.hops++;
+		} else {
+			d->stats.delivered++;
+		}
 		daemon_ack(d, m);
 		return;
 	}
@@ -803,6 +817,7 @@ daemon_hold(struct daemon *d, struct message *m)
 	/* libev's clock can lag the wall clock: refresh it first, and
 	 * on_hold steps again if the timer still fires a little early. */
 	ev_now_update(d->loop);
+	d->stats.held++;
 	m->daemon = d;
 	m->state = MESSAGE_HELD;
 	ev_timer_init(&m->hold, on_hold, (double)m->route.left / 1000.0, 0.);
@@ -839,6 +854,8 @@ static void
 daemon_message_done(struct daemon *d, struct message *m)
 {
 	d->assembling = NULL;
+	if (!m->is_return)
+		d->stats.received++;
 	if (m->is_return) {
 		daemon_match_return(d, m);
 		message_free(m);
@@ -1353,6 +1370,14 @@ daemon_run(const struct config *cfg)
 
 	daemon_drop_state(d);
 	daemon_close(d);
+	/* Totals for the operator and for tools/bench. */
+	log_info("totals",
+		 " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
+		 " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
+		 " reconnects=%" PRIu64,
+		 d->stats.received, d->stats.hops, d->stats.delivered,
+		 d->stats.parked, d->stats.held, d->stats.nacked,
+		 d->stats.reconnects);
 	empty_amqp_pool(&d->scratch);
 	rc = d->exit_code;
 	free(d);
