@@ -46,6 +46,7 @@ struct opts {
 	int64_t delay_lo, delay_hi;
 	unsigned hops; /* hops per message, for hops/s */
 	unsigned size;
+	int64_t unit; /* TTL of the shortest queue of the chains, ms */
 	long mover_pid, broker_pid;
 	int64_t idle_ms; /* give up when nothing arrives for this long */
 	struct config cfg;
@@ -176,7 +177,7 @@ declare(amqp_connection_state_t conn, const char *name)
  */
 static void
 declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
-	      const char *target, int chain)
+	      int64_t unit, const char *target, int chain)
 {
 	char name[128], next[128];
 
@@ -193,7 +194,7 @@ declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
 		e[0].value.value.bytes = amqp_cstring_bytes("quorum");
 		e[1].key = amqp_cstring_bytes("x-message-ttl");
 		e[1].value.kind = AMQP_FIELD_KIND_I64;
-		e[1].value.value.i64 = INT64_C(1) << (hops - 1 - k);
+		e[1].value.value.i64 = unit << (hops - 1 - k);
 		e[2].key = amqp_cstring_bytes("x-dead-letter-exchange");
 		e[2].value.kind = AMQP_FIELD_KIND_UTF8;
 		e[2].value.value.bytes = amqp_cstring_bytes("");
@@ -245,7 +246,7 @@ run_forwarder(struct opts *o)
 		return 1;
 	declare(conn, "fwd.in");
 	declare(conn, "fwd.return");
-	declare_chain(conn, "fwd.delay", o->hops, "fwd.return", 0);
+	declare_chain(conn, "fwd.delay", o->hops, o->unit, "fwd.return", 0);
 	amqp_basic_qos(conn, CH_PUB, 0, 1000, 0);
 	die_reply(conn, "qos");
 	amqp_confirm_select(conn, CH_PUB);
@@ -414,6 +415,10 @@ usage(FILE *fp)
 		"      --broker-pid PID  beam.smp (default: the only one)\n"
 		"      --idle D          stop when nothing arrives for D "
 		"(default 10s)\n"
+		"      --unit D          forward/dlx: TTL of the shortest of "
+		"the hop queues\n"
+		"                        (TTLs unit*2^(hops-1) .. unit; "
+		"default 1ms)\n"
 		"      --json FILE       write the results as JSON\n"
 		"      --plot FILE.png   plot the lateness distribution\n"
 		"  -c, --config FILE     broker URL from cascade's config\n");
@@ -435,6 +440,7 @@ main(int argc, char *argv[])
 		{"mover-pid", required_argument, NULL, 'M'},
 		{"broker-pid", required_argument, NULL, 'B'},
 		{"idle", required_argument, NULL, 'I'},
+		{"unit", required_argument, NULL, 'U'},
 		{"json", required_argument, NULL, 'J'},
 		{"plot", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
@@ -469,6 +475,7 @@ main(int argc, char *argv[])
 	o.hops = 4;
 	o.size = sizeof(struct payload);
 	o.idle_ms = 10000;
+	o.unit = 1;
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
 				 NULL)) != -1) {
 		switch (ch) {
@@ -540,6 +547,14 @@ main(int argc, char *argv[])
 		case 'J':
 			o.json = optarg;
 			break;
+		case 'U':
+			if (duration_parse(optarg, strlen(optarg),
+					   DURATION_BARE_MS, &o.unit, &why) < 0 ||
+			    o.unit < 1) {
+				fprintf(stderr, "cascade-bench: --unit: bad\n");
+				return 2;
+			}
+			break;
 		case 'P':
 			o.plot = optarg;
 			break;
@@ -574,7 +589,7 @@ main(int argc, char *argv[])
 	amqp_queue_purge(conn, CH_PUB, amqp_cstring_bytes(o.target));
 	die_reply(conn, "purge");
 	if (o.mode == MODE_DLX)
-		declare_chain(conn, "dlx.delay", o.hops, o.target, 1);
+		declare_chain(conn, "dlx.delay", o.hops, o.unit, o.target, 1);
 	amqp_confirm_select(conn, CH_PUB);
 	die_reply(conn, "confirm.select");
 	amqp_basic_consume(conn, CH_SUB, amqp_cstring_bytes(o.target),
