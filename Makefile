@@ -5,10 +5,10 @@ CC ?= cc
 SHELL := /bin/bash
 
 PKGS := librabbitmq inih
-SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c \
+SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c \
 	broker.c topology.c daemon.c main.c
 # Modules with no socket: linked into the unit tests.
-PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c \
+PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c \
 	topology.c broker.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

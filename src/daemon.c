@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acks.h"
 #include "broker.h"
 #include "headers.h"
 #include "ladder.h"
@@ -58,6 +59,7 @@ struct message {
 	int routed;	    /* route is set */
 	int is_return;	    /* a basic.return, not a delivery */
 	uint64_t delivery_tag;
+	uint64_t ack_index; /* in d->acks */
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_basic_properties_t props;
@@ -117,6 +119,7 @@ struct daemon {
 	struct xcache_entry xcache[XCACHE_SIZE];
 	unsigned xcache_next;
 	amqp_pool_t scratch;
+	struct acks acks;
 	unsigned reconnects;
 	int blocked;		   /* connection.blocked by the broker */
 	unsigned refused;	   /* nacks and returns not yet logged */
@@ -353,6 +356,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	/* Unacked deliveries go back to their queues when the connection
 	 * ends: dropping them here loses nothing. */
 	daemon_drop_state(d);
+	acks_reset(&d->acks);
 	if (d->conn != NULL) {
 		amqp_destroy_connection(d->conn);
 		d->conn = NULL;
@@ -389,17 +393,33 @@ on_reconnect(struct ev_loop *loop, ev_timer *w, int revents)
  * Acks, parking, retries
  */
 
+/* Settled: acked with the next flush, batched with its neighbours. */
 static void
 daemon_ack(struct daemon *d, struct message *m)
 {
+	if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
+		daemon_fail(d, "out of memory for acks");
+	message_free(m);
+}
+
+static int
+ack_send(void *ctx, uint64_t tag, int multiple)
+{
+	struct daemon *d = ctx;
+
+	return amqp_basic_ack(d->conn, BROKER_CH_WORK, tag, multiple);
+}
+
+static void
+daemon_flush_acks(struct daemon *d)
+{
 	int st;
 
-	if (!d->broken) {
-		st = amqp_basic_ack(d->conn, BROKER_CH_WORK, m->delivery_tag, 0);
-		if (st != AMQP_STATUS_OK)
-			daemon_fail(d, amqp_error_string2(st));
-	}
-	message_free(m);
+	if (d->broken || d->conn == NULL)
+		return;
+	st = acks_flush(&d->acks, ack_send, d);
+	if (st != 0)
+		daemon_fail(d, amqp_error_string2(st));
 }
 
 static void
@@ -940,6 +960,11 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			return;
 		}
 		m->delivery_tag = dv->delivery_tag;
+		if (acks_push(&d->acks, dv->delivery_tag, &m->ack_index) < 0) {
+			message_free(m);
+			daemon_fail(d, "out of memory for acks");
+			return;
+		}
 		if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("return")))
 			m->src = ROUTE_FROM_RETURN;
 		else if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("retry")))
@@ -1096,6 +1121,7 @@ daemon_drain(struct daemon *d)
 		    !amqp_data_in_buffer(d->conn))
 			amqp_maybe_release_buffers(d->conn);
 	}
+	daemon_flush_acks(d);
 	if (d->broken)
 		return;
 	/* The socket may be dry while rabbitmq-c still holds bytes: ev_io
@@ -1347,6 +1373,7 @@ daemon_run(const struct config *cfg)
 	TAILQ_INIT(&d->held);
 	TAILQ_INIT(&d->lookups);
 	init_amqp_pool(&d->scratch, 4096);
+	acks_init(&d->acks);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
 
 	ev_init(&d->io, on_io);
@@ -1379,6 +1406,7 @@ daemon_run(const struct config *cfg)
 		 d->stats.parked, d->stats.held, d->stats.nacked,
 		 d->stats.reconnects);
 	empty_amqp_pool(&d->scratch);
+	acks_free(&d->acks);
 	rc = d->exit_code;
 	free(d);
 	return rc;

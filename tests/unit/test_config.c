@@ -59,8 +59,8 @@ expect_error(const char *head, const char *about)
 			return;
 		line = nl ? nl + 1 : NULL;
 	}
-	cr_assert_fail("no error \"%s...%s\" in:\n%s", head,
-		       about ? about : "", err);
+	cr_assert_fail("no error \"%s...%s\" in:\n%s", head, about ? about : "",
+	               err);
 }
 
 static int
@@ -77,7 +77,8 @@ count_lines(const char *s)
 static void
 check_defaults(const struct config *c)
 {
-	cr_assert_str_eq(c->broker_url, "amqp://guest:guest@127.0.0.1:5672/%2f");
+	cr_assert_str_eq(c->broker_url,
+	                 "amqp://guest:guest@127.0.0.1:5672/%2f");
 	cr_assert_eq(c->broker_heartbeat, 30000);
 	cr_assert_str_eq(c->topology_prefix, "cascade");
 	cr_assert_eq(c->topology_queue_type, QUEUE_TYPE_QUORUM);
@@ -113,23 +114,23 @@ Test(config, sections_without_keys_give_defaults)
 Test(config, full_file)
 {
 	load_ok("[broker]\n"
-		"url = amqps://user:pw@rabbit.example:5671/prod\n"
-		"heartbeat = 60s\n"
-		"\n"
-		"[topology]\n"
-		"prefix = delays\n"
-		"queue_type = classic\n"
-		"resolution = 500ms\n"
-		"factor = 3\n"
-		"levels = 10\n"
-		"max_length = 5000\n"
-		"\n"
-		"[router]\n"
-		"prefetch = 250\n"
-		"max_delay = 30d\n"
-		"default_target_exchange = shop\n");
+	        "url = amqps://user:pw@rabbit.example:5671/prod\n"
+	        "heartbeat = 60s\n"
+	        "\n"
+	        "[topology]\n"
+	        "prefix = delays\n"
+	        "queue_type = classic\n"
+	        "resolution = 500ms\n"
+	        "factor = 3\n"
+	        "levels = 10\n"
+	        "max_length = 5000\n"
+	        "\n"
+	        "[router]\n"
+	        "prefetch = 250\n"
+	        "max_delay = 30d\n"
+	        "default_target_exchange = shop\n");
 	cr_assert_str_eq(cfg.broker_url,
-			 "amqps://user:pw@rabbit.example:5671/prod");
+	                 "amqps://user:pw@rabbit.example:5671/prod");
 	cr_assert_eq(cfg.broker_heartbeat, 60000);
 	cr_assert_str_eq(cfg.topology_prefix, "delays");
 	cr_assert_eq(cfg.topology_queue_type, QUEUE_TYPE_CLASSIC);
@@ -145,10 +146,10 @@ Test(config, full_file)
 Test(config, records_the_line_of_each_key)
 {
 	load_ok("[topology]\n"
-		"\n"
-		"factor = 3\n"
-		"[router]\n"
-		"prefetch = 5\n");
+	        "\n"
+	        "factor = 3\n"
+	        "[router]\n"
+	        "prefetch = 5\n");
 	cr_assert_eq(cfg.topology_factor_line, 3);
 	cr_assert_eq(cfg.router_prefetch_line, 5);
 	cr_assert_eq(cfg.topology_levels_line, 0, "levels was not given");
@@ -158,11 +159,11 @@ Test(config, records_the_line_of_each_key)
 Test(config, inline_comments)
 {
 	load_ok("[topology]\n"
-		"queue_type = classic        ; quorum | classic\n"
-		"resolution = 2s ; the shortest\n"
-		"factor = 4\t; N\n"
-		"[router]\n"
-		"default_target_exchange = ; empty: the default exchange\n");
+	        "queue_type = classic        ; quorum | classic\n"
+	        "resolution = 2s ; the shortest\n"
+	        "factor = 4\t; N\n"
+	        "[router]\n"
+	        "default_target_exchange = ; empty: the default exchange\n");
 	cr_assert_eq(cfg.topology_queue_type, QUEUE_TYPE_CLASSIC);
 	cr_assert_eq(cfg.topology_resolution, 2000);
 	cr_assert_eq(cfg.topology_factor, 4);
@@ -207,7 +208,7 @@ Test(config, unknown_key)
 Test(config, unknown_sections)
 {
 	load_bad("[broker]\nurl = amqp://localhost\n\n[metrics]\n"
-		 "listen = 127.0.0.1:9464\n");
+	         "listen = 127.0.0.1:9464\n");
 	expect_error("test.ini:5: metrics.listen: ", "unknown section");
 	load_bad("[log]\nlevel = info\n");
 	expect_error("test.ini:2: log.level: ", NULL);
@@ -284,7 +285,7 @@ Test(config, numbers_out_of_range)
 Test(config, number_limits_accepted)
 {
 	load_ok("[router]\nprefetch = 65535\n[topology]\nmax_length = "
-		"2147483647\nlevels = 1\nfactor = 1000\n");
+	        "2147483647\nlevels = 1\nfactor = 1000\n");
 	cr_assert_eq(cfg.router_prefetch, 65535);
 	cr_assert_eq(cfg.topology_max_length, 2147483647);
 	cr_assert_eq(cfg.topology_levels, 1);
@@ -326,7 +327,7 @@ Test(config, key_given_twice)
 	expect_error("test.ini:4: topology.factor: ", "line 2");
 	/* Also across two sections of the same name. */
 	load_bad("[router]\nprefetch = 5\n[topology]\n[router]\nprefetch = "
-		 "6\n");
+	         "6\n");
 	expect_error("test.ini:5: router.prefetch: ", "twice");
 }
 
@@ -340,11 +341,11 @@ Test(config, indented_line_continues_the_key_above)
 Test(config, several_errors_together)
 {
 	load_bad("[topology]\n"
-		 "factor = 1\n"
-		 "levels = banana\n"
-		 "[router]\n"
-		 "prefetch = 70000\n"
-		 "colour = blue\n");
+	         "factor = 1\n"
+	         "levels = banana\n"
+	         "[router]\n"
+	         "prefetch = 70000\n"
+	         "colour = blue\n");
 	expect_error("test.ini:2: topology.factor: ", NULL);
 	expect_error("test.ini:3: topology.levels: ", NULL);
 	expect_error("test.ini:5: router.prefetch: ", NULL);
@@ -470,9 +471,9 @@ Test(config, heartbeat_whole_seconds)
 
 Test(config, error_names_the_given_name)
 {
-	int rc = config_load_string(&cfg, "/etc/cascade/prod.ini",
-				    "[topology]\nfactor = 1\n", err,
-				    sizeof(err));
+	int rc =
+	    config_load_string(&cfg, "/etc/cascade/prod.ini",
+	                       "[topology]\nfactor = 1\n", err, sizeof(err));
 
 	cr_assert_eq(rc, -1);
 	expect_error("/etc/cascade/prod.ini:2: topology.factor: ", NULL);
@@ -493,11 +494,11 @@ Test(config, tiny_error_buffer)
 	const char *bad = "[topology]\nfactor = 1\nlevels = 0\n[x]\ny = z\n";
 
 	memset(small, 'X', sizeof(small));
-	cr_assert_eq(config_load_string(&cfg, "test.ini", bad, small,
-					sizeof(small)),
-		     -1);
+	cr_assert_eq(
+	    config_load_string(&cfg, "test.ini", bad, small, sizeof(small)),
+	    -1);
 	cr_assert(memchr(small, '\0', sizeof(small)) != NULL,
-		  "not NUL-terminated");
+	          "not NUL-terminated");
 	cr_assert(strncmp(small, "test.ini:2:", 11) == 0, "%s", small);
 	/* No buffer at all still fails cleanly. */
 	cr_assert_eq(config_load_string(&cfg, "test.ini", bad, NULL, 0), -1);
@@ -535,9 +536,9 @@ Test(config, load_from_file)
 
 Test(config, missing_file)
 {
-	cr_assert_eq(config_load(&cfg, "/nonexistent/cascade.ini", err,
-				 sizeof(err)),
-		     -1);
+	cr_assert_eq(
+	    config_load(&cfg, "/nonexistent/cascade.ini", err, sizeof(err)),
+	    -1);
 	cr_assert(strstr(err, "/nonexistent/cascade.ini") != NULL, "%s", err);
 }
 
@@ -554,9 +555,9 @@ expect_mask(const char *url, const char *want)
 Test(config_mask_url, hides_the_password)
 {
 	expect_mask("amqp://guest:guest@127.0.0.1:5672/%2f",
-		    "amqp://guest:***@127.0.0.1:5672/%2f");
+	            "amqp://guest:***@127.0.0.1:5672/%2f");
 	expect_mask("amqps://user:s3cr3t@rabbit.example:5671/prod",
-		    "amqps://user:***@rabbit.example:5671/prod");
+	            "amqps://user:***@rabbit.example:5671/prod");
 	expect_mask("amqp://u:@h", "amqp://u:***@h");
 }
 
@@ -564,7 +565,8 @@ Test(config_mask_url, nothing_to_hide)
 {
 	expect_mask("amqp://localhost", "amqp://localhost");
 	expect_mask("amqp://localhost:5672/%2f", "amqp://localhost:5672/%2f");
-	expect_mask("amqp://guest@localhost:5672", "amqp://guest@localhost:5672");
+	expect_mask("amqp://guest@localhost:5672",
+	            "amqp://guest@localhost:5672");
 	expect_mask("", "");
 }
 

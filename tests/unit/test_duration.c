@@ -22,9 +22,9 @@ expect_ms(const char *s, enum duration_bare bare, int64_t want)
 	int rc = parse(s, bare, &ms, &why);
 
 	cr_assert_eq(rc, 0, "\"%s\": rc %d, why %s", s, rc,
-		     why ? why : "(none)");
+	             why ? why : "(none)");
 	cr_assert_eq(ms, want, "\"%s\": got %lld ms, want %lld", s,
-		     (long long)ms, (long long)want);
+	             (long long)ms, (long long)want);
 }
 
 /* An error with a reason that contains `about` (NULL: any reason). */
@@ -40,8 +40,8 @@ expect_error(const char *s, enum duration_bare bare, const char *about)
 	cr_assert_gt(strlen(why), 0, "\"%s\": empty reason", s);
 	if (about != NULL)
 		cr_assert(strstr(why, about) != NULL,
-			  "\"%s\": reason \"%s\" does not mention \"%s\"", s,
-			  why, about);
+		          "\"%s\": reason \"%s\" does not mention \"%s\"", s,
+		          why, about);
 }
 
 Test(duration_parse, every_unit)
@@ -136,19 +136,18 @@ Test(duration_parse, honours_len_not_nul)
 	const char *why = NULL;
 
 	/* Only the first len bytes count: "2s" out of "2s junk". */
-	cr_assert_eq(duration_parse("2s junk", 2, DURATION_BARE_REJECT, &ms,
-				    &why),
-		     0);
+	cr_assert_eq(
+	    duration_parse("2s junk", 2, DURATION_BARE_REJECT, &ms, &why), 0);
 	cr_assert_eq(ms, 2000);
 	/* "25" of "250ms" is a bare number. */
 	cr_assert_eq(duration_parse("250ms", 2, DURATION_BARE_MS, &ms, &why),
-		     0);
+	             0);
 	cr_assert_eq(ms, 25);
 	cr_assert_eq(duration_parse("250ms", 0, DURATION_BARE_MS, &ms, &why),
-		     -1);
+	             -1);
 	/* A NUL inside len is not a unit. */
 	cr_assert_eq(duration_parse("5\0s", 3, DURATION_BARE_MS, &ms, &why),
-		     -1);
+	             -1);
 }
 
 Test(duration_parse, leading_zeros)
@@ -170,21 +169,22 @@ Test(duration_parse, overflow)
 
 Test(duration_parse, unit_boundaries)
 {
-	/* The largest count of each unit that fits in int64 ms, and one more. */
+	/* The largest count of each unit that fits in int64 ms, and one more.
+	 */
 	expect_ms("106751991167d", DURATION_BARE_REJECT,
-		  INT64_C(106751991167) * 86400000);
+	          INT64_C(106751991167) * 86400000);
 	expect_error("106751991168d", DURATION_BARE_REJECT, "range");
 	expect_ms("2562047788015h", DURATION_BARE_REJECT,
-		  INT64_C(2562047788015) * 3600000);
+	          INT64_C(2562047788015) * 3600000);
 	expect_error("2562047788016h", DURATION_BARE_REJECT, "range");
 	expect_ms("153722867280912m", DURATION_BARE_REJECT,
-		  INT64_C(153722867280912) * 60000);
+	          INT64_C(153722867280912) * 60000);
 	expect_error("153722867280913m", DURATION_BARE_REJECT, "range");
 	expect_ms("9223372036854775s", DURATION_BARE_REJECT,
-		  INT64_C(9223372036854775) * 1000);
+	          INT64_C(9223372036854775) * 1000);
 	expect_error("9223372036854776s", DURATION_BARE_REJECT, "range");
 	expect_ms("-106751991167d", DURATION_BARE_REJECT,
-		  -INT64_C(106751991167) * 86400000);
+	          -INT64_C(106751991167) * 86400000);
 }
 
 Test(duration_parse, error_leaves_no_garbage_success)
@@ -205,7 +205,7 @@ expect_format(int64_t ms, const char *want)
 	memset(buf, 'X', sizeof(buf));
 	duration_format(ms, buf, sizeof(buf));
 	cr_assert_str_eq(buf, want, "%lld ms: got \"%s\", want \"%s\"",
-			 (long long)ms, buf, want);
+	                 (long long)ms, buf, want);
 }
 
 Test(duration_format, largest_exact_unit)
@@ -252,23 +252,23 @@ Test(duration_format, truncates_safely)
 Test(duration_format, round_trips)
 {
 	static const int64_t values[] = {
-		0,
-		1,
-		250,
-		999,
-		1000,
-		1500,
-		59999,
-		60000,
-		90000,
-		3600000,
-		3599000,
-		86400000,
-		INT64_C(86400000) * 3,
-		INT64_C(31536000000),
-		INT64_C(8388608000),
-		-5000,
-		INT64_C(106751991167) * 86400000,
+	    0,
+	    1,
+	    250,
+	    999,
+	    1000,
+	    1500,
+	    59999,
+	    60000,
+	    90000,
+	    3600000,
+	    3599000,
+	    86400000,
+	    INT64_C(86400000) * 3,
+	    INT64_C(31536000000),
+	    INT64_C(8388608000),
+	    -5000,
+	    INT64_C(106751991167) * 86400000,
 	};
 
 	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
@@ -278,10 +278,10 @@ Test(duration_format, round_trips)
 
 		duration_format(values[i], buf, sizeof(buf));
 		cr_assert_eq(duration_parse(buf, strlen(buf),
-					    DURATION_BARE_REJECT, &back, &why),
-			     0, "\"%s\" does not parse: %s", buf,
-			     why ? why : "");
+		                            DURATION_BARE_REJECT, &back, &why),
+		             0, "\"%s\" does not parse: %s", buf,
+		             why ? why : "");
 		cr_assert_eq(back, values[i], "\"%s\" parsed as %lld, not %lld",
-			     buf, (long long)back, (long long)values[i]);
+		             buf, (long long)back, (long long)values[i]);
 	}
 }

@@ -48,9 +48,9 @@ expect_delay(amqp_field_value_t v, int64_t want)
 	int rc = headers_delay(&v, &ms, &why);
 
 	cr_assert_eq(rc, 0, "kind '%c': rc %d (%s)", v.kind, rc,
-		     why ? why : "");
+	             why ? why : "");
 	cr_assert_eq(ms, want, "kind '%c': %lld ms, want %lld", v.kind,
-		     (long long)ms, (long long)want);
+	             (long long)ms, (long long)want);
 }
 
 static void
@@ -60,12 +60,12 @@ expect_delay_error(amqp_field_value_t v, const char *about)
 	const char *why = NULL;
 
 	cr_assert_eq(headers_delay(&v, &ms, &why), -1,
-		     "kind '%c' accepted as %lld", v.kind, (long long)ms);
+	             "kind '%c' accepted as %lld", v.kind, (long long)ms);
 	cr_assert_not_null(why);
 	if (about != NULL)
 		cr_assert(strstr(why, about) != NULL,
-			  "kind '%c': \"%s\" does not mention \"%s\"", v.kind,
-			  why, about);
+		          "kind '%c': \"%s\" does not mention \"%s\"", v.kind,
+		          why, about);
 }
 
 Test(headers_delay, every_integer_width)
@@ -213,9 +213,9 @@ expect_epoch(amqp_field_value_t v, int64_t want)
 	int rc = headers_epoch_ms(&v, &ms, &why);
 
 	cr_assert_eq(rc, 0, "kind '%c': rc %d (%s)", v.kind, rc,
-		     why ? why : "");
+	             why ? why : "");
 	cr_assert_eq(ms, want, "kind '%c': %lld, want %lld", v.kind,
-		     (long long)ms, (long long)want);
+	             (long long)ms, (long long)want);
 }
 
 static void
@@ -225,7 +225,7 @@ expect_epoch_error(amqp_field_value_t v)
 	const char *why = NULL;
 
 	cr_assert_eq(headers_epoch_ms(&v, &ms, &why), -1,
-		     "kind '%c' accepted as %lld", v.kind, (long long)ms);
+	             "kind '%c' accepted as %lld", v.kind, (long long)ms);
 	cr_assert_not_null(why);
 }
 
@@ -270,7 +270,7 @@ Test(headers_epoch_ms, digit_strings)
 	expect_epoch(fv_utf8("1700000000123"), INT64_C(1700000000123));
 	expect_epoch(fv_utf8("0"), 0);
 	expect_epoch(fv_str(AMQP_FIELD_KIND_BYTES, "1700000000123"),
-		     INT64_C(1700000000123));
+	             INT64_C(1700000000123));
 }
 
 Test(headers_epoch_ms, bad_strings_and_kinds)
@@ -309,7 +309,7 @@ Test(headers_integer, kinds)
 	v = fv_kind(AMQP_FIELD_KIND_TIMESTAMP);
 	v.value.u64 = 5;
 	cr_assert_eq(headers_integer(&v, &out), 0,
-		     "a timestamp is not a plain integer");
+	             "a timestamp is not a plain integer");
 }
 
 Test(headers_string, kinds)
@@ -360,7 +360,7 @@ Test(headers_is_routing, cascade_state)
 	cr_assert(routing("x-cascade-routing-key"));
 	cr_assert(routing("x-cascade-expiration"));
 	cr_assert_not(routing("x-cascade-user-id"),
-		      "the user-id is kept for the consumer");
+	              "the user-id is kept for the consumer");
 }
 
 Test(headers_is_routing, user_headers)
@@ -404,8 +404,8 @@ drop_secret(amqp_bytes_t key)
 Test(headers_find, lookup)
 {
 	amqp_table_entry_t e[] = {
-		ENTRY("a", fv_i64(1)),
-		ENTRY("b", fv_utf8("two")),
+	    ENTRY("a", fv_i64(1)),
+	    ENTRY("b", fv_utf8("two")),
 	};
 	amqp_table_t t = {2, e};
 	const amqp_field_value_t *v;
@@ -423,18 +423,18 @@ Test(headers_find, lookup)
 Test(headers_filter, drops_and_keeps_order)
 {
 	amqp_table_entry_t e[] = {
-		ENTRY("trace-id", fv_utf8("abc")),
-		ENTRY("x-remaining-delay", fv_i64(5000)),
-		ENTRY("tenant", fv_i64(7)),
-		ENTRY("x-death", fv_kind(AMQP_FIELD_KIND_ARRAY)),
-		ENTRY("x-cascade-user-id", fv_utf8("alice")),
+	    ENTRY("trace-id", fv_utf8("abc")),
+	    ENTRY("x-remaining-delay", fv_i64(5000)),
+	    ENTRY("tenant", fv_i64(7)),
+	    ENTRY("x-death", fv_kind(AMQP_FIELD_KIND_ARRAY)),
+	    ENTRY("x-cascade-user-id", fv_utf8("alice")),
 	};
 	amqp_table_t in = {5, e}, out;
 	amqp_pool_t pool;
 
 	init_amqp_pool(&pool, 4096);
 	cr_assert_eq(headers_filter(&in, headers_is_routing, 0, &pool, &out),
-		     0);
+	             0);
 	cr_assert_eq(out.num_entries, 3);
 	cr_assert_null(headers_find(&out, "x-remaining-delay"));
 	cr_assert_null(headers_find(&out, "x-death"));
@@ -450,8 +450,8 @@ Test(headers_filter, drops_and_keeps_order)
 Test(headers_filter, null_drop_copies_everything)
 {
 	amqp_table_entry_t e[] = {
-		ENTRY("a", fv_i64(1)),
-		ENTRY("secret", fv_i64(2)),
+	    ENTRY("a", fv_i64(1)),
+	    ENTRY("secret", fv_i64(2)),
 	};
 	amqp_table_t in = {2, e}, out;
 	amqp_pool_t pool;
@@ -468,8 +468,8 @@ Test(headers_filter, null_drop_copies_everything)
 Test(headers_filter, room_for_extra_entries)
 {
 	amqp_table_entry_t e[] = {
-		ENTRY("trace-id", fv_utf8("abc")),
-		ENTRY("x-delay", fv_i64(5000)),
+	    ENTRY("trace-id", fv_utf8("abc")),
+	    ENTRY("x-delay", fv_i64(5000)),
 	};
 	amqp_table_t in = {2, e}, out;
 	amqp_pool_t pool;
@@ -477,11 +477,11 @@ Test(headers_filter, room_for_extra_entries)
 
 	init_amqp_pool(&pool, 4096);
 	cr_assert_eq(headers_filter(&in, headers_is_routing, 2, &pool, &out),
-		     0);
+	             0);
 	cr_assert_eq(out.num_entries, 1);
 	headers_put_i64(&out, "x-cascade-due", INT64_C(1700000000000));
 	headers_put_bytes(&out, "x-cascade-exchange",
-			  amqp_cstring_bytes("shop"));
+	                  amqp_cstring_bytes("shop"));
 	cr_assert_eq(out.num_entries, 3);
 	v = headers_find(&out, "x-cascade-due");
 	cr_assert_not_null(v);
@@ -504,10 +504,10 @@ Test(headers_filter, null_or_empty_input)
 
 	init_amqp_pool(&pool, 4096);
 	cr_assert_eq(headers_filter(NULL, headers_is_routing, 0, &pool, &out),
-		     0);
+	             0);
 	cr_assert_eq(out.num_entries, 0);
 	cr_assert_eq(headers_filter(NULL, headers_is_routing, 1, &pool, &out),
-		     0);
+	             0);
 	cr_assert_eq(out.num_entries, 0);
 	cr_assert_not_null(out.entries, "no room made for the extra entry");
 	headers_put_i64(&out, "x-remaining-delay", 5);
@@ -520,28 +520,28 @@ Test(headers_filter, null_or_empty_input)
 Test(headers_equal, flat_tables)
 {
 	amqp_table_entry_t a[] = {
-		ENTRY("k", fv_utf8("v")),
-		ENTRY("n", fv_i64(5)),
+	    ENTRY("k", fv_utf8("v")),
+	    ENTRY("n", fv_i64(5)),
 	};
 	amqp_table_entry_t b[] = {
-		ENTRY("k", fv_utf8("v")),
-		ENTRY("n", fv_i64(5)),
+	    ENTRY("k", fv_utf8("v")),
+	    ENTRY("n", fv_i64(5)),
 	};
 	amqp_table_entry_t swapped[] = {
-		ENTRY("n", fv_i64(5)),
-		ENTRY("k", fv_utf8("v")),
+	    ENTRY("n", fv_i64(5)),
+	    ENTRY("k", fv_utf8("v")),
 	};
 	amqp_table_entry_t other_value[] = {
-		ENTRY("k", fv_utf8("w")),
-		ENTRY("n", fv_i64(5)),
+	    ENTRY("k", fv_utf8("w")),
+	    ENTRY("n", fv_i64(5)),
 	};
 	amqp_table_entry_t other_key[] = {
-		ENTRY("k", fv_utf8("v")),
-		ENTRY("m", fv_i64(5)),
+	    ENTRY("k", fv_utf8("v")),
+	    ENTRY("m", fv_i64(5)),
 	};
 	amqp_table_t ta = {2, a}, tb = {2, b}, ts = {2, swapped},
-		     tv = {2, other_value}, tk = {2, other_key}, t1 = {1, a},
-		     empty = {0, NULL};
+	             tv = {2, other_value}, tk = {2, other_key}, t1 = {1, a},
+	             empty = {0, NULL};
 
 	cr_assert(headers_equal(&ta, &tb));
 	cr_assert(headers_equal(&ta, &ta));
@@ -632,16 +632,16 @@ Test(headers_equal, nested_tables_and_arrays)
 {
 	/* {"x-death": [{"queue": "q", "count": 1}], "meta": {"a": "b"}} */
 	amqp_table_entry_t d1[] = {
-		ENTRY("queue", fv_utf8("q")),
-		ENTRY("count", fv_i64(1)),
+	    ENTRY("queue", fv_utf8("q")),
+	    ENTRY("count", fv_i64(1)),
 	};
 	amqp_table_entry_t d2[] = {
-		ENTRY("queue", fv_utf8("q")),
-		ENTRY("count", fv_i64(1)),
+	    ENTRY("queue", fv_utf8("q")),
+	    ENTRY("count", fv_i64(1)),
 	};
 	amqp_table_entry_t d3[] = {
-		ENTRY("queue", fv_utf8("q")),
-		ENTRY("count", fv_i64(2)),
+	    ENTRY("queue", fv_utf8("q")),
+	    ENTRY("count", fv_i64(2)),
 	};
 	amqp_field_value_t arr1[1], arr2[1], arr3[1], arr_long[2];
 	amqp_table_entry_t m1[] = {ENTRY("a", fv_utf8("b"))};

@@ -17,8 +17,8 @@ make(int64_t resolution, uint64_t factor, unsigned levels)
 
 	memset(&l, 0, sizeof(l));
 	cr_assert_eq(ladder_init(&l, resolution, factor, levels, &why), 0,
-		     "ladder_init(%lld, %llu, %u): %s", (long long)resolution,
-		     (unsigned long long)factor, levels, why ? why : "");
+	             "ladder_init(%lld, %llu, %u): %s", (long long)resolution,
+	             (unsigned long long)factor, levels, why ? why : "");
 	return l;
 }
 
@@ -37,7 +37,7 @@ Test(ladder_init, default_ttls)
 	cr_assert_eq(l.levels, 12);
 	for (unsigned k = 0; k < 12; k++, want *= 4)
 		cr_assert_eq(l.ttl[k], want, "ttl[%u] = %lld, want %lld", k,
-			     (long long)l.ttl[k], (long long)want);
+		             (long long)l.ttl[k], (long long)want);
 	cr_assert_eq(l.ttl[0], 2000);
 	cr_assert_eq(l.ttl[1], 8000);
 	cr_assert_eq(l.ttl[3], 128000);
@@ -100,7 +100,7 @@ Test(ladder_init, ten_year_limit)
 	cr_assert_not_null(why);
 	why = NULL;
 	cr_assert_eq(ladder_init(&l, LADDER_TTL_LIMIT_MS / 2 + 1, 2, 2, &why),
-		     -1);
+	             -1);
 	cr_assert_not_null(why);
 	l = make(LADDER_TTL_LIMIT_MS / 2, 2, 2);
 	cr_assert_eq(l.ttl[1], LADDER_TTL_LIMIT_MS);
@@ -158,11 +158,11 @@ Test(ladder_pick, exact_and_neighbours)
 
 	for (int k = 0; k < 12; k++) {
 		cr_assert_eq(ladder_pick(&l, l.ttl[k]), k, "exactly ttl[%d]",
-			     k);
+		             k);
 		cr_assert_eq(ladder_pick(&l, l.ttl[k] - 1), k - 1,
-			     "just under ttl[%d]", k);
+		             "just under ttl[%d]", k);
 		cr_assert_eq(ladder_pick(&l, l.ttl[k] + 1), k,
-			     "just over ttl[%d]", k);
+		             "just over ttl[%d]", k);
 	}
 	cr_assert_eq(ladder_pick(&l, 255000), 3);
 	cr_assert_eq(ladder_pick(&l, 127999), 2);
@@ -197,27 +197,27 @@ check_plan(const struct ladder *l, int64_t delay, const int *hops, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		cr_assert(hops[i] >= 0 && hops[i] <= top, "hop %zu: level %d",
-			  i, hops[i]);
+		          i, hops[i]);
 		if (i > 0)
 			cr_assert_leq(hops[i], hops[i - 1],
-				      "hop %zu goes up a level", i);
+			              "hop %zu goes up a level", i);
 		sum += l->ttl[hops[i]];
 		count[hops[i]]++;
 	}
 	/* Never early, and late by less than one resolution step. */
 	cr_assert_geq(sum, delay, "plan sums to %lld < %lld", (long long)sum,
-		      (long long)delay);
+	              (long long)delay);
 	if (delay > 0)
 		cr_assert_lt(sum - delay, l->ttl[0],
-			     "plan sums to %lld for %lld", (long long)sum,
-			     (long long)delay);
+		             "plan sums to %lld for %lld", (long long)sum,
+		             (long long)delay);
 	/* Each lower level at most factor-1 times, plus the tail on level 0. */
 	for (int k = 1; k < top; k++)
 		cr_assert_leq(count[k], (unsigned)(l->ttl[1] / l->ttl[0]) - 1,
-			      "level %d visited %u times", k, count[k]);
+		              "level %d visited %u times", k, count[k]);
 	if (top > 0)
 		cr_assert_leq(count[0], (unsigned)(l->ttl[1] / l->ttl[0]),
-			      "level 0 visited %u times", count[0]);
+		              "level 0 visited %u times", count[0]);
 }
 
 Test(ladder_plan, readme_worked_example)
@@ -232,7 +232,7 @@ Test(ladder_plan, readme_worked_example)
 	cr_assert_eq(n, 11, "255s takes %zu hops, want 11", n);
 	for (size_t i = 0; i < 11; i++)
 		cr_assert_eq(hops[i], want[i], "hop %zu: level %d, want %d", i,
-			     hops[i], want[i]);
+		             hops[i], want[i]);
 	check_plan(&l, 255000, hops, n);
 }
 
@@ -283,14 +283,14 @@ Test(ladder_plan, max_delay_uses_top_repeatedly)
 	/* 365d = 3 x ttl[11] + 3 x ttl[10] + 2 x ttl[7] + ttl[6] + 2 x ttl[5]
 	 * + ttl[4] + 3 x ttl[3], exactly. */
 	static const int want[] = {11, 11, 11, 10, 10, 10, 7, 7,
-				   6,  5,  5,  4,  3,  3,  3};
+	                           6,  5,  5,  4,  3,  3,  3};
 	size_t nwant = sizeof(want) / sizeof(want[0]);
 	size_t n = ladder_plan(&l, delay, hops, 64);
 
 	cr_assert_eq(n, nwant, "365d takes %zu hops, want %zu", n, nwant);
 	for (size_t i = 0; i < nwant; i++)
 		cr_assert_eq(hops[i], want[i], "hop %zu: level %d, want %d", i,
-			     hops[i], want[i]);
+		             hops[i], want[i]);
 	check_plan(&l, delay, hops, n);
 }
 
@@ -345,24 +345,21 @@ Test(ladder_plan, invariants_over_many_delays)
 		uint64_t factor;
 		unsigned levels;
 	} shapes[] = {
-		{2000, 4, 12},
-		{1000, 2, 10},
-		{500, 3, 5},
-		{1, 10, 6},
-		{60000, 60, 3},
+	    {2000, 4, 12}, {1000, 2, 10},  {500, 3, 5},
+	    {1, 10, 6},    {60000, 60, 3},
 	};
 
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		struct ladder l =
-			make(shapes[s].res, shapes[s].factor, shapes[s].levels);
+		    make(shapes[s].res, shapes[s].factor, shapes[s].levels);
 		int64_t d = 1;
 		while (d < 40 * DAY) {
 			size_t n = ladder_plan(&l, d, NULL, 0);
 			int *hops = calloc(n + 1, sizeof(*hops));
 			cr_assert_not_null(hops);
 			cr_assert_eq(ladder_plan(&l, d, hops, n), n,
-				     "count differs between calls for %lld",
-				     (long long)d);
+			             "count differs between calls for %lld",
+			             (long long)d);
 			check_plan(&l, d, hops, n);
 			free(hops);
 			d = d * 3 + 7;

@@ -1,0 +1,366 @@
+/*
+ * Tests that show bugs found while writing the unit tests.  Each fails on
+ * the code as it stands and passes once the bug is fixed; then move it to
+ * the module's own test file.
+ *
+ * `make unit` stops at the first failing binary and this one sorts first,
+ * so the tests are skipped unless CASCADE_SHOW_BUGS is set:
+ *
+ *     CASCADE_SHOW_BUGS=1 make unit
+ */
+#include <amqp.h>
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "duration.h"
+#include "headers.h"
+#include "ladder.h"
+#include "router.h"
+
+#define NOW INT64_C(1700000000000)
+
+static void
+bugs_gate(void)
+{
+	if (getenv("CASCADE_SHOW_BUGS") == NULL)
+		cr_skip_test("known bug; set CASCADE_SHOW_BUGS=1 to run");
+}
+
+TestSuite(bug_duration, .init = bugs_gate);
+TestSuite(bug_headers, .init = bugs_gate);
+
+/*
+ * duration_parse: every int64 value of ms that does not overflow must
+ * parse.  The digit loop stops at 2^62 / 10, so values between about
+ * 4.6e18 and INT64_MAX are called "out of range" although they fit.
+ */
+Test(bug_duration, int64_max_parses)
+{
+	int64_t ms = 0;
+	const char *why = NULL;
+	const char *s = "9223372036854775807";
+
+	cr_assert_eq(duration_parse(s, strlen(s), DURATION_BARE_MS, &ms, &why),
+	             0, "\"%s\": %s", s, why ? why : "");
+	cr_assert_eq(ms, INT64_MAX);
+	s = "5000000000000000000ms";
+	cr_assert_eq(
+	    duration_parse(s, strlen(s), DURATION_BARE_REJECT, &ms, &why), 0,
+	    "\"%s\": %s", s, why ? why : "");
+	cr_assert_eq(ms, INT64_C(5000000000000000000));
+	s = "-9223372036854775807";
+	cr_assert_eq(duration_parse(s, strlen(s), DURATION_BARE_MS, &ms, &why),
+	             0, "\"%s\": %s", s, why ? why : "");
+	cr_assert_eq(ms, -INT64_MAX);
+}
+
+/*
+ * headers_epoch_ms: the overflow check (n > (INT64_MAX - 9) / 10) rejects
+ * "9223372036854775807", which fits; an I64 header of the same value is
+ * accepted, so the two forms disagree.
+ */
+Test(bug_headers, epoch_string_int64_max)
+{
+	amqp_field_value_t v;
+	int64_t ms = 0;
+	const char *why = NULL;
+
+	memset(&v, 0, sizeof(v));
+	v.kind = AMQP_FIELD_KIND_UTF8;
+	v.value.bytes = amqp_cstring_bytes("9223372036854775807");
+	cr_assert_eq(headers_epoch_ms(&v, &ms, &why), 0, "%s", why ? why : "");
+	cr_assert_eq(ms, INT64_MAX);
+}
+
+static struct config cfg;
+static char err[4096];
+
+static void
+config_setup(void)
+{
+	bugs_gate();
+	unsetenv("CASCADE_BROKER_URL");
+	memset(err, 0, sizeof(err));
+}
+
+TestSuite(bug_config, .init = config_setup);
+
+/*
+ * config_parse_any: a syntax error is reported only when nothing else
+ * went wrong ("rc > 0 && p->errors == 0").  Here the missing ']' on line 1
+ * is the real mistake; the file is rejected naming only line 2.
+ */
+Test(bug_config, syntax_error_reported_with_other_errors)
+{
+	cr_assert_eq(config_load_string(&cfg, "test.ini",
+	                                "[topology\nfactor = 4\n", err,
+	                                sizeof(err)),
+	             -1);
+	cr_assert(strstr(err, "test.ini:1: ") != NULL,
+	          "the broken section header on line 1 is not named:\n%s", err);
+}
+
+Test(bug_config, syntax_error_after_a_bad_value)
+{
+	cr_assert_eq(config_load_string(&cfg, "test.ini",
+	                                "[topology]\nfactor = 1\nno equals "
+	                                "sign here\n",
+	                                err, sizeof(err)),
+	             -1);
+	cr_assert(strstr(err, "test.ini:2: topology.factor") != NULL, "%s",
+	          err);
+	cr_assert(strstr(err, "test.ini:3: ") != NULL,
+	          "the syntax error on line 3 is not reported:\n%s", err);
+}
+
+/*
+ * config_check: the ladder error takes the line of topology.levels, which
+ * is 0 when levels is left at its default, so the message names no line
+ * although the culprit (factor) is on line 2.
+ */
+Test(bug_config, ladder_error_names_a_line)
+{
+	cr_assert_eq(config_load_string(&cfg, "test.ini",
+	                                "[topology]\nfactor = 1000\n", err,
+	                                sizeof(err)),
+	             -1);
+	cr_assert(strncmp(err, "test.ini:2: ", 12) == 0,
+	          "want \"test.ini:2: ...\", got:\n%s", err);
+}
+
+/*
+ * An unknown section with no keys is accepted silently: inih calls the
+ * handler only for key = value lines.  CONTRACT section 5: unknown sections
+ * are errors.
+ */
+Test(bug_config, empty_unknown_section)
+{
+	int rc = config_load_string(&cfg, "test.ini",
+	                            "[broker]\nheartbeat = 30s\n[metrics]\n",
+	                            err, sizeof(err));
+
+	cr_assert_eq(rc, -1, "[metrics] accepted");
+	cr_assert(strstr(err, "test.ini:3: ") != NULL, "%s", err);
+	cr_assert(strstr(err, "metrics") != NULL, "%s", err);
+}
+
+/*
+ * config_check: RabbitMQ refuses exchange and queue names that begin with
+ * "amq." (ACCESS_REFUSED), so prefix = amq.delays passes --check and then
+ * fails at start-up when the exchange is declared.
+ */
+Test(bug_config, reserved_amq_prefix)
+{
+	cr_assert_eq(config_load_string(&cfg, "test.ini",
+	                                "[topology]\nprefix = amq.delays\n",
+	                                err, sizeof(err)),
+	             -1, "prefix amq.delays accepted");
+	cr_assert(strstr(err, "test.ini:2: topology.prefix") != NULL, "%s",
+	          err);
+}
+
+/* Router fixtures. */
+static struct ladder ladder;
+static struct router_params params;
+static amqp_pool_t pool;
+
+static void
+router_setup(void)
+{
+	const char *why = NULL;
+
+	bugs_gate();
+	cr_assert_eq(ladder_init(&ladder, 2000, 4, 12, &why), 0);
+	memset(&params, 0, sizeof(params));
+	params.ladder = &ladder;
+	params.max_delay = INT64_C(365) * 86400000;
+	params.default_exchange = amqp_empty_bytes;
+	init_amqp_pool(&pool, 4096);
+}
+
+static void
+router_teardown(void)
+{
+	empty_amqp_pool(&pool);
+}
+
+TestSuite(bug_router, .init = router_setup, .fini = router_teardown);
+
+static void
+entry_str(amqp_table_entry_t *e, const char *key, const char *v)
+{
+	memset(e, 0, sizeof(*e));
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_UTF8;
+	e->value.value.bytes = amqp_cstring_bytes(v);
+}
+
+static void
+entry_i64(amqp_table_entry_t *e, const char *key, int64_t v)
+{
+	memset(e, 0, sizeof(*e));
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_I64;
+	e->value.value.i64 = v;
+}
+
+static int
+hdr_is(const amqp_table_t *t, const char *key, const char *want)
+{
+	const amqp_field_value_t *v = headers_find(t, key);
+	amqp_bytes_t b;
+
+	return v != NULL && headers_string(v, &b) == 0 &&
+	       b.len == strlen(want) && memcmp(b.bytes, want, b.len) == 0;
+}
+
+/*
+ * router_props: the user-id property is the broker-checked identity of the
+ * publisher, moved into x-cascade-user-id.  When the message also carries
+ * an x-cascade-user-id header (set by the publisher, or left over because a
+ * consumer re-published a delivered message), the header wins and the real
+ * user-id is dropped, so the consumer sees a name the broker never checked.
+ */
+Test(bug_router, user_id_beats_a_forged_header)
+{
+	amqp_table_entry_t e[2];
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	entry_i64(&e[0], "x-remaining-delay", 0);
+	entry_str(&e[1], "x-cascade-user-id", "admin");
+	memset(&in, 0, sizeof(in));
+	in._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG;
+	in.headers.num_entries = 2;
+	in.headers.entries = e;
+	in.user_id = amqp_cstring_bytes("mallory");
+	router_decide(&params, ROUTE_FROM_INGRESS, &in,
+	              amqp_cstring_bytes("orders"), NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert(hdr_is(&out.headers, "x-cascade-user-id", "mallory"),
+	          "x-cascade-user-id is not the checked user-id");
+}
+
+/* The same forgery on the way into the ladder. */
+Test(bug_router, user_id_beats_a_forged_header_on_hop)
+{
+	amqp_table_entry_t e[2];
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	entry_i64(&e[0], "x-remaining-delay", 5000);
+	entry_str(&e[1], "x-cascade-user-id", "admin");
+	memset(&in, 0, sizeof(in));
+	in._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG;
+	in.headers.num_entries = 2;
+	in.headers.entries = e;
+	in.user_id = amqp_cstring_bytes("mallory");
+	router_decide(&params, ROUTE_FROM_INGRESS, &in,
+	              amqp_cstring_bytes("orders"), NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert(hdr_is(&out.headers, "x-cascade-user-id", "mallory"),
+	          "x-cascade-user-id is not the checked user-id");
+}
+
+/* A publisher's message with a sender-selected CC header. */
+static amqp_field_value_t cc_list[1];
+
+static void
+cc_message(amqp_table_entry_t *e, amqp_basic_properties_t *in, int64_t delay)
+{
+	cc_list[0].kind = AMQP_FIELD_KIND_UTF8;
+	cc_list[0].value.bytes = amqp_cstring_bytes("audit");
+	entry_i64(&e[0], "x-remaining-delay", delay);
+	memset(&e[1], 0, sizeof(e[1]));
+	e[1].key = amqp_cstring_bytes("CC");
+	e[1].value.kind = AMQP_FIELD_KIND_ARRAY;
+	e[1].value.value.array.num_entries = 1;
+	e[1].value.value.array.entries = cc_list;
+	memset(in, 0, sizeof(*in));
+	in->_flags = AMQP_BASIC_HEADERS_FLAG;
+	in->headers.num_entries = 2;
+	in->headers.entries = e;
+}
+
+/*
+ * router_props: RabbitMQ routes a message that carries a "CC" header also
+ * by each routing key in it (sender-selected distribution).  Hops and parks
+ * go to the default exchange, so every hop publish puts a copy of the
+ * message straight into the queue named in CC, long before it is due (and
+ * a park copies it there too).  Then the delay queue, which has a
+ * dead-letter routing key, strips CC on expiry, so the delivery that should
+ * carry CC does not: the publisher's header is lost (CONTRACT section 2).
+ */
+Test(bug_router, cc_not_sent_to_a_delay_queue)
+{
+	amqp_table_entry_t e[2];
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	cc_message(e, &in, 255000);
+	router_decide(&params, ROUTE_FROM_INGRESS, &in,
+	              amqp_cstring_bytes("orders"), NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert_null(headers_find(&out.headers, "CC"),
+	               "a hop with CC copies the message to queue \"audit\" "
+	               "at once");
+}
+
+Test(bug_router, cc_not_sent_to_the_error_queue)
+{
+	amqp_table_entry_t e[2];
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	cc_message(e, &in, 255000);
+	e[0].value.value.i64 = INT64_C(400) * 86400000; /* > max_delay */
+	router_decide(&params, ROUTE_FROM_INGRESS, &in,
+	              amqp_cstring_bytes("orders"), NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert_null(headers_find(&out.headers, "CC"),
+	               "a parked message with CC is copied to \"audit\"");
+}
+
+/* Without CC on the hop, it must still reach the delivery. */
+Test(bug_router, cc_restored_at_delivery)
+{
+	amqp_table_entry_t e[2], back[32];
+	amqp_basic_properties_t in, cur, out;
+	struct route r;
+	int64_t now = NOW;
+	const amqp_field_value_t *v;
+
+	cc_message(e, &in, 9000);
+	router_decide(&params, ROUTE_FROM_INGRESS, &in,
+	              amqp_cstring_bytes("orders"), now, &r);
+	cur = in;
+	while (r.action == ROUTE_HOP) {
+		int n = 0;
+		cr_assert_eq(router_props(&cur, &r, &pool, &out), 0);
+		/* Dead-lettering with a routing key removes CC. */
+		for (int i = 0; i < out.headers.num_entries && n < 32; i++)
+			if (!(out.headers.entries[i].key.len == 2 &&
+			      memcmp(out.headers.entries[i].key.bytes, "CC",
+			             2) == 0))
+				back[n++] = out.headers.entries[i];
+		cur = out;
+		cur.headers.entries = back;
+		cur.headers.num_entries = n;
+		now += ladder.ttl[r.level];
+		router_decide(&params, ROUTE_FROM_RETURN, &cur,
+		              amqp_cstring_bytes("cascade.return"), now, &r);
+	}
+	cr_assert_eq(r.action, ROUTE_DELIVER, "%s", r.reason);
+	cr_assert_eq(router_props(&cur, &r, &pool, &out), 0);
+	v = headers_find(&out.headers, "CC");
+	cr_assert_not_null(v, "the publisher's CC header was lost");
+	cr_assert_eq(v->kind, AMQP_FIELD_KIND_ARRAY);
+	cr_assert_eq(v->value.array.num_entries, 1);
+}

@@ -1,0 +1,1039 @@
+/* Routing decisions and the properties a message is published with. */
+#include <amqp.h>
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "headers.h"
+#include "ladder.h"
+#include "router.h"
+
+#define NOW INT64_C(1700000000000)
+#define DAY INT64_C(86400000)
+
+static struct ladder ladder;
+static struct router_params params;
+static amqp_pool_t pool;
+
+/* The contract's default ladder and router settings, with round-up. */
+static void
+setup(void)
+{
+	const char *why = NULL;
+
+	cr_assert_eq(ladder_init(&ladder, 2000, 4, 12, &why), 0);
+	memset(&params, 0, sizeof(params));
+	params.ladder = &ladder;
+	params.max_delay = 365 * DAY;
+	params.default_exchange = amqp_empty_bytes;
+	params.hold_tail = 0;
+	init_amqp_pool(&pool, 4096);
+}
+
+static void
+teardown(void)
+{
+	empty_amqp_pool(&pool);
+}
+
+TestSuite(router, .init = setup, .fini = teardown);
+
+/* A header table under construction. */
+struct tb {
+	amqp_table_entry_t e[32];
+	int n;
+};
+
+static amqp_field_value_t *
+tb_add(struct tb *t, const char *key, uint8_t kind)
+{
+	amqp_table_entry_t *e = &t->e[t->n++];
+
+	memset(e, 0, sizeof(*e));
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = kind;
+	return &e->value;
+}
+
+static void
+tb_str(struct tb *t, const char *key, const char *v)
+{
+	tb_add(t, key, AMQP_FIELD_KIND_UTF8)->value.bytes =
+	    amqp_cstring_bytes(v);
+}
+
+static void
+tb_i64(struct tb *t, const char *key, int64_t v)
+{
+	tb_add(t, key, AMQP_FIELD_KIND_I64)->value.i64 = v;
+}
+
+static void
+tb_i32(struct tb *t, const char *key, int32_t v)
+{
+	tb_add(t, key, AMQP_FIELD_KIND_I32)->value.i32 = v;
+}
+
+/* Properties carrying t as headers (t NULL: no headers property). */
+static amqp_basic_properties_t
+props_of(struct tb *t)
+{
+	amqp_basic_properties_t p;
+
+	memset(&p, 0, sizeof(p));
+	if (t != NULL) {
+		p._flags |= AMQP_BASIC_HEADERS_FLAG;
+		p.headers.num_entries = t->n;
+		p.headers.entries = t->e;
+	}
+	return p;
+}
+
+/* Every basic property a publisher can set, besides headers. */
+static void
+props_fill(amqp_basic_properties_t *p)
+{
+	p->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG |
+	             AMQP_BASIC_CONTENT_ENCODING_FLAG |
+	             AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG |
+	             AMQP_BASIC_CORRELATION_ID_FLAG | AMQP_BASIC_REPLY_TO_FLAG |
+	             AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
+	             AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_TYPE_FLAG |
+	             AMQP_BASIC_USER_ID_FLAG | AMQP_BASIC_APP_ID_FLAG;
+	p->content_type = amqp_cstring_bytes("application/json");
+	p->content_encoding = amqp_cstring_bytes("gzip");
+	p->delivery_mode = 2;
+	p->priority = 5;
+	p->correlation_id = amqp_cstring_bytes("corr-1");
+	p->reply_to = amqp_cstring_bytes("replies");
+	p->expiration = amqp_cstring_bytes("60000");
+	p->message_id = amqp_cstring_bytes("msg-1");
+	p->timestamp = 1700000000;
+	p->type = amqp_cstring_bytes("order.paid");
+	p->user_id = amqp_cstring_bytes("alice");
+	p->app_id = amqp_cstring_bytes("shop-api");
+}
+
+static int
+bytes_is(amqp_bytes_t b, const char *s)
+{
+	size_t n = strlen(s);
+
+	return b.len == n && (n == 0 || memcmp(b.bytes, s, n) == 0);
+}
+
+#define expect_bytes(b, s)                                                     \
+	cr_assert(bytes_is((b), (s)), "%s is \"%.*s\", want \"%s\"", #b,       \
+	          (int)(b).len, (b).len ? (const char *)(b).bytes : "", (s))
+
+static int
+count_key(const amqp_table_t *t, const char *key)
+{
+	int n = 0;
+
+	for (int i = 0; i < t->num_entries; i++)
+		if (bytes_is(t->entries[i].key, key))
+			n++;
+	return n;
+}
+
+static void
+expect_hdr_str(const amqp_table_t *t, const char *key, const char *want)
+{
+	const amqp_field_value_t *v = headers_find(t, key);
+	amqp_bytes_t b;
+
+	cr_assert_not_null(v, "header %s missing", key);
+	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
+	             count_key(t, key));
+	cr_assert_eq(headers_string(v, &b), 0, "header %s is not a string",
+	             key);
+	cr_assert(bytes_is(b, want), "header %s is \"%.*s\", want \"%s\"", key,
+	          (int)b.len, b.len ? (const char *)b.bytes : "", want);
+}
+
+static void
+expect_hdr_int(const amqp_table_t *t, const char *key, int64_t want)
+{
+	const amqp_field_value_t *v = headers_find(t, key);
+	int64_t n = 0;
+
+	cr_assert_not_null(v, "header %s missing", key);
+	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
+	             count_key(t, key));
+	cr_assert_eq(headers_integer(v, &n), 1, "header %s is no integer", key);
+	cr_assert_eq(n, want, "header %s is %lld, want %lld", key, (long long)n,
+	             (long long)want);
+}
+
+static void
+expect_no_hdr(const amqp_table_t *t, const char *key)
+{
+	cr_assert_null(headers_find(t, key), "header %s should be gone", key);
+}
+
+/* No header named x-cascade-* but those allowed. */
+static void
+expect_no_cascade_state(const amqp_table_t *t)
+{
+	for (int i = 0; i < t->num_entries; i++) {
+		amqp_bytes_t k = t->entries[i].key;
+		if (k.len >= 10 && memcmp(k.bytes, "x-cascade-", 10) == 0)
+			cr_assert(bytes_is(k, "x-cascade-user-id"),
+			          "left over: %.*s", (int)k.len,
+			          (const char *)k.bytes);
+	}
+}
+
+/* Every property but headers, expiration and user-id is as published. */
+static void
+expect_same_props(const amqp_basic_properties_t *in,
+                  const amqp_basic_properties_t *out)
+{
+	amqp_flags_t keep = ~(amqp_flags_t)(AMQP_BASIC_HEADERS_FLAG |
+	                                    AMQP_BASIC_EXPIRATION_FLAG |
+	                                    AMQP_BASIC_USER_ID_FLAG);
+
+	cr_assert_eq(out->_flags & keep, in->_flags & keep, "flags %x vs %x",
+	             (unsigned)out->_flags, (unsigned)in->_flags);
+	expect_bytes(out->content_type, "application/json");
+	expect_bytes(out->content_encoding, "gzip");
+	cr_assert_eq(out->delivery_mode, 2);
+	cr_assert_eq(out->priority, 5);
+	expect_bytes(out->correlation_id, "corr-1");
+	expect_bytes(out->reply_to, "replies");
+	expect_bytes(out->message_id, "msg-1");
+	cr_assert_eq(out->timestamp, 1700000000);
+	expect_bytes(out->type, "order.paid");
+	expect_bytes(out->app_id, "shop-api");
+}
+
+static void
+decide(enum route_source src, const amqp_basic_properties_t *p, const char *rk,
+       int64_t now, struct route *r)
+{
+	memset(r, 0x5a, sizeof(*r));
+	router_decide(&params, src, p, amqp_cstring_bytes(rk), now, r);
+}
+
+/* Ingress with one delay header of the given value. */
+static void
+ingress_delay(const char *key, const char *value, struct route *r)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+
+	tb_str(&t, key, value);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, r);
+}
+
+static void
+expect_park(const struct route *r, const char *about)
+{
+	cr_assert_eq(r->action, ROUTE_PARK, "action %d, want park", r->action);
+	cr_assert(strstr(r->reason, about) != NULL,
+	          "reason \"%s\" does not mention \"%s\"", r->reason, about);
+}
+
+/* ---- router_decide from ingress ---- */
+
+Test(router, zero_delay_delivers_now)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 0);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	expect_bytes(r.exchange, "");
+	expect_bytes(r.routing_key, "orders");
+	cr_assert_eq(r.due, NOW);
+	cr_assert_eq(r.has_expiration, 0);
+}
+
+Test(router, negative_delay_delivers_now)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", -5000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	cr_assert_leq(r.due, NOW);
+	ingress_delay("x-remaining-delay", "-5s", &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	ingress_delay("x-remaining-delay", "0", &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+}
+
+Test(router, worked_example_first_hop)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 255000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 3);
+	cr_assert_eq(r.left, 255000 - 128000);
+	cr_assert_eq(r.due, NOW + 255000);
+	expect_bytes(r.exchange, "");
+	expect_bytes(r.routing_key, "orders");
+}
+
+Test(router, delay_as_string_with_unit)
+{
+	struct route r;
+
+	ingress_delay("x-remaining-delay", "255s", &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 3);
+	cr_assert_eq(r.due, NOW + 255000);
+	ingress_delay("x-remaining-delay", "255000", &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 255000, "a bare string is milliseconds");
+}
+
+Test(router, any_integer_width)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	amqp_field_value_t *v;
+
+	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_U16);
+	v->value.u16 = 9000;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 1);
+	cr_assert_eq(r.left, 1000);
+	cr_assert_eq(r.due, NOW + 9000);
+}
+
+Test(router, one_ms_rounds_up_to_level_zero)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 1);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 0);
+	cr_assert_eq(r.due, NOW + 1);
+}
+
+Test(router, sub_resolution_held_when_asked)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	params.hold_tail = 1;
+	tb_i64(&t, "x-remaining-delay", 1500);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOLD);
+	cr_assert_eq(r.left, 1500);
+	cr_assert_eq(r.due, NOW + 1500);
+}
+
+Test(router, exact_level)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 2000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 0);
+	t.e[0].value.value.i64 = 8000;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.level, 1);
+	cr_assert_eq(r.left, 0);
+	t.e[0].value.value.i64 = 7999;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 5999);
+}
+
+Test(router, deliver_at_wins)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_i64(&t, "x-deliver-at", NOW + 90000);
+	tb_i64(&t, "x-delay", 1000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 90000);
+	cr_assert_eq(r.level, 2); /* 32 s <= 90 s < 128 s */
+	cr_assert_eq(r.left, 90000 - 32000);
+}
+
+Test(router, deliver_at_as_digit_string)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	char when[32];
+
+	snprintf(when, sizeof(when), "%lld", (long long)(NOW + 9000));
+	tb_str(&t, "x-deliver-at", when);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 9000);
+}
+
+Test(router, deliver_at_in_the_past_delivers)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-deliver-at", NOW - 1);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	t.e[0].value.value.i64 = NOW;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	t.e[0].value.value.i64 = 0;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+}
+
+Test(router, deliver_at_malformed_parks)
+{
+	struct route r;
+
+	ingress_delay("x-deliver-at", "tomorrow", &r);
+	expect_park(&r, "x-deliver-at");
+	ingress_delay("x-deliver-at", "90s", &r);
+	expect_park(&r, "x-deliver-at");
+}
+
+Test(router, deliver_at_beyond_max_delay_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-deliver-at", NOW + 366 * DAY);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "max_delay");
+}
+
+Test(router, x_delay_alias)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-delay", 90000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 90000);
+	cr_assert_eq(r.level, 2);
+}
+
+Test(router, remaining_delay_wins_over_x_delay)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-delay", 90000);
+	tb_i64(&t, "x-remaining-delay", 9000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 9000);
+}
+
+Test(router, missing_delay_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_str(&t, "trace-id", "abc");
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "missing");
+	/* No headers property at all. */
+	p = props_of(NULL);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "missing");
+	/* A headers table, but the flag says there is none. */
+	t.n = 0;
+	tb_i64(&t, "x-remaining-delay", 5000);
+	p = props_of(&t);
+	p._flags &= ~AMQP_BASIC_HEADERS_FLAG;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "missing");
+}
+
+Test(router, malformed_delay_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	amqp_field_value_t *v;
+
+	ingress_delay("x-remaining-delay", "soon", &r);
+	expect_park(&r, "x-remaining-delay");
+	ingress_delay("x-remaining-delay", "1.5s", &r);
+	expect_park(&r, "x-remaining-delay");
+	ingress_delay("x-remaining-delay", "", &r);
+	expect_park(&r, "x-remaining-delay");
+	ingress_delay("x-delay", "later", &r);
+	expect_park(&r, "x-delay");
+
+	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_F64);
+	v->value.f64 = 5000.0;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-remaining-delay");
+
+	t.n = 0;
+	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_U64);
+	v->value.u64 = UINT64_MAX;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-remaining-delay");
+}
+
+Test(router, beyond_max_delay_parks)
+{
+	struct route r;
+
+	ingress_delay("x-remaining-delay", "366d", &r);
+	expect_park(&r, "max_delay");
+	cr_assert(strstr(r.reason, "366d") != NULL, "%s", r.reason);
+	cr_assert(strstr(r.reason, "365d") != NULL, "%s", r.reason);
+	ingress_delay("x-remaining-delay", "9999999999999", &r);
+	expect_park(&r, "max_delay");
+}
+
+Test(router, exactly_max_delay_is_fine)
+{
+	struct route r;
+
+	ingress_delay("x-remaining-delay", "365d", &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 11);
+	cr_assert_eq(r.due, NOW + 365 * DAY);
+	cr_assert_eq(r.left, 365 * DAY - ladder.ttl[11]);
+}
+
+Test(router, smaller_max_delay)
+{
+	struct route r;
+
+	params.max_delay = 60000;
+	ingress_delay("x-remaining-delay", "1m", &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	ingress_delay("x-remaining-delay", "60001", &r);
+	expect_park(&r, "max_delay");
+}
+
+Test(router, target_overrides)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_str(&t, "x-target-exchange", "shop");
+	tb_str(&t, "x-target-routing-key", "order.paid");
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	expect_bytes(r.exchange, "shop");
+	expect_bytes(r.routing_key, "order.paid");
+}
+
+Test(router, default_exchange_when_absent)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	params.default_exchange = amqp_cstring_bytes("fallback");
+	tb_i64(&t, "x-remaining-delay", 0);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	expect_bytes(r.exchange, "fallback");
+	expect_bytes(r.routing_key, "orders");
+	/* An explicit empty x-target-exchange means the default exchange. */
+	tb_str(&t, "x-target-exchange", "");
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	expect_bytes(r.exchange, "");
+}
+
+Test(router, non_string_target_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_i64(&t, "x-target-exchange", 42);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-target-exchange");
+
+	t.n = 1;
+	tb_i32(&t, "x-target-routing-key", 7);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-target-routing-key");
+}
+
+Test(router, overlong_target_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	char name[300];
+
+	memset(name, 'e', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_str(&t, "x-target-exchange", name);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-target-exchange");
+	name[255] = '\0';
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-target-exchange"); /* the entry still holds 299 */
+	t.e[1].value.value.bytes = amqp_cstring_bytes(name);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP, "255 bytes is the AMQP limit");
+}
+
+Test(router, expiration_held_on_ingress)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 5000);
+	p = props_of(&t);
+	p._flags |= AMQP_BASIC_EXPIRATION_FLAG;
+	p.expiration = amqp_cstring_bytes("60000");
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.has_expiration, 1);
+	expect_bytes(r.expiration, "60000");
+}
+
+/* ---- router_decide from the return queue ---- */
+
+Test(router, from_return_reads_own_state)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW + 100000);
+	tb_str(&t, "x-cascade-exchange", "shop");
+	tb_str(&t, "x-cascade-routing-key", "order.paid");
+	tb_str(&t, "x-cascade-expiration", "60000");
+	/* Stale: x-remaining-delay is not read on return. */
+	tb_i64(&t, "x-remaining-delay", 999999999);
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 100000);
+	cr_assert_eq(r.level, 2);
+	cr_assert_eq(r.left, 100000 - 32000);
+	expect_bytes(r.exchange, "shop");
+	expect_bytes(r.routing_key, "order.paid");
+	cr_assert_eq(r.has_expiration, 1);
+	expect_bytes(r.expiration, "60000");
+}
+
+Test(router, from_return_due_delivers)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	expect_bytes(r.exchange, "");
+	expect_bytes(r.routing_key, "orders");
+	cr_assert_eq(r.has_expiration, 0);
+	/* Late (the broker was slow) still delivers. */
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW + 60000, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+}
+
+Test(router, from_return_sub_resolution)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW + 1000);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	params.hold_tail = 1;
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOLD);
+	cr_assert_eq(r.left, 1000);
+}
+
+Test(router, from_return_missing_due_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_str(&t, "x-cascade-exchange", "");
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	expect_park(&r, "x-cascade-due");
+	p = props_of(NULL);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	expect_park(&r, "x-cascade-due");
+}
+
+Test(router, from_return_malformed_due_parks)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_str(&t, "x-cascade-due", "soon");
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	expect_park(&r, "x-cascade-due");
+}
+
+/* ---- router_step ---- */
+
+Test(router, step_walks_the_worked_example)
+{
+	struct route r;
+	int64_t now = NOW;
+	static const int want[] = {3, 2, 2, 2, 1, 1, 1, 0, 0, 0, 0};
+	size_t hops = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.due = NOW + 255000;
+	for (;;) {
+		router_step(&params, &r, now);
+		if (r.action == ROUTE_DELIVER)
+			break;
+		cr_assert_eq(r.action, ROUTE_HOP);
+		cr_assert_lt(hops, 11, "more than 11 hops");
+		cr_assert_eq(r.level, want[hops], "hop %zu: level %d", hops,
+		             r.level);
+		/* The broker expires it exactly after the TTL. */
+		now += ladder.ttl[r.level];
+		hops++;
+	}
+	cr_assert_eq(hops, 11);
+	cr_assert_eq(now, NOW + 256000, "round-up: delivered 1 s late");
+	cr_assert_geq(now, r.due, "delivered early");
+}
+
+Test(router, step_with_hold)
+{
+	struct route r;
+
+	params.hold_tail = 1;
+	memset(&r, 0, sizeof(r));
+	r.due = NOW + 255000;
+	router_step(&params, &r, NOW + 254000);
+	cr_assert_eq(r.action, ROUTE_HOLD);
+	cr_assert_eq(r.left, 1000);
+	router_step(&params, &r, NOW + 255000);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	cr_assert_eq(r.due, NOW + 255000, "step keeps the due time");
+}
+
+Test(router, park_sets_reason)
+{
+	struct route r;
+
+	memset(&r, 0, sizeof(r));
+	r.action = ROUTE_DELIVER;
+	router_park(&r, "exchange %s not found", "shop");
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_str_eq(r.reason, "exchange shop not found");
+}
+
+/* ---- router_props ---- */
+
+/* A publisher's full message with routing and dead-letter headers. */
+static void
+publisher_message(struct tb *t, amqp_basic_properties_t *p, int64_t delay)
+{
+	amqp_field_value_t *v;
+
+	t->n = 0;
+	tb_str(t, "trace-id", "abc");
+	tb_i64(t, "x-remaining-delay", delay);
+	tb_str(t, "x-target-exchange", "shop");
+	tb_str(t, "x-target-routing-key", "order.paid");
+	v = tb_add(t, "x-death", AMQP_FIELD_KIND_ARRAY);
+	v->value.array.num_entries = 0;
+	tb_str(t, "x-first-death-queue", "old");
+	tb_str(t, "x-last-death-reason", "expired");
+	tb_i32(t, "tenant", 7);
+	*p = props_of(t);
+	props_fill(p);
+}
+
+Test(router, props_on_hop)
+{
+	struct tb t;
+	amqp_basic_properties_t in, out;
+	struct route r;
+	const amqp_table_t *h;
+
+	publisher_message(&t, &in, 255000);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	h = &out.headers;
+
+	cr_assert(out._flags & AMQP_BASIC_HEADERS_FLAG);
+	expect_hdr_int(h, "x-cascade-due", NOW + 255000);
+	expect_hdr_str(h, "x-cascade-exchange", "shop");
+	expect_hdr_str(h, "x-cascade-routing-key", "order.paid");
+	expect_hdr_int(h, "x-remaining-delay", 255000 - 128000);
+	/* The publisher's own headers stay. */
+	expect_hdr_str(h, "trace-id", "abc");
+	expect_hdr_int(h, "tenant", 7);
+	/* Routing and dead-letter headers go. */
+	expect_no_hdr(h, "x-death");
+	expect_no_hdr(h, "x-first-death-queue");
+	expect_no_hdr(h, "x-last-death-reason");
+	expect_no_hdr(h, "x-target-exchange");
+	expect_no_hdr(h, "x-target-routing-key");
+	/* Expiration held back in a header, not on the delay queue. */
+	cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG,
+	              "the expiration would expire it in the delay queue");
+	expect_hdr_str(h, "x-cascade-expiration", "60000");
+	/* user-id kept in a header. */
+	cr_assert_not(out._flags & AMQP_BASIC_USER_ID_FLAG);
+	expect_hdr_str(h, "x-cascade-user-id", "alice");
+	expect_same_props(&in, &out);
+	/* The input is left alone. */
+	cr_assert(in._flags & AMQP_BASIC_EXPIRATION_FLAG);
+	cr_assert(in._flags & AMQP_BASIC_USER_ID_FLAG);
+	cr_assert_eq(in.headers.num_entries, 8);
+	cr_assert_eq(in.headers.entries, t.e);
+}
+
+Test(router, props_on_deliver_now)
+{
+	struct tb t;
+	amqp_basic_properties_t in, out;
+	struct route r;
+	const amqp_table_t *h;
+
+	publisher_message(&t, &in, 0);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	expect_bytes(r.exchange, "shop");
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	h = &out.headers;
+
+	expect_hdr_str(h, "trace-id", "abc");
+	expect_hdr_int(h, "tenant", 7);
+	expect_hdr_str(h, "x-cascade-user-id", "alice");
+	cr_assert_eq(h->num_entries, 3, "extra headers on delivery");
+	expect_no_cascade_state(h);
+	expect_no_hdr(h, "x-remaining-delay");
+	expect_no_hdr(h, "x-target-exchange");
+	expect_no_hdr(h, "x-death");
+	cr_assert(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+	expect_bytes(out.expiration, "60000");
+	cr_assert_not(out._flags & AMQP_BASIC_USER_ID_FLAG);
+	expect_same_props(&in, &out);
+}
+
+Test(router, props_on_deliver_without_user_headers)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 0);
+	in = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert_eq(out.headers.num_entries, 0);
+	cr_assert_not(out._flags & AMQP_BASIC_HEADERS_FLAG,
+	              "an empty headers table is sent as none");
+	cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG,
+	              "no expiration was set");
+}
+
+/* Publish, hop through the ladder, deliver: what arrives is what was sent. */
+Test(router, round_trip_keeps_everything)
+{
+	struct tb t;
+	amqp_basic_properties_t in, cur, out;
+	struct route r;
+	int64_t now = NOW;
+	int hops = 0;
+
+	publisher_message(&t, &in, 255000);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", now, &r);
+	cur = in;
+	while (r.action == ROUTE_HOP) {
+		cr_assert_eq(router_props(&cur, &r, &pool, &out), 0);
+		expect_hdr_str(&out.headers, "x-cascade-user-id", "alice");
+		expect_hdr_str(&out.headers, "x-cascade-expiration", "60000");
+		expect_hdr_int(&out.headers, "x-cascade-due", NOW + 255000);
+		expect_hdr_int(&out.headers, "x-remaining-delay", r.left);
+		cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+		/* The delay queue expires it; it comes back by P.return. */
+		now += ladder.ttl[r.level];
+		cur = out;
+		decide(ROUTE_FROM_RETURN, &cur, "cascade.return", now, &r);
+		cr_assert_lt(++hops, 20);
+	}
+	cr_assert_eq(hops, 11);
+	cr_assert_eq(r.action, ROUTE_DELIVER, "%s", r.reason);
+	expect_bytes(r.exchange, "shop");
+	expect_bytes(r.routing_key, "order.paid");
+	cr_assert_eq(router_props(&cur, &r, &pool, &out), 0);
+
+	expect_same_props(&in, &out);
+	cr_assert(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+	expect_bytes(out.expiration, "60000");
+	expect_hdr_str(&out.headers, "trace-id", "abc");
+	expect_hdr_int(&out.headers, "tenant", 7);
+	expect_hdr_str(&out.headers, "x-cascade-user-id", "alice");
+	cr_assert_eq(out.headers.num_entries, 3, "extra headers delivered");
+	expect_no_cascade_state(&out.headers);
+}
+
+Test(router, props_on_park)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t in, out;
+	struct route r;
+	const amqp_table_t *h;
+	amqp_field_value_t *v;
+
+	tb_str(&t, "trace-id", "abc");
+	tb_str(&t, "x-remaining-delay", "soon");
+	tb_str(&t, "x-target-exchange", "shop");
+	v = tb_add(&t, "x-death", AMQP_FIELD_KIND_ARRAY);
+	v->value.array.num_entries = 0;
+	tb_str(&t, "x-first-death-queue", "old");
+	in = props_of(&t);
+	props_fill(&in);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	expect_park(&r, "x-remaining-delay");
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	h = &out.headers;
+
+	expect_hdr_str(h, "x-cascade-error", r.reason);
+	expect_no_hdr(h, "x-death");
+	expect_no_hdr(h, "x-first-death-queue");
+	/* The publisher's headers stay, so the error can be understood. */
+	expect_hdr_str(h, "trace-id", "abc");
+	expect_hdr_str(h, "x-remaining-delay", "soon");
+	expect_hdr_str(h, "x-target-exchange", "shop");
+	/* Nothing expires in the error queue; the user-id is kept. */
+	cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+	expect_hdr_str(h, "x-cascade-expiration", "60000");
+	cr_assert_not(out._flags & AMQP_BASIC_USER_ID_FLAG);
+	expect_hdr_str(h, "x-cascade-user-id", "alice");
+	expect_same_props(&in, &out);
+}
+
+Test(router, park_replaces_an_old_error)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	tb_str(&t, "x-cascade-error", "an older reason");
+	tb_str(&t, "trace-id", "abc");
+	in = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	expect_park(&r, "missing");
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	expect_hdr_str(&out.headers, "x-cascade-error", r.reason);
+	expect_hdr_str(&out.headers, "trace-id", "abc");
+}
+
+Test(router, park_without_headers)
+{
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	in = props_of(NULL);
+	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
+	expect_park(&r, "missing");
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	cr_assert(out._flags & AMQP_BASIC_HEADERS_FLAG);
+	expect_hdr_str(&out.headers, "x-cascade-error", r.reason);
+	cr_assert_eq(out.headers.num_entries, 1);
+}
+
+Test(router, park_after_a_failed_delivery)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t in, out;
+	struct route r;
+
+	/* Due, but the daemon finds the target exchange missing. */
+	tb_i64(&t, "x-cascade-due", NOW - 5);
+	tb_str(&t, "x-cascade-exchange", "nope");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	tb_str(&t, "x-cascade-user-id", "alice");
+	tb_str(&t, "x-cascade-expiration", "60000");
+	in = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &in, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	router_park(&r, "exchange %s does not exist", "nope");
+	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
+	expect_hdr_str(&out.headers, "x-cascade-error",
+	               "exchange nope does not exist");
+	expect_hdr_str(&out.headers, "x-cascade-user-id", "alice");
+	expect_hdr_str(&out.headers, "x-cascade-expiration", "60000");
+	cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+}
