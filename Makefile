@@ -61,7 +61,8 @@ test: deps
 	$(MAKE) unit integration
 
 unit: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1; done
+	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
+		done; exit $$rc
 
 PYTEST_ARGS ?=
 integration: all

@@ -46,6 +46,8 @@ int headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
 /* Append an entry; the caller made room with headers_filter's extra. */
 void headers_put_i64(amqp_table_t *t, const char *key, int64_t v);
 void headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v);
+void headers_put_value(amqp_table_t *t, const char *key,
+		       const amqp_field_value_t *v);
 
 /* Deep equality of two tables (same entries in the same order). */
 int headers_equal(const amqp_table_t *a, const amqp_table_t *b);

@@ -44,6 +44,7 @@ struct route {
 	amqp_bytes_t expiration; /* the publisher's, held back until delivery */
 	int has_expiration;
 	unsigned attempt;   /* retry attempt to stamp; 0: leave as it is */
+	int fresh;	    /* first sight: the publisher's own headers */
 	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
 	char reason[256];
 };

@@ -267,7 +267,12 @@ config_handler(void *user, const char *section, const char *name,
 			k = &config_keys[i];
 	}
 	if (!known_section) {
-		config_error(p, p->line, key, "unknown section [%s]", section);
+		if (*section == '\0')
+			config_error(p, p->line, name,
+				     "key outside any section");
+		else
+			config_error(p, p->line, key, "unknown section [%s]",
+				     section);
 		return 1;
 	}
 	if (k == NULL) {
@@ -289,6 +294,39 @@ config_handler(void *user, const char *section, const char *name,
 	}
 	*(int *)((char *)p->cfg + k->line_offset) = p->line;
 	return 1;
+}
+
+static int
+section_known(const char *name, size_t len)
+{
+	static const char *const known[] = {"broker", "topology", "router",
+					    "retry"};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
+			return 1;
+	return len > 6 && memcmp(name, "retry.", 6) == 0;
+}
+
+/*
+ * inih calls the handler for key lines only, so a section header with no
+ * keys under it would pass unseen: check every header here.
+ */
+static void
+config_section_line(struct config_parse *p, const char *line)
+{
+	const char *s = line, *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s != '[')
+		return;
+	end = strchr(s, ']');
+	if (end == NULL)
+		return; /* inih reports the syntax error */
+	if (!section_known(s + 1, (size_t)(end - s - 1)))
+		config_error(p, p->line, NULL, "unknown section [%.*s]",
+			     (int)(end - s - 1), s + 1);
 }
 
 /* inih reads one line per call; counting them here gives the handler lines. */
@@ -314,6 +352,7 @@ config_reader(char *buf, int size, void *stream)
 		p->text += n;
 	}
 	p->line = p->lines_done + 1;
+	config_section_line(p, buf);
 	n = strlen(buf);
 	if (n > 0 && buf[n - 1] == '\n') {
 		p->lines_done++;
@@ -377,6 +416,10 @@ config_check(struct config_parse *p)
 	if (!prefix_valid(cfg->topology_prefix))
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
 			     "use only letters, digits and . - _ :");
+	else if (strncmp(cfg->topology_prefix, "amq.", 4) == 0)
+		config_error(p, cfg->topology_prefix_line, "topology.prefix",
+			     "names starting with amq. are reserved by "
+			     "RabbitMQ");
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
 			     "AMQP heartbeats are whole seconds");
@@ -393,8 +436,21 @@ config_check(struct config_parse *p)
 	if (ladder_init(&ladder, cfg->topology_resolution,
 			cfg->topology_factor, (unsigned)cfg->topology_levels,
 			&why) < 0) {
-		int line = config_line(cfg, "topology", "levels");
-		config_error(p, line, "topology.levels", "%s", why);
+		/* Name the last of the three keys the file sets. */
+		static const char *const keys[] = {"resolution", "factor",
+						   "levels"};
+		const char *key = "levels";
+		int line = 0;
+		char name[32];
+		for (int i = 0; i < 3; i++) {
+			int l = config_line(cfg, "topology", keys[i]);
+			if (l >= line) {
+				line = l;
+				key = keys[i];
+			}
+		}
+		snprintf(name, sizeof(name), "topology.%s", key);
+		config_error(p, line, name, "%s", why);
 	}
 }
 
@@ -406,7 +462,8 @@ config_parse_any(struct config *cfg, struct config_parse *p)
 	config_defaults(cfg);
 	snprintf(cfg->path, sizeof(cfg->path), "%s", p->name);
 	rc = ini_parse_stream(config_reader, p, config_handler, p);
-	if (rc > 0 && p->errors == 0)
+	/* The handler never fails, so inih's line is a syntax error. */
+	if (rc > 0)
 		config_error(p, rc, NULL,
 			     "syntax error (expected [section] or key = value)");
 	config_check(p);

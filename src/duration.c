@@ -44,7 +44,7 @@ duration_parse(const char *s, size_t len, enum duration_bare bare,
 	}
 	for (digits = 0; i < end && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
 		unsigned d = (unsigned)(s[i] - '0');
-		if (value > (UINT64_C(1) << 62) / 10) {
+		if (value > (UINT64_MAX - d) / 10) {
 			*why = "duration out of range";
 			return -1;
 		}

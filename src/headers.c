@@ -131,7 +131,7 @@ headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms, const char **why)
 			*why = "must be an integer (Unix epoch ms)";
 			return -1;
 		}
-		if (n > (INT64_MAX - 9) / 10) {
+		if (n > (INT64_MAX - (c - '0')) / 10) {
 			*why = "out of range";
 			return -1;
 		}
@@ -202,6 +202,16 @@ headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v)
 	e->key = amqp_cstring_bytes(key);
 	e->value.kind = AMQP_FIELD_KIND_UTF8;
 	e->value.value.bytes = v;
+}
+
+void
+headers_put_value(amqp_table_t *t, const char *key,
+		  const amqp_field_value_t *v)
+{
+	amqp_table_entry_t *e = &t->entries[t->num_entries++];
+
+	e->key = amqp_cstring_bytes(key);
+	e->value = *v;
 }
 
 static int value_equal(const amqp_field_value_t *a,

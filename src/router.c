@@ -151,6 +151,7 @@ router_decide(const struct router_params *p, enum route_source src,
 
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
+	r->fresh = src == ROUTE_FROM_INGRESS;
 	if (src == ROUTE_FROM_INGRESS) {
 		if (router_read_due(p, h, now, r) < 0 ||
 		    router_string(h, "x-target-exchange", p->default_exchange,
@@ -161,6 +162,11 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
 			r->has_expiration = 1;
+		} else {
+			/* A parked message sent back through ingress. */
+			v = headers_find(h, "x-cascade-expiration");
+			if (v != NULL && headers_string(v, &r->expiration) == 0)
+				r->has_expiration = 1;
 		}
 	} else if (src == ROUTE_FROM_RETRY) {
 		if (router_retry(p, h, now, r) < 0)
@@ -178,6 +184,12 @@ router_decide(const struct router_params *p, enum route_source src,
 		}
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
 			router_park(r, "x-cascade-due: %s", why);
+			return;
+		}
+		if (headers_find(h, "x-cascade-routing-key") == NULL) {
+			router_park(r, "x-cascade-routing-key missing: the "
+				       "message did not come through cascade's "
+				       "ingress");
 			return;
 		}
 		if (router_string(h, "x-cascade-exchange", p->default_exchange,
@@ -221,25 +233,39 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 }
 
 static int
-drop_death(amqp_bytes_t key)
+key_is(amqp_bytes_t key, const char *name)
 {
-	static const char err[] = "x-cascade-error";
+	size_t n = strlen(name);
 
-	if (key.len == sizeof(err) - 1 && memcmp(key.bytes, err, key.len) == 0)
-		return 1;
-	if (key.len == 7 && memcmp(key.bytes, "x-death", 7) == 0)
-		return 1;
-	return (key.len >= 14 &&
-		memcmp(key.bytes, "x-first-death-", 14) == 0) ||
-	       (key.len >= 13 && memcmp(key.bytes, "x-last-death-", 13) == 0);
+	return key.len == n && memcmp(key.bytes, name, n) == 0;
 }
 
-/* Routing headers, and the attempt count we are about to set anew. */
 static int
-drop_routing_attempt(amqp_bytes_t key)
+key_prefix(amqp_bytes_t key, const char *prefix)
 {
-	return headers_is_routing(key) ||
-	       (key.len == 17 && memcmp(key.bytes, "x-cascade-attempt", 17) == 0);
+	size_t n = strlen(prefix);
+
+	return key.len >= n && memcmp(key.bytes, prefix, n) == 0;
+}
+
+/* Whether an input header is left out of the publish for route r. */
+static int
+router_drops(const struct route *r, amqp_bytes_t key)
+{
+	/* Sender-selected distribution: CC and BCC would copy the message
+	 * into other queues on every hop; x-cascade-cc carries CC. */
+	if (key_is(key, "CC") || key_is(key, "BCC"))
+		return 1;
+	/* A publisher cannot name itself: only a checked user-id counts. */
+	if (r->fresh && key_is(key, "x-cascade-user-id"))
+		return 1;
+	if (r->action == ROUTE_PARK)
+		return key_is(key, "x-cascade-error") || key_is(key, "x-death") ||
+		       key_prefix(key, "x-first-death-") ||
+		       key_prefix(key, "x-last-death-");
+	if (r->attempt > 0 && key_is(key, "x-cascade-attempt"))
+		return 1;
+	return headers_is_routing(key);
 }
 
 int
@@ -247,55 +273,68 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 	     amqp_pool_t *pool, amqp_basic_properties_t *out)
 {
 	const amqp_table_t *h = props_headers(in);
-	amqp_table_t t;
-	int has_uid_header = headers_find(h, "x-cascade-user-id") != NULL;
+	const amqp_field_value_t *cc;
+	int n = h ? h->num_entries : 0;
 	int move_uid = (in->_flags & AMQP_BASIC_USER_ID_FLAG) &&
-		       !has_uid_header;
-	int (*drop)(amqp_bytes_t) =
-		r->attempt > 0 ? drop_routing_attempt : headers_is_routing;
+		       (r->fresh ||
+			headers_find(h, "x-cascade-user-id") == NULL);
+	amqp_table_t t;
 
 	*out = *in;
 	/* Another user's user-id would be refused; the header carries it. */
 	out->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
 	out->_flags &= ~AMQP_BASIC_EXPIRATION_FLAG;
 
+	t.num_entries = 0;
+	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
+						  (size_t)(n + 10));
+	if (t.entries == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (!router_drops(r, h->entries[i].key))
+			t.entries[t.num_entries++] = h->entries[i];
+	cc = headers_find(h, "CC");
+	if (cc == NULL)
+		cc = headers_find(h, "x-cascade-cc");
+
 	switch (r->action) {
 	case ROUTE_PARK:
-		if (headers_filter(h, drop_death, 4, pool, &t) < 0)
-			return -1;
-		if (r->queue.len > 0)
-			headers_put_bytes(&t, "x-cascade-queue", r->queue);
 		/* Hold the expiration, or it would expire in the error queue. */
 		if ((in->_flags & AMQP_BASIC_EXPIRATION_FLAG) &&
 		    headers_find(h, "x-cascade-expiration") == NULL)
 			headers_put_bytes(&t, "x-cascade-expiration",
 					  in->expiration);
+		if (cc != NULL && headers_find(h, "x-cascade-cc") == NULL)
+			headers_put_value(&t, "x-cascade-cc", cc);
+		if (r->queue.len > 0)
+			headers_put_bytes(&t, "x-cascade-queue", r->queue);
 		headers_put_bytes(&t, "x-cascade-error",
 				  amqp_cstring_bytes(r->reason));
 		break;
 	case ROUTE_HOP:
-		if (headers_filter(h, drop, 8, pool, &t) < 0)
-			return -1;
-		if (r->attempt > 0)
-			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		headers_put_i64(&t, "x-cascade-due", r->due);
 		headers_put_bytes(&t, "x-cascade-exchange", r->exchange);
 		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);
 		if (r->has_expiration)
 			headers_put_bytes(&t, "x-cascade-expiration",
 					  r->expiration);
+		if (cc != NULL)
+			headers_put_value(&t, "x-cascade-cc", cc);
+		if (r->attempt > 0)
+			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		headers_put_i64(&t, "x-remaining-delay", r->left);
 		break;
 	case ROUTE_DELIVER:
 	default:
-		if (headers_filter(h, drop, 2, pool, &t) < 0)
-			return -1;
-		if (r->attempt > 0)
-			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		if (r->has_expiration) {
 			out->_flags |= AMQP_BASIC_EXPIRATION_FLAG;
 			out->expiration = r->expiration;
 		}
+		/* At the target, CC routes as the publisher meant it to. */
+		if (cc != NULL)
+			headers_put_value(&t, "CC", cc);
+		if (r->attempt > 0)
+			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		break;
 	}
 	if (move_uid)

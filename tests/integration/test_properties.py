@@ -90,3 +90,20 @@ def test_default_target_exchange(client, daemon_factory):
     client.publish(d.prefix, "rk", b"d", {"x-remaining-delay": 200})
     got = client.collect(q, 1, timeout=10)
     assert got and got[0][2] == b"d"
+
+
+def test_cc_header_routes_at_delivery_not_on_the_way(client, daemon):
+    """RabbitMQ copies a message to the queues named in its CC header
+    (sender-selected distribution).  The copy must happen at delivery, as
+    the publisher meant, not on every hop into a delay queue."""
+    q = client.queue()
+    audit = client.queue()
+    t0 = client.publish(daemon.prefix, q, b"cc", {"x-remaining-delay": 800,
+                                                  "CC": [audit]})
+    time.sleep(0.5)
+    assert client.drain(audit) == [], "copied to the CC queue before due"
+    main = client.collect(q, 1, timeout=10)
+    copy = client.collect(audit, 1, timeout=5)
+    assert main and copy
+    assert main[0][0] - t0 >= 0.8 - 0.001
+    assert main[0][1].headers == {"CC": [audit]}
