@@ -63,8 +63,11 @@ struct message {
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_basic_properties_t props;
-	amqp_bytes_t body;
+	amqp_bytes_t body;	/* points into buf */
 	size_t body_got;
+	int have_header;
+	char *buf;		/* kept when the message is recycled */
+	size_t buf_cap;
 	amqp_pool_t pool;
 	struct route route;
 	/* the publish in flight */
@@ -212,15 +215,80 @@ random_unit(void)
  * Messages
  */
 
+/*
+ * Messages are recycled: with its pool pages and body buffer kept, a
+ * message costs no allocation in the steady state.  At most
+ * MESSAGE_SPARE_MAX wait here, buffers above MESSAGE_BUF_KEEP are freed.
+ */
+#define MESSAGE_SPARE_MAX 4096
+#define MESSAGE_BUF_KEEP (64 * 1024)
+
+static struct message_list message_spare =
+	TAILQ_HEAD_INITIALIZER(message_spare);
+static unsigned message_nspare;
+
 static struct message *
 message_new(void)
 {
-	struct message *m = calloc(1, sizeof(*m));
+	struct message *m = TAILQ_FIRST(&message_spare);
+	amqp_pool_t pool;
+	char *buf;
+	size_t cap;
 
-	if (m == NULL)
-		return NULL;
-	init_amqp_pool(&m->pool, 1024);
+	if (m == NULL) {
+		m = calloc(1, sizeof(*m));
+		if (m == NULL)
+			return NULL;
+		init_amqp_pool(&m->pool, 1024);
+		return m;
+	}
+	TAILQ_REMOVE(&message_spare, m, link);
+	message_nspare--;
+	pool = m->pool;
+	buf = m->buf;
+	cap = m->buf_cap;
+	memset(m, 0, sizeof(*m));
+	m->pool = pool;
+	m->buf = buf;
+	m->buf_cap = cap;
 	return m;
+}
+
+static void
+message_destroy(struct message *m)
+{
+	empty_amqp_pool(&m->pool);
+	free(m->buf);
+	free(m);
+}
+
+static void
+message_spare_free(void)
+{
+	struct message *m;
+
+	while ((m = TAILQ_FIRST(&message_spare)) != NULL) {
+		TAILQ_REMOVE(&message_spare, m, link);
+		message_destroy(m);
+	}
+	message_nspare = 0;
+}
+
+/* Room for the body; the buffer is reused from an earlier message. */
+static int
+message_body(struct message *m, size_t len)
+{
+	if (len > m->buf_cap) {
+		char *buf = malloc(len);
+		if (buf == NULL)
+			return -1;
+		free(m->buf);
+		m->buf = buf;
+		m->buf_cap = len;
+	}
+	m->body.bytes = m->buf;
+	m->body.len = len;
+	return 0;
 }
 
 static void
@@ -228,9 +296,18 @@ message_free(struct message *m)
 {
 	if (m == NULL)
 		return;
-	empty_amqp_pool(&m->pool);
-	free(m->body.bytes);
-	free(m);
+	if (message_nspare >= MESSAGE_SPARE_MAX) {
+		message_destroy(m);
+		return;
+	}
+	recycle_amqp_pool(&m->pool);
+	if (m->buf_cap > MESSAGE_BUF_KEEP) {
+		free(m->buf);
+		m->buf = NULL;
+		m->buf_cap = 0;
+	}
+	TAILQ_INSERT_HEAD(&message_spare, m, link);
+	message_nspare++;
 }
 
 static void
@@ -1063,28 +1140,25 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 		daemon_method(d, f);
 		return;
 	case AMQP_FRAME_HEADER:
-		if (m == NULL || m->body.bytes != NULL || m->body_got) {
+		if (m == NULL || m->have_header) {
 			daemon_fail(d, "content header without a delivery");
 			return;
 		}
+		m->have_header = 1;
 		if (message_set_props(m, f->payload.properties.decoded) < 0) {
 			daemon_fail(d, "out of memory copying properties");
 			return;
 		}
-		m->body.len = f->payload.properties.body_size;
-		if (m->body.len == 0) {
-			daemon_message_done(d, m);
-			return;
-		}
-		m->body.bytes = malloc(m->body.len);
-		if (m->body.bytes == NULL) {
+		if (message_body(m, f->payload.properties.body_size) < 0) {
 			daemon_fail(d, "out of memory for a message body");
 			return;
 		}
+		if (m->body.len == 0)
+			daemon_message_done(d, m);
 		return;
 	case AMQP_FRAME_BODY: {
 		amqp_bytes_t b = f->payload.body_fragment;
-		if (m == NULL || m->body.bytes == NULL ||
+		if (m == NULL || !m->have_header ||
 		    b.len > m->body.len - m->body_got) {
 			daemon_fail(d, "unexpected body frame");
 			return;
@@ -1407,6 +1481,7 @@ daemon_run(const struct config *cfg)
 		 d->stats.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
+	message_spare_free();
 	rc = d->exit_code;
 	free(d);
 	return rc;

@@ -24,14 +24,19 @@ bytes_prefix(amqp_bytes_t b, const char *s)
 const amqp_field_value_t *
 headers_find(const amqp_table_t *t, const char *key)
 {
+	size_t n;
+
 	if (t == NULL)
 		return NULL;
+	n = strlen(key);
 	for (int i = 0; i < t->num_entries; i++)
-		if (bytes_eq(t->entries[i].key, key))
+		if (t->entries[i].key.len == n &&
+		    memcmp(t->entries[i].key.bytes, key, n) == 0)
 			return &t->entries[i].value;
 	return NULL;
 }
 
+/* Any integer kind as int64; 1 if it is one, 0 if not, -1 if too large. */
 int
 headers_integer(const amqp_field_value_t *v, int64_t *out)
 {
@@ -141,18 +146,29 @@ headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms, const char **why)
 	return 0;
 }
 
+#define NAME(s) {s, sizeof(s) - 1}
+
 int
 headers_is_routing(amqp_bytes_t key)
 {
-	static const char *const exact[] = {
-		"x-remaining-delay",	"x-delay",		"x-deliver-at",
-		"x-target-exchange",	"x-target-routing-key", "x-death",
+	static const struct {
+		const char *name;
+		size_t len;
+	} exact[] = {
+		NAME("x-remaining-delay"), NAME("x-delay"),
+		NAME("x-deliver-at"),	   NAME("x-target-exchange"),
+		NAME("x-target-routing-key"), NAME("x-death"),
 		/* set by quorum queues on each delivery, not by publishers */
-		"x-delivery-count",
+		NAME("x-delivery-count"),
 	};
+	const char *k = key.bytes;
 
+	/* Called for every header of every hop: most are not ours. */
+	if (key.len < 7 || k[0] != 'x' || k[1] != '-')
+		return 0;
 	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-		if (bytes_eq(key, exact[i]))
+		if (key.len == exact[i].len &&
+		    memcmp(k, exact[i].name, key.len) == 0)
 			return 1;
 	if (bytes_prefix(key, "x-first-death-") ||
 	    bytes_prefix(key, "x-last-death-"))
