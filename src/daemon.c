@@ -205,6 +205,32 @@ backoff_seconds(unsigned n, int64_t base, int64_t cap)
 	return (double)ms / 1000.0;
 }
 
+/* The queues the work channel consumes, by consumer tag. */
+static const struct {
+	const char *tag;
+	enum route_source src;
+} consumers[] = {
+	{"ingress", ROUTE_FROM_INGRESS},
+	{"return", ROUTE_FROM_RETURN},
+	{"retry", ROUTE_FROM_RETRY},
+};
+
+#define NCONSUMERS (sizeof(consumers) / sizeof(consumers[0]))
+
+static const char *
+consumer_queue(const struct daemon *d, enum route_source src)
+{
+	switch (src) {
+	case ROUTE_FROM_RETURN:
+		return d->topo.ret;
+	case ROUTE_FROM_RETRY:
+		return d->topo.retry;
+	case ROUTE_FROM_INGRESS:
+	default:
+		return d->topo.ingress;
+	}
+}
+
 static double
 random_unit(void)
 {
@@ -521,9 +547,7 @@ daemon_log_park(const struct daemon *d, const struct message *m)
 	log_warn("parked",
 		 " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
 		 d->topo.error, m->route.reason,
-		 m->src == ROUTE_FROM_INGRESS  ? d->topo.ingress
-		 : m->src == ROUTE_FROM_RETRY ? d->topo.retry
-					      : d->topo.ret,
+		 consumer_queue(d, m->src),
 		 (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
@@ -1042,12 +1066,11 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			daemon_fail(d, "out of memory for acks");
 			return;
 		}
-		if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("return")))
-			m->src = ROUTE_FROM_RETURN;
-		else if (bytes_eq(dv->consumer_tag, amqp_cstring_bytes("retry")))
-			m->src = ROUTE_FROM_RETRY;
-		else
-			m->src = ROUTE_FROM_INGRESS;
+		m->src = ROUTE_FROM_INGRESS;
+		for (size_t i = 0; i < NCONSUMERS; i++)
+			if (bytes_eq(dv->consumer_tag,
+				     amqp_cstring_bytes(consumers[i].tag)))
+				m->src = consumers[i].src;
 		m->exchange = pool_dup(&m->pool, dv->exchange);
 		m->routing_key = pool_dup(&m->pool, dv->routing_key);
 		m->discard = d->stopping;
@@ -1252,24 +1275,17 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 	amqp_confirm_select(d->conn, BROKER_CH_WORK);
 	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
 		return -1;
-	amqp_basic_consume(d->conn, BROKER_CH_WORK,
-			   amqp_cstring_bytes(d->topo.ingress),
-			   amqp_cstring_bytes("ingress"), 0, 0, 0,
-			   amqp_empty_table);
-	if (broker_check(d->conn, "consume ingress", err, errsize) < 0)
-		return -1;
-	amqp_basic_consume(d->conn, BROKER_CH_WORK,
-			   amqp_cstring_bytes(d->topo.ret),
-			   amqp_cstring_bytes("return"), 0, 0, 0,
-			   amqp_empty_table);
-	if (broker_check(d->conn, "consume return", err, errsize) < 0)
-		return -1;
-	amqp_basic_consume(d->conn, BROKER_CH_WORK,
-			   amqp_cstring_bytes(d->topo.retry),
-			   amqp_cstring_bytes("retry"), 0, 0, 0,
-			   amqp_empty_table);
-	if (broker_check(d->conn, "consume retry", err, errsize) < 0)
-		return -1;
+	for (size_t i = 0; i < NCONSUMERS; i++) {
+		char what[64];
+		amqp_basic_consume(d->conn, BROKER_CH_WORK,
+				   amqp_cstring_bytes(consumer_queue(
+					   d, consumers[i].src)),
+				   amqp_cstring_bytes(consumers[i].tag), 0, 0,
+				   0, amqp_empty_table);
+		snprintf(what, sizeof(what), "consume %s", consumers[i].tag);
+		if (broker_check(d->conn, what, err, errsize) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -1364,7 +1380,6 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct daemon *d = w->data;
 	amqp_basic_cancel_t cancel = {0};
-	static const char *const tags[] = {"ingress", "return", "retry"};
 
 	(void)revents;
 	if (d->stopping) {
@@ -1380,8 +1395,8 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	for (int i = 0; i < 3; i++) {
-		cancel.consumer_tag = amqp_cstring_bytes(tags[i]);
+	for (size_t i = 0; i < NCONSUMERS; i++) {
+		cancel.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
 				     AMQP_BASIC_CANCEL_METHOD,
