@@ -160,6 +160,16 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The clock rounded up: a due time stamped from it is never early. */
+static int64_t
+now_ms_ceil(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000;
+}
+
 static int64_t
 mono_ms(void)
 {
@@ -965,8 +975,12 @@ daemon_dispatch(struct daemon *d, struct message *m)
 static void
 daemon_route(struct daemon *d, struct message *m)
 {
-	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms(),
+	/* Stamp "now + delay" from the clock rounded up, then step from it
+	 * rounded down, so that neither can make the message early. */
+	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
 		      &m->route);
+	if (m->route.action != ROUTE_PARK)
+		router_step(&d->rp, &m->route, now_ms());
 	m->routed = 1;
 	daemon_dispatch(d, m);
 }
