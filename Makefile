@@ -4,7 +4,7 @@ BUILD ?= build
 CC ?= cc
 SHELL := /bin/bash
 
-PKGS := librabbitmq inih
+PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
 SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c \
 	broker.c topology.c daemon.c main.c
 # Modules with no socket: linked into the unit tests.
@@ -34,7 +34,7 @@ PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all test unit integration run install clean deps format fuzz
 
-TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench
+TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
 
 all: $(BUILD)/cascade $(TOOLS)
 

@@ -19,6 +19,16 @@ enum queue_type {
 	QUEUE_TYPE_CLASSIC,
 };
 
+enum tls_verify {
+	TLS_VERIFY_YES,
+	TLS_VERIFY_NO,
+};
+
+enum log_format {
+	LOG_FORMAT_TEXT,
+	LOG_FORMAT_JSON,
+};
+
 enum tail_mode {
 	TAIL_HOLD,     /* keep the sub-resolution tail in memory on a timer */
 	TAIL_ROUND_UP, /* send it round the shortest queue once more */
@@ -33,6 +43,16 @@ enum tail_mode {
 #define CONFIG_KEYS(X)                                                         \
 	X(broker, url, STR, "amqp://guest:guest@127.0.0.1:5672/%2f", 1,        \
 	  CONFIG_STR_MAX - 1, NULL, "AMQP URL; amqps:// for TLS")              \
+	X(broker, password_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,         \
+	  "file whose first line is the password; replaces the URL's")         \
+	X(broker, tls_ca_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,           \
+	  "amqps://: CA certificates (PEM) to verify the broker with")         \
+	X(broker, tls_cert_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,         \
+	  "amqps://: client certificate (PEM)")                                \
+	X(broker, tls_key_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,          \
+	  "amqps://: client private key (PEM)")                                \
+	X(broker, tls_verify, ENUM, "yes", 0, 0, "yes|no",                     \
+	  "amqps://: check the broker's certificate and host name")            \
 	X(broker, heartbeat, DUR, "30s", 0, 65535000LL, NULL,                  \
 	  "AMQP heartbeat; 0s turns it off")                                   \
 	X(broker, reconnect_max, DUR, "30s", 100, 3600000LL, NULL,             \
@@ -56,8 +76,18 @@ enum tail_mode {
 	  "where messages without x-target-exchange go")                       \
 	X(router, tail, ENUM, "hold", 0, 0, "hold|round-up",                   \
 	  "below one resolution step: hold in memory, or round up")            \
+	X(router, tail_margin, DUR, "250ms", 0, 3600000LL, NULL,               \
+	  "tail = hold: the last broker hop aims this early; held from there") \
+	X(router, allowed_targets, STR, "*", 0, CONFIG_STR_MAX - 1, NULL,      \
+	  "exchange-name patterns cascade may deliver to (, or space apart)")  \
 	X(router, stop_timeout, DUR, "10s", 0, 3600000LL, NULL,                \
-	  "how long SIGTERM waits for outstanding confirms")
+	  "how long SIGTERM waits for outstanding confirms")                   \
+	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
+	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
+	X(log, level, ENUM, "info", 0, 0, "debug|info|warn|error",             \
+	  "lowest level logged")                                               \
+	X(log, format, ENUM, "text", 0, 0, "text|json",                        \
+	  "text: key=value; json: one object per line")
 
 #define CONFIG_FIELD_STR char
 #define CONFIG_FIELD_DUR int64_t
@@ -77,6 +107,12 @@ struct config {
 #undef CONFIG_DECLARE
 	/* [retry] and [retry.QUEUE]: sections named by the user's queues */
 	struct retry_table retry;
+	/*
+	 * The broker password from CASCADE_BROKER_PASSWORD or, failing that,
+	 * [broker] password_file, when either is set; it replaces the URL's.
+	 */
+	char broker_password[CONFIG_STR_MAX];
+	int broker_password_set;
 };
 
 /* Fill cfg with every default. */
@@ -93,6 +129,13 @@ int config_load(struct config *cfg, const char *path, char *err,
 /* Same, from a string (tests); name stands for the file in messages. */
 int config_load_string(struct config *cfg, const char *name, const char *text,
 		       char *err, size_t errsize);
+
+/*
+ * Is exchange allowed by the patterns of [router] allowed_targets?  Patterns
+ * are shell globs (fnmatch); the default exchange "" is named amq.default.
+ */
+int config_target_allowed(const struct config *cfg, const char *exchange,
+			  size_t len);
 
 /* Broker URL with its password replaced by "***", for logs. */
 void config_mask_url(const char *url, char *out, size_t size);

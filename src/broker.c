@@ -1,7 +1,9 @@
 /* Connection set-up: socket, login, channels. */
 #include "broker.h"
 
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -56,6 +58,53 @@ broker_check(amqp_connection_state_t conn, const char *what, char *err,
 	return -1;
 }
 
+/*
+ * An OpenSSL socket for amqps://.  Without tls_ca_file the system's CA store
+ * is used; tls_verify = no turns off both the chain and the host-name check.
+ */
+static amqp_socket_t *
+broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
+		  char *err, size_t errsize)
+{
+	amqp_socket_t *sock = amqp_ssl_socket_new(conn);
+	int verify = cfg->broker_tls_verify == TLS_VERIFY_YES;
+
+	if (sock == NULL) {
+		snprintf(err, errsize, "cannot create TLS socket");
+		return NULL;
+	}
+	amqp_ssl_socket_set_verify_peer(sock, verify);
+	amqp_ssl_socket_set_verify_hostname(sock, verify);
+	if (cfg->broker_tls_ca_file[0] != '\0') {
+		if (amqp_ssl_socket_set_cacert(sock, cfg->broker_tls_ca_file) !=
+		    AMQP_STATUS_OK) {
+			snprintf(err, errsize,
+				 "broker.tls_ca_file %s: cannot read PEM "
+				 "certificates",
+				 cfg->broker_tls_ca_file);
+			return NULL;
+		}
+	} else if (verify) {
+		SSL_CTX *ctx = amqp_ssl_socket_get_context(sock);
+		if (ctx == NULL || SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			snprintf(err, errsize, "cannot load the system's CA "
+					       "certificates");
+			return NULL;
+		}
+	}
+	if (cfg->broker_tls_cert_file[0] != '\0' &&
+	    amqp_ssl_socket_set_key(sock, cfg->broker_tls_cert_file,
+				    cfg->broker_tls_key_file) !=
+		    AMQP_STATUS_OK) {
+		snprintf(err, errsize,
+			 "broker.tls_cert_file %s / tls_key_file %s: cannot "
+			 "read a certificate and its key",
+			 cfg->broker_tls_cert_file, cfg->broker_tls_key_file);
+		return NULL;
+	}
+	return sock;
+}
+
 amqp_connection_state_t
 broker_connect(const struct config *cfg, char *err, size_t errsize)
 {
@@ -74,18 +123,16 @@ broker_connect(const struct config *cfg, char *err, size_t errsize)
 		snprintf(err, errsize, "bad broker URL");
 		return NULL;
 	}
-	if (info.ssl) {
-		snprintf(err, errsize, "amqps:// is not supported yet");
-		return NULL;
-	}
 	conn = amqp_new_connection();
 	if (conn == NULL) {
 		snprintf(err, errsize, "out of memory");
 		return NULL;
 	}
-	sock = amqp_tcp_socket_new(conn);
+	sock = info.ssl ? broker_tls_socket(conn, cfg, err, errsize)
+			: amqp_tcp_socket_new(conn);
 	if (sock == NULL) {
-		snprintf(err, errsize, "cannot create socket");
+		if (!info.ssl)
+			snprintf(err, errsize, "cannot create socket");
 		goto fail;
 	}
 	status = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
@@ -122,7 +169,8 @@ broker_connect(const struct config *cfg, char *err, size_t errsize)
 	r = amqp_login_with_properties(
 		conn, info.vhost, 0, 131072,
 		(int)(cfg->broker_heartbeat / 1000), &props_t,
-		AMQP_SASL_METHOD_PLAIN, info.user, info.password);
+		AMQP_SASL_METHOD_PLAIN, info.user,
+		cfg->broker_password_set ? cfg->broker_password : info.password);
 	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
 		broker_reply_string(r, "login", err, errsize);
 		goto fail;

@@ -6,6 +6,7 @@
 
 #include <amqp.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <ini.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -300,7 +301,7 @@ static int
 section_known(const char *name, size_t len)
 {
 	static const char *const known[] = {"broker", "topology", "router",
-					    "retry"};
+					    "retry",  "metrics",  "log"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
@@ -387,6 +388,139 @@ prefix_valid(const char *s)
 	return 1;
 }
 
+/* First line of path, without its line end, into out. */
+static int
+read_first_line(const char *path, char *out, size_t size, const char **why)
+{
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (fp == NULL) {
+		*why = strerror(errno);
+		return -1;
+	}
+	if (fgets(out, (int)size, fp) == NULL) {
+		fclose(fp);
+		*why = "empty file";
+		return -1;
+	}
+	fclose(fp);
+	n = strcspn(out, "\r\n");
+	if (out[n] == '\0' && n == size - 1) {
+		*why = "first line too long";
+		return -1;
+	}
+	out[n] = '\0';
+	if (n == 0) {
+		*why = "first line is empty";
+		return -1;
+	}
+	return 0;
+}
+
+/* The password, and the TLS files when the URL is amqps://. */
+static void
+config_check_secrets(struct config_parse *p, const char *scheme_url)
+{
+	struct config *cfg = p->cfg;
+	const char *env = getenv("CASCADE_BROKER_PASSWORD"), *why;
+	static const struct {
+		const char *key;
+		size_t offset, line_offset;
+	} tls[] = {
+		{"broker.tls_ca_file", offsetof(struct config, broker_tls_ca_file),
+		 offsetof(struct config, broker_tls_ca_file_line)},
+		{"broker.tls_cert_file",
+		 offsetof(struct config, broker_tls_cert_file),
+		 offsetof(struct config, broker_tls_cert_file_line)},
+		{"broker.tls_key_file", offsetof(struct config, broker_tls_key_file),
+		 offsetof(struct config, broker_tls_key_file_line)},
+	};
+	int tls_url = strncmp(scheme_url, "amqps://", 8) == 0;
+
+	if (env != NULL && *env != '\0') {
+		if (strlen(env) >= sizeof(cfg->broker_password)) {
+			config_error(p, 0, "CASCADE_BROKER_PASSWORD", "too long");
+		} else {
+			memcpy(cfg->broker_password, env, strlen(env) + 1);
+			cfg->broker_password_set = 1;
+		}
+	} else if (cfg->broker_password_file[0] != '\0') {
+		if (read_first_line(cfg->broker_password_file,
+				    cfg->broker_password,
+				    sizeof(cfg->broker_password), &why) < 0)
+			config_error(p, cfg->broker_password_file_line,
+				     "broker.password_file", "%s: %s",
+				     cfg->broker_password_file, why);
+		else
+			cfg->broker_password_set = 1;
+	}
+	for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++) {
+		const char *path = (const char *)cfg + tls[i].offset;
+		int line = *(const int *)((const char *)cfg + tls[i].line_offset);
+		FILE *fp;
+
+		if (*path == '\0')
+			continue;
+		if (!tls_url) {
+			config_error(p, line, tls[i].key,
+				     "set, but the broker URL is not amqps://");
+			continue;
+		}
+		fp = fopen(path, "r");
+		if (fp == NULL)
+			config_error(p, line, tls[i].key, "%s: %s", path,
+				     strerror(errno));
+		else
+			fclose(fp);
+	}
+	if ((cfg->broker_tls_cert_file[0] == '\0') !=
+	    (cfg->broker_tls_key_file[0] == '\0'))
+		config_error(p,
+			     cfg->broker_tls_cert_file_line +
+				     cfg->broker_tls_key_file_line,
+			     cfg->broker_tls_cert_file[0] ? "broker.tls_cert_file"
+							  : "broker.tls_key_file",
+			     "a client certificate needs both tls_cert_file "
+			     "and tls_key_file");
+}
+
+/* Each pattern of allowed_targets, split at commas and blanks. */
+static int
+next_pattern(const char **s, char *out, size_t size)
+{
+	size_t n;
+
+	*s += strspn(*s, ", \t");
+	n = strcspn(*s, ", \t");
+	if (n == 0)
+		return 0;
+	snprintf(out, size, "%.*s", (int)n, *s);
+	*s += n;
+	return 1;
+}
+
+int
+config_target_allowed(const struct config *cfg, const char *exchange,
+		      size_t len)
+{
+	const char *s = cfg->router_allowed_targets;
+	char pattern[CONFIG_STR_MAX], name[256];
+
+	if (len == 0) {
+		len = strlen("amq.default");
+		exchange = "amq.default";
+	}
+	if (len >= sizeof(name))
+		return 0;
+	memcpy(name, exchange, len);
+	name[len] = '\0';
+	while (next_pattern(&s, pattern, sizeof(pattern)))
+		if (fnmatch(pattern, name, 0) == 0)
+			return 1;
+	return 0;
+}
+
 /* Checks that need more than one key, or the environment. */
 static void
 config_check(struct config_parse *p)
@@ -413,6 +547,7 @@ config_check(struct config_parse *p)
 			     cfg->broker_url_line ? "broker.url"
 						  : "CASCADE_BROKER_URL",
 			     "not an amqp:// or amqps:// URL");
+	config_check_secrets(p, cfg->broker_url);
 	if (!prefix_valid(cfg->topology_prefix))
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
 			     "use only letters, digits and . - _ :");
@@ -420,6 +555,15 @@ config_check(struct config_parse *p)
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
 			     "names starting with amq. are reserved by "
 			     "RabbitMQ");
+	{
+		const char *s = cfg->router_allowed_targets;
+		char pattern[CONFIG_STR_MAX];
+		if (!next_pattern(&s, pattern, sizeof(pattern)))
+			config_error(p, cfg->router_allowed_targets_line,
+				     "router.allowed_targets",
+				     "no pattern: nothing could be delivered "
+				     "(* allows every exchange)");
+	}
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
 			     "AMQP heartbeats are whole seconds");
