@@ -6,10 +6,10 @@ SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
 SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c \
-	broker.c topology.c daemon.c main.c
-# Modules with no socket: linked into the unit tests.
+	broker.c topology.c metrics.c httpd.c daemon.c main.c
+# Linked into the unit tests and the tools (everything but the event loop).
 PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c \
-	topology.c broker.c
+	topology.c broker.c metrics.c httpd.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2

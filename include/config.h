@@ -84,7 +84,8 @@ enum tail_mode {
 	  "how long SIGTERM waits for outstanding confirms")                   \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
-	X(log, level, ENUM, "info", 0, 0, "debug|info|warn|error",             \
+	X(log, level, ENUM, "info", 0, 0,                                      \
+	  "debug|info|warn|error" /* enum log_level's order */,                \
 	  "lowest level logged")                                               \
 	X(log, format, ENUM, "text", 0, 0, "text|json",                        \
 	  "text: key=value; json: one object per line")

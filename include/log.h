@@ -4,11 +4,15 @@
  * Every event is one line: "ts level msg=... key=value ...".  Callers pass a
  * message word and printf-style key=value fields; the level is checked before
  * anything is formatted, so debug lines cost nothing when they are off.
+ * Values with blanks are written in double quotes.  With json set, the same
+ * fields become one JSON object per line: {"ts":..,"level":..,"msg":..,...}.
+ * Control characters never reach the output raw, so one event stays one line.
  */
 #ifndef CASCADE_LOG_H
 #define CASCADE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LEVEL_DEBUG,
@@ -19,12 +23,16 @@ enum log_level {
 
 extern enum log_level log_threshold;
 
-void log_init(enum log_level level);
+/* level: lowest level written; json: one JSON object per line. */
+void log_init(enum log_level level, int json);
 int log_level_parse(const char *name, enum log_level *out);
+
+/* One text line as a JSON object (exposed for the unit tests). */
+void log_to_json(const char *line, char *out, size_t size);
 
 /* fmt continues the line after "msg=<msg>": e.g. " queue=%s reason=%s". */
 void log_emit(enum log_level level, const char *msg, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #define log_debug(msg, ...)                                                    \
 	do {                                                                   \
@@ -41,6 +49,6 @@ void log_emit(enum log_level level, const char *msg, const char *fmt, ...)
 
 /* Start-up failures and broken invariants only: logs and exits 1. */
 void fatalx(const char *msg, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), noreturn));
+    __attribute__((format(printf, 2, 3), noreturn));
 
 #endif

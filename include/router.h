@@ -17,6 +17,15 @@ struct router_params {
 	int64_t max_delay;
 	amqp_bytes_t default_exchange;
 	int hold_tail; /* below ttl[0]: hold in memory instead of level 0 */
+	/*
+	 * With hold_tail, the last hop through the broker is planned to come
+	 * back this many ms before the due time, to absorb the broker's
+	 * latency; the rest is held.  0: hop whenever a level fits.
+	 */
+	int64_t tail_margin;
+	/* May a message be delivered to this exchange?  NULL: any. */
+	int (*allowed)(const void *ctx, amqp_bytes_t exchange);
+	const void *allowed_ctx;
 	const struct retry_table *retry;
 	double (*random)(void); /* uniform in [0, 1), for retry jitter */
 };
@@ -34,6 +43,26 @@ enum route_action {
 	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
 };
 
+/* Why a message was parked, for counting; the reason text says more. */
+#define ROUTER_PARK_KINDS(X)                                                   \
+	X(bad_header)                                                          \
+	X(max_delay)                                                           \
+	X(not_allowed)                                                         \
+	X(no_exchange)                                                         \
+	X(unroutable)                                                          \
+	X(retries_exhausted)                                                   \
+	X(not_from_cascade)
+
+enum park_kind {
+#define PARK_ENUM(name) PARK_##name,
+	ROUTER_PARK_KINDS(PARK_ENUM)
+#undef PARK_ENUM
+	PARK_KINDS
+};
+
+/* The kind's name, as in the metrics label. */
+const char *router_park_name(enum park_kind kind);
+
 struct route {
 	enum route_action action;
 	int level;
@@ -46,6 +75,7 @@ struct route {
 	unsigned attempt;   /* retry attempt to stamp; 0: leave as it is */
 	int fresh;	    /* first sight: the publisher's own headers */
 	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
+	enum park_kind park;
 	char reason[256];
 };
 
@@ -65,8 +95,8 @@ void router_decide(const struct router_params *p, enum route_source src,
 void router_step(const struct router_params *p, struct route *r, int64_t now);
 
 /* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
-void router_park(struct route *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /*
  * The properties to publish with for r: routing headers dropped, our state

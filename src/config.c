@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "httpd.h"
 #include "ladder.h"
 
 enum config_kind {
@@ -563,6 +564,14 @@ config_check(struct config_parse *p)
 				     "router.allowed_targets",
 				     "no pattern: nothing could be delivered "
 				     "(* allows every exchange)");
+	}
+	if (cfg->metrics_listen[0] != '\0') {
+		char host[256], port[16];
+		if (httpd_parse_listen(cfg->metrics_listen, host, sizeof(host),
+				       port, sizeof(port), &why) < 0)
+			config_error(p, cfg->metrics_listen_line,
+				     "metrics.listen", "%s: \"%s\"", why,
+				     cfg->metrics_listen);
 	}
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",

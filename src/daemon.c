@@ -23,16 +23,20 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/queue.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "acks.h"
 #include "broker.h"
 #include "headers.h"
+#include "httpd.h"
 #include "ladder.h"
 #include "log.h"
+#include "metrics.h"
 #include "router.h"
 #include "topology.h"
+#include "version.h"
 
 #define RECONNECT_MIN_MS 500
 #define RETRY_MIN_MS 200
@@ -77,6 +81,7 @@ struct message {
 	int returned;
 	char return_text[160];
 	int64_t retry_at;
+	int64_t published_at; /* wall-clock ms of the last publish */
 	unsigned retries;
 	ev_timer hold;
 	struct daemon *daemon;
@@ -136,14 +141,14 @@ struct daemon {
 	ev_timer retry_timer;
 	ev_timer stop_timer;
 	ev_signal sigterm, sigint;
+	ev_timer watchdog; /* systemd's WatchdogSec, when it is set */
 	int stopping;
 	int exit_code;
+	int notified_ready; /* told systemd READY=1 */
 
-	/* Counted once per confirmed publish (and per delivery received). */
-	struct {
-		uint64_t received, hops, delivered, parked, held, nacked;
-		uint64_t reconnects;
-	} stats;
+	struct httpd *httpd;
+	struct metrics m;
+	const char *level_queues[LADDER_MAX_LEVELS];
 };
 
 static void daemon_connect(struct daemon *d);
@@ -478,7 +483,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	d->consuming = 0;
 	d->check_open = 0;
 	d->blocked = 0;
-	d->stats.reconnects++;
+	d->m.reconnects++;
 	if (d->stopping) {
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
@@ -536,15 +541,17 @@ daemon_flush_acks(struct daemon *d)
 }
 
 static void
-daemon_park(struct daemon *d, struct message *m, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void
-daemon_park(struct daemon *d, struct message *m, const char *fmt, ...)
+daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
+	    const char *fmt, ...)
 {
 	va_list ap;
 
 	m->route.action = ROUTE_PARK;
+	m->route.park = kind;
 	va_start(ap, fmt);
 	vsnprintf(m->route.reason, sizeof(m->route.reason), fmt, ap);
 	va_end(ap);
@@ -670,26 +677,29 @@ static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (nack) {
-		d->stats.nacked++;
+		d->m.nacks++;
 		daemon_retry_later(d, m, "broker nacked the publish "
 					 "(queue full or unavailable)");
 		return;
 	}
+	d->m.confirms++;
 	if (!m->returned) {
 		if (m->route.action == ROUTE_PARK) {
-			d->stats.parked++;
+			d->m.parked[m->route.park]++;
 			daemon_log_park(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
-			d->stats.hops++;
+			d->m.hops[m->route.level]++;
 		} else {
-			d->stats.delivered++;
+			d->m.delivered++;
+			metrics_observe_lateness(&d->m, m->published_at -
+								m->route.due);
 		}
 		daemon_ack(d, m);
 		return;
 	}
 	m->returned = 0;
 	if (m->route.action == ROUTE_DELIVER) {
-		daemon_park(d, m, "unroutable: no queue bound to exchange "
+		daemon_park(d, m, PARK_unroutable, "unroutable: no queue bound to exchange "
 				  "'%.*s' for routing key '%.*s' (%s)",
 			    (int)m->route.exchange.len,
 			    (const char *)m->route.exchange.bytes,
@@ -812,6 +822,8 @@ daemon_publish(struct daemon *d, struct message *m)
 		return;
 	}
 	m->seq = ++d->last_seq;
+	m->published_at = now_ms();
+	d->m.published++;
 	m->state = MESSAGE_INFLIGHT;
 	TAILQ_INSERT_TAIL(&d->inflight, m, link);
 }
@@ -914,7 +926,8 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 		if (exists)
 			daemon_publish(d, m);
 		else
-			daemon_park(d, m, "target exchange '%.*s' %s",
+			daemon_park(d, m, PARK_no_exchange,
+				    "target exchange '%.*s' %s",
 				    (int)lk->len, lk->name, why);
 	}
 	free(lk);
@@ -948,7 +961,7 @@ daemon_hold(struct daemon *d, struct message *m)
 	/* libev's clock can lag the wall clock: refresh it first, and
 	 * on_hold steps again if the timer still fires a little early. */
 	ev_now_update(d->loop);
-	d->stats.held++;
+	d->m.held_total++;
 	m->daemon = d;
 	m->state = MESSAGE_HELD;
 	ev_timer_init(&m->hold, on_hold, (double)m->route.left / 1000.0, 0.);
@@ -989,9 +1002,10 @@ static void
 daemon_message_done(struct daemon *d, struct message *m)
 {
 	d->assembling = NULL;
-	if (!m->is_return)
-		d->stats.received++;
+	if (!m->is_return && m->src < METRICS_NSOURCES)
+		d->m.received[m->src]++;
 	if (m->is_return) {
+		d->m.returns++;
 		daemon_match_return(d, m);
 		message_free(m);
 		return;
@@ -1352,6 +1366,13 @@ daemon_connect(struct daemon *d)
 		 " heartbeat=%ds",
 		 url, d->topo.ingress, d->topo.ret, d->ladder.levels,
 		 d->cfg->router_prefetch, hb);
+	/* systemd (Type=notify): ready once consuming, the first time. */
+	if (!d->notified_ready) {
+		d->notified_ready = 1;
+		sd_notifyf(0, "READY=1\nSTATUS=consuming from %s", url);
+	} else {
+		sd_notifyf(0, "STATUS=consuming from %s", url);
+	}
 	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
 	daemon_drain(d);
 	return;
@@ -1403,6 +1424,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	}
 	d->stopping = 1;
+	sd_notify(0, "STOPPING=1");
 	log_info("stopping", " signal=%d in_flight=%u", w->signum,
 		 list_length(&d->inflight));
 	if (d->conn == NULL || d->broken || !d->consuming) {
@@ -1446,6 +1468,95 @@ daemon_close(struct daemon *d)
 	d->conn = NULL;
 }
 
+static uint64_t
+sum(const uint64_t *v, size_t n)
+{
+	uint64_t t = 0;
+
+	for (size_t i = 0; i < n; i++)
+		t += v[i];
+	return t;
+}
+
+static int
+target_allowed(const void *ctx, amqp_bytes_t exchange)
+{
+	return config_target_allowed(ctx, exchange.bytes, exchange.len);
+}
+
+/*
+ * /metrics and /healthz.  Healthy means what a load balancer or systemd
+ * would want to know: connected and consuming, not stopping.
+ */
+static int
+daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
+	    const char **content_type)
+{
+	struct daemon *d = ctx;
+	const char *why = NULL;
+	unsigned lookups = 0;
+	const struct lookup *lk;
+
+	if (strcmp(path, "/healthz") == 0) {
+		if (d->stopping)
+			why = "stopping";
+		else if (d->conn == NULL || d->broken)
+			why = "not connected to the broker";
+		else if (!d->consuming)
+			why = "not consuming";
+		*status = why ? 503 : 200;
+		return snprintf(buf, size, "%s\n", why ? why : "ok");
+	}
+	if (strcmp(path, "/metrics") == 0) {
+		struct metrics_labels l = {
+			.ladder = &d->ladder,
+			.level_queues = d->level_queues,
+			.source_queues = {d->topo.ingress, d->topo.ret,
+					  d->topo.retry},
+			.version = CASCADE_VERSION,
+		};
+		TAILQ_FOREACH(lk, &d->lookups, link)
+			lookups += list_length(&lk->waiters);
+		d->m.in_flight = list_length(&d->inflight) + lookups;
+		d->m.held = list_length(&d->held);
+		d->m.retrying = list_length(&d->retry);
+		d->m.paused = list_length(&d->paused);
+		d->m.connected = d->conn != NULL && !d->broken;
+		d->m.consuming = d->m.connected && d->consuming && !d->stopping;
+		d->m.blocked = d->blocked;
+		*content_type = "text/plain; version=0.0.4; charset=utf-8";
+		return metrics_render(&d->m, &l, buf, size);
+	}
+	*status = 404;
+	return snprintf(buf, size, "not found: try /metrics or /healthz\n");
+}
+
+/*
+ * systemd's watchdog: ping at half its interval from the loop itself, so a
+ * stuck loop stops the pings and systemd restarts the daemon.
+ */
+static void
+on_watchdog(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static void
+daemon_watchdog_start(struct daemon *d)
+{
+	uint64_t usec = 0;
+
+	ev_init(&d->watchdog, on_watchdog);
+	if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+		return;
+	d->watchdog.repeat = (double)usec / 2e6;
+	ev_timer_again(d->loop, &d->watchdog);
+	log_info("watchdog", " interval_ms=%" PRIu64, usec / 1000);
+}
+
 int
 daemon_run(const struct config *cfg)
 {
@@ -1468,6 +1579,9 @@ daemon_run(const struct config *cfg)
 	d->rp.default_exchange =
 		amqp_cstring_bytes(cfg->router_default_target_exchange);
 	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
+	d->rp.tail_margin = cfg->router_tail_margin;
+	d->rp.allowed = target_allowed;
+	d->rp.allowed_ctx = cfg;
 	d->rp.retry = &cfg->retry;
 	d->rp.random = random_unit;
 	TAILQ_INIT(&d->inflight);
@@ -1492,6 +1606,19 @@ daemon_run(const struct config *cfg)
 	d->sigint.data = d;
 	ev_signal_start(d->loop, &d->sigterm);
 	ev_signal_start(d->loop, &d->sigint);
+	for (unsigned k = 0; k < d->ladder.levels; k++)
+		d->level_queues[k] = d->topo.delay[k];
+	if (cfg->metrics_listen[0] != '\0') {
+		char err[512];
+		d->httpd = httpd_start(d->loop, cfg->metrics_listen,
+				       daemon_http, d, err, sizeof(err));
+		if (d->httpd == NULL)
+			fatalx("metrics_listen_failed",
+			       " listen=%s reason=\"%s\"", cfg->metrics_listen,
+			       err);
+		log_info("metrics_listening", " listen=%s", cfg->metrics_listen);
+	}
+	daemon_watchdog_start(d);
 
 	/* Connect from inside the loop, so ev_break works from the start. */
 	ev_timer_set(&d->reconnect, 0., 0.);
@@ -1500,14 +1627,16 @@ daemon_run(const struct config *cfg)
 
 	daemon_drop_state(d);
 	daemon_close(d);
+	httpd_stop(d->httpd);
 	/* Totals for the operator and for tools/bench. */
 	log_info("totals",
 		 " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
 		 " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
 		 " reconnects=%" PRIu64,
-		 d->stats.received, d->stats.hops, d->stats.delivered,
-		 d->stats.parked, d->stats.held, d->stats.nacked,
-		 d->stats.reconnects);
+		 sum(d->m.received, METRICS_NSOURCES),
+		 sum(d->m.hops, LADDER_MAX_LEVELS), d->m.delivered,
+		 sum(d->m.parked, PARK_KINDS), d->m.held_total, d->m.nacks,
+		 d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	message_spare_free();

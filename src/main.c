@@ -104,6 +104,7 @@ main(int argc, char *argv[])
 		printf("configuration OK\n");
 		return 0;
 	}
+	log_init((enum log_level)cfg.log_level, cfg.log_format == LOG_FORMAT_JSON);
 	log_info("starting", " version=%s config=%s", CASCADE_VERSION, path);
 	return daemon_run(&cfg);
 }

@@ -9,12 +9,25 @@
 #include "duration.h"
 #include "headers.h"
 
+const char *
+router_park_name(enum park_kind kind)
+{
+	static const char *const names[] = {
+#define PARK_NAME(name) #name,
+		ROUTER_PARK_KINDS(PARK_NAME)
+#undef PARK_NAME
+	};
+
+	return (unsigned)kind < PARK_KINDS ? names[kind] : "unknown";
+}
+
 void
-router_park(struct route *r, const char *fmt, ...)
+router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
 {
 	va_list ap;
 
 	r->action = ROUTE_PARK;
+	r->park = kind;
 	va_start(ap, fmt);
 	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
 	va_end(ap);
@@ -41,7 +54,7 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	v = headers_find(h, "x-deliver-at");
 	if (v != NULL) {
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, "x-deliver-at: %s", why);
+			router_park(r, PARK_bad_header, "x-deliver-at: %s", why);
 			return -1;
 		}
 		ms = r->due > now ? r->due - now : 0;
@@ -50,12 +63,12 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 		for (size_t i = 0; i < 2 && v == NULL; i++)
 			v = headers_find(h, name = delays[i]);
 		if (v == NULL) {
-			router_park(r, "missing delay header (x-remaining-delay"
+			router_park(r, PARK_bad_header, "missing delay header (x-remaining-delay"
 				       ", x-delay or x-deliver-at)");
 			return -1;
 		}
 		if (headers_delay(v, &ms, &why) < 0) {
-			router_park(r, "%s: %s", name, why);
+			router_park(r, PARK_bad_header, "%s: %s", name, why);
 			return -1;
 		}
 		if (ms < 0)
@@ -65,7 +78,7 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	if (ms > p->max_delay) {
 		duration_format(ms, a, sizeof(a));
 		duration_format(p->max_delay, b, sizeof(b));
-		router_park(r, "delay %s exceeds max_delay %s", a, b);
+		router_park(r, PARK_max_delay, "delay %s exceeds max_delay %s", a, b);
 		return -1;
 	}
 	return 0;
@@ -82,7 +95,7 @@ router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
 	if (v == NULL)
 		return 0;
 	if (headers_string(v, out) < 0 || out->len > 255) {
-		router_park(r, "%s: must be a string of at most 255 bytes",
+		router_park(r, PARK_bad_header, "%s: must be a string of at most 255 bytes",
 			    key);
 		return -1;
 	}
@@ -120,7 +133,7 @@ router_retry(const struct router_params *p, const amqp_table_t *h,
 	double u;
 
 	if (p->retry == NULL || router_death_queue(h, &r->queue) < 0) {
-		router_park(r, "no x-death queue: the message was not "
+		router_park(r, PARK_not_from_cascade, "no x-death queue: the message was not "
 			       "dead-lettered by a work queue");
 		return -1;
 	}
@@ -129,7 +142,7 @@ router_retry(const struct router_params *p, const amqp_table_t *h,
 		done = 0;
 	pol = retry_find(p->retry, r->queue);
 	if (done >= (int64_t)pol->max_retries) {
-		router_park(r, "gave up after %u retries", pol->max_retries);
+		router_park(r, PARK_retries_exhausted, "gave up after %u retries", pol->max_retries);
 		return -1;
 	}
 	r->attempt = (unsigned)done + 1;
@@ -178,16 +191,16 @@ router_decide(const struct router_params *p, enum route_source src,
 	} else {
 		v = headers_find(h, "x-cascade-due");
 		if (v == NULL) {
-			router_park(r, "x-cascade-due missing: the message did "
+			router_park(r, PARK_not_from_cascade, "x-cascade-due missing: the message did "
 				       "not come through cascade's ingress");
 			return;
 		}
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, "x-cascade-due: %s", why);
+			router_park(r, PARK_not_from_cascade, "x-cascade-due: %s", why);
 			return;
 		}
 		if (headers_find(h, "x-cascade-routing-key") == NULL) {
-			router_park(r, "x-cascade-routing-key missing: the "
+			router_park(r, PARK_not_from_cascade, "x-cascade-routing-key missing: the "
 				       "message did not come through cascade's "
 				       "ingress");
 			return;
@@ -201,7 +214,13 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (v != NULL && headers_string(v, &r->expiration) == 0)
 			r->has_expiration = 1;
 	}
-
+	if (p->allowed != NULL && !p->allowed(p->allowed_ctx, r->exchange)) {
+		router_park(r, PARK_not_allowed,
+			    "target exchange '%.*s' is not allowed by [router] "
+			    "allowed_targets",
+			    (int)r->exchange.len, (const char *)r->exchange.bytes);
+		return;
+	}
 	router_step(p, r, now);
 }
 
@@ -219,7 +238,15 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 		return;
 	}
 	r->action = ROUTE_HOP;
-	r->level = ladder_pick(p->ladder, remaining);
+	if (p->hold_tail) {
+		/* Come back tail_margin early; hold the rest. */
+		r->level = remaining > p->tail_margin
+				   ? ladder_pick(p->ladder,
+						 remaining - p->tail_margin)
+				   : -1;
+	} else {
+		r->level = ladder_pick(p->ladder, remaining);
+	}
 	if (r->level < 0 && p->hold_tail) {
 		r->action = ROUTE_HOLD;
 		r->left = remaining;

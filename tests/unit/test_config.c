@@ -18,6 +18,7 @@ static void
 clear_env(void)
 {
 	unsetenv("CASCADE_BROKER_URL");
+	unsetenv("CASCADE_BROKER_PASSWORD");
 	memset(&cfg, 0, sizeof(cfg));
 	memset(err, 0, sizeof(err));
 }
@@ -207,11 +208,11 @@ Test(config, unknown_key)
 
 Test(config, unknown_sections)
 {
-	load_bad("[broker]\nurl = amqp://localhost\n\n[metrics]\n"
+	load_bad("[broker]\nurl = amqp://localhost\n\n[statsd]\n"
 	         "listen = 127.0.0.1:9464\n");
-	expect_error("test.ini:5: metrics.listen: ", "unknown section");
-	load_bad("[log]\nlevel = info\n");
-	expect_error("test.ini:2: log.level: ", NULL);
+	expect_error("test.ini:5: statsd.listen: ", "unknown section");
+	load_bad("[log]\nlevel = loud\n");
+	expect_error("test.ini:2: log.level: ", "must be one of");
 	load_bad("[Broker]\nurl = amqp://localhost\n");
 	expect_error("test.ini:2: Broker.url: ", NULL);
 }
@@ -381,6 +382,7 @@ Test(config, broker_url_env_override)
 	load_ok("[broker]\nurl = not a url\n");
 	cr_assert_str_eq(cfg.broker_url, "amqp://env:pw@env.example:5673/v");
 	unsetenv("CASCADE_BROKER_URL");
+	unsetenv("CASCADE_BROKER_PASSWORD");
 }
 
 Test(config, broker_url_env_empty_is_unset)
@@ -389,6 +391,7 @@ Test(config, broker_url_env_empty_is_unset)
 	load_ok("[broker]\nurl = amqp://file.example\n");
 	cr_assert_str_eq(cfg.broker_url, "amqp://file.example");
 	unsetenv("CASCADE_BROKER_URL");
+	unsetenv("CASCADE_BROKER_PASSWORD");
 }
 
 Test(config, broker_url_env_bad)
@@ -398,6 +401,7 @@ Test(config, broker_url_env_bad)
 	cr_assert(strstr(err, "CASCADE_BROKER_URL") != NULL, "%s", err);
 	cr_assert(strstr(err, "test.ini") != NULL, "%s", err);
 	unsetenv("CASCADE_BROKER_URL");
+	unsetenv("CASCADE_BROKER_PASSWORD");
 }
 
 Test(config, bad_broker_url)
@@ -578,4 +582,157 @@ Test(config_mask_url, small_buffer)
 	config_mask_url("amqp://guest:secretpassword@host", out, sizeof(out));
 	cr_assert(memchr(out, '\0', sizeof(out)) != NULL, "not terminated");
 	cr_assert(strstr(out, "secret") == NULL, "leaks: %s", out);
+}
+
+/* Issue 5: credentials, TLS, target policy, metrics, logs. */
+
+static char *
+temp_file(const char *content)
+{
+	static char path[64];
+	FILE *fp;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/cascade-test-XXXXXX");
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	fp = fdopen(fd, "w");
+	fputs(content, fp);
+	fclose(fp);
+	return path;
+}
+
+Test(config, password_file_replaces_the_url_password)
+{
+	char text[256], *path = temp_file("s3cret\n");
+
+	snprintf(text, sizeof(text),
+		 "[broker]\nurl = amqp://cascade@localhost/\n"
+		 "password_file = %s\n",
+		 path);
+	load_ok(text);
+	cr_assert(cfg.broker_password_set);
+	cr_assert_str_eq(cfg.broker_password, "s3cret");
+	unlink(path);
+}
+
+Test(config, password_env_wins_over_the_file)
+{
+	char text[256], *path = temp_file("from-file\r\n");
+
+	setenv("CASCADE_BROKER_PASSWORD", "from-env", 1);
+	snprintf(text, sizeof(text), "[broker]\npassword_file = %s\n", path);
+	load_ok(text);
+	cr_assert_str_eq(cfg.broker_password, "from-env");
+	unlink(path);
+}
+
+Test(config, no_password_source_keeps_the_url_password)
+{
+	load_ok("[broker]\nurl = amqp://u:p@localhost/\n");
+	cr_assert_not(cfg.broker_password_set);
+}
+
+Test(config, password_file_missing_or_empty)
+{
+	char text[256], *path;
+
+	load_bad("[broker]\npassword_file = /nonexistent/pw\n");
+	expect_error("test.ini:2: broker.password_file: ",
+		     "No such file or directory");
+	path = temp_file("\n");
+	snprintf(text, sizeof(text), "[broker]\n\npassword_file = %s\n", path);
+	load_bad(text);
+	expect_error("test.ini:3: broker.password_file: ", "empty");
+	unlink(path);
+}
+
+Test(config, tls_files_need_amqps)
+{
+	char text[256], *path = temp_file("not checked here\n");
+
+	snprintf(text, sizeof(text),
+		 "[broker]\nurl = amqp://localhost/\ntls_ca_file = %s\n", path);
+	load_bad(text);
+	expect_error("test.ini:3: broker.tls_ca_file: ", "not amqps://");
+	snprintf(text, sizeof(text),
+		 "[broker]\nurl = amqps://localhost/\ntls_ca_file = %s\n",
+		 path);
+	load_ok(text);
+	unlink(path);
+}
+
+Test(config, tls_files_must_exist_and_come_in_pairs)
+{
+	load_bad("[broker]\nurl = amqps://localhost/\n"
+		 "tls_ca_file = /nonexistent/ca.pem\n");
+	expect_error("test.ini:3: broker.tls_ca_file: ", "/nonexistent/ca.pem");
+	load_bad("[broker]\nurl = amqps://localhost/\n"
+		 "tls_cert_file = /etc/hostname\n");
+	expect_error("test.ini:3: broker.tls_cert_file: ", "both");
+}
+
+Test(config, tls_verify)
+{
+	load_ok("[broker]\nurl = amqps://localhost/\n");
+	cr_assert_eq(cfg.broker_tls_verify, TLS_VERIFY_YES);
+	load_ok("[broker]\nurl = amqps://localhost/\ntls_verify = no\n");
+	cr_assert_eq(cfg.broker_tls_verify, TLS_VERIFY_NO);
+	load_bad("[broker]\ntls_verify = maybe\n");
+	expect_error("test.ini:2: broker.tls_verify: ", "yes|no");
+}
+
+Test(config, allowed_targets)
+{
+	load_ok("");
+	cr_assert(config_target_allowed(&cfg, "anything", 8));
+	cr_assert(config_target_allowed(&cfg, "", 0));
+	load_ok("[router]\nallowed_targets = orders.*, amq.default billing\n");
+	cr_assert(config_target_allowed(&cfg, "orders.eu", 9));
+	cr_assert(config_target_allowed(&cfg, "billing", 7));
+	cr_assert(config_target_allowed(&cfg, "", 0), "default exchange");
+	cr_assert_not(config_target_allowed(&cfg, "billing2", 8));
+	cr_assert_not(config_target_allowed(&cfg, "admin", 5));
+	/* Only the bytes given count, not what follows them. */
+	cr_assert(config_target_allowed(&cfg, "billingX", 7));
+	load_ok("[router]\nallowed_targets = orders\n");
+	cr_assert_not(config_target_allowed(&cfg, "", 0));
+	load_bad("[router]\nallowed_targets = ,\n");
+	expect_error("test.ini:2: router.allowed_targets: ", "no pattern");
+}
+
+Test(config, metrics_listen)
+{
+	load_ok("");
+	cr_assert_str_eq(cfg.metrics_listen, "127.0.0.1:9464");
+	load_ok("[metrics]\nlisten =\n");
+	cr_assert_str_empty(cfg.metrics_listen);
+	load_ok("[metrics]\nlisten = [::1]:9000\n");
+	load_ok("[metrics]\nlisten = :9000\n");
+	load_bad("[metrics]\nlisten = 9464\n");
+	expect_error("test.ini:2: metrics.listen: ", "HOST:PORT");
+	load_bad("[metrics]\nlisten = localhost:http\n");
+	expect_error("test.ini:2: metrics.listen: ", "port");
+	load_bad("[metrics]\nlisten = ::1:9000\n");
+	expect_error("test.ini:2: metrics.listen: ", "brackets");
+}
+
+Test(config, log_level_and_format)
+{
+	load_ok("");
+	cr_assert_eq(cfg.log_level, 1, "info");
+	cr_assert_eq(cfg.log_format, LOG_FORMAT_TEXT);
+	load_ok("[log]\nlevel = debug\nformat = json\n");
+	cr_assert_eq(cfg.log_level, 0);
+	cr_assert_eq(cfg.log_format, LOG_FORMAT_JSON);
+	load_bad("[log]\nformat = xml\n");
+	expect_error("test.ini:2: log.format: ", "text|json");
+}
+
+Test(config, tail_margin)
+{
+	load_ok("");
+	cr_assert_eq(cfg.router_tail_margin, 250);
+	load_ok("[router]\ntail_margin = 0ms\n");
+	cr_assert_eq(cfg.router_tail_margin, 0);
 }

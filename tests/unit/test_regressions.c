@@ -123,12 +123,12 @@ Test(bug_config, ladder_error_names_a_line)
 Test(bug_config, empty_unknown_section)
 {
 	int rc = config_load_string(&cfg, "test.ini",
-	                            "[broker]\nheartbeat = 30s\n[metrics]\n",
+	                            "[broker]\nheartbeat = 30s\n[statsd]\n",
 	                            err, sizeof(err));
 
-	cr_assert_eq(rc, -1, "[metrics] accepted");
+	cr_assert_eq(rc, -1, "[statsd] accepted");
 	cr_assert(strstr(err, "test.ini:3: ") != NULL, "%s", err);
-	cr_assert(strstr(err, "metrics") != NULL, "%s", err);
+	cr_assert(strstr(err, "statsd") != NULL, "%s", err);
 }
 
 /*

@@ -793,7 +793,7 @@ Test(router, park_sets_reason)
 
 	memset(&r, 0, sizeof(r));
 	r.action = ROUTE_DELIVER;
-	router_park(&r, "exchange %s not found", "shop");
+	router_park(&r, PARK_no_exchange, "exchange %s not found", "shop");
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_str_eq(r.reason, "exchange shop not found");
 }
@@ -1029,11 +1029,122 @@ Test(router, park_after_a_failed_delivery)
 	in = props_of(&t);
 	decide(ROUTE_FROM_RETURN, &in, "cascade.return", NOW, &r);
 	cr_assert_eq(r.action, ROUTE_DELIVER);
-	router_park(&r, "exchange %s does not exist", "nope");
+	router_park(&r, PARK_no_exchange, "exchange %s does not exist", "nope");
 	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
 	expect_hdr_str(&out.headers, "x-cascade-error",
 	               "exchange nope does not exist");
 	expect_hdr_str(&out.headers, "x-cascade-user-id", "alice");
 	expect_hdr_str(&out.headers, "x-cascade-expiration", "60000");
 	cr_assert_not(out._flags & AMQP_BASIC_EXPIRATION_FLAG);
+}
+
+/* tail = hold with a margin: the last hop comes back early, then is held. */
+Test(router, tail_margin_holds_the_last_stretch)
+{
+	struct route r;
+
+	params.hold_tail = 1;
+	params.tail_margin = 250;
+	memset(&r, 0, sizeof(r));
+	/* 2.1 s: a 2 s hop would come back with 100 ms, under the margin. */
+	r.due = NOW + 2100;
+	router_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_HOLD);
+	cr_assert_eq(r.left, 2100);
+	/* 2.25 s: exactly margin to spare after the 2 s hop. */
+	r.due = NOW + 2250;
+	router_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 250);
+	/* 8.1 s: 8 s does not leave the margin, so 2 s and a return trip. */
+	r.due = NOW + 8100;
+	router_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 6100);
+	/* Nothing left: deliver, margin or not. */
+	r.due = NOW;
+	router_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+}
+
+Test(router, tail_margin_ignored_when_rounding_up)
+{
+	struct route r;
+
+	params.hold_tail = 0;
+	params.tail_margin = 250;
+	memset(&r, 0, sizeof(r));
+	r.due = NOW + 2100;
+	router_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 0);
+	cr_assert_eq(r.left, 100);
+}
+
+static int
+allow_orders(const void *ctx, amqp_bytes_t exchange)
+{
+	(void)ctx;
+	return bytes_is(exchange, "orders");
+}
+
+Test(router, disallowed_target_parks_on_ingress)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	params.allowed = allow_orders;
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-exchange", "admin");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+		      NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(r.park, PARK_not_allowed);
+	cr_assert(strstr(r.reason, "'admin'") != NULL, "%s", r.reason);
+	cr_assert(strstr(r.reason, "allowed_targets") != NULL, "%s", r.reason);
+
+	t.n = 0;
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-exchange", "orders");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+		      NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+}
+
+/* A forged return-queue message cannot reach what ingress would refuse. */
+Test(router, disallowed_target_parks_from_return)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	params.allowed = allow_orders;
+	tb_i64(&t, "x-cascade-due", NOW);
+	tb_str(&t, "x-cascade-exchange", "admin");
+	tb_str(&t, "x-cascade-routing-key", "k");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_RETURN, &p, amqp_cstring_bytes("k"),
+		      NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(r.park, PARK_not_allowed);
+}
+
+Test(router, park_kinds_have_names)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p = props_of(&t);
+	struct route r;
+
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+		      NOW, &r);
+	cr_assert_eq(r.park, PARK_bad_header);
+	cr_assert_str_eq(router_park_name(PARK_bad_header), "bad_header");
+	cr_assert_str_eq(router_park_name(PARK_retries_exhausted),
+			 "retries_exhausted");
+	cr_assert_str_eq(router_park_name(PARK_KINDS), "unknown");
 }

@@ -1,0 +1,39 @@
+/*
+ * A small HTTP server for /metrics and /healthz, on libmicrohttpd driven from
+ * the daemon's libev loop (one thread: the handler reads the daemon's
+ * counters without locks).
+ */
+#ifndef CASCADE_HTTPD_H
+#define CASCADE_HTTPD_H
+
+#include <ev.h>
+#include <stddef.h>
+
+struct httpd;
+
+/*
+ * Answer a GET for path: write the body into buf (at most size bytes), set
+ * *status and *content_type, return the body's length or -1 (answered 500).
+ */
+typedef int (*httpd_handler)(void *ctx, const char *path, char *buf,
+                             size_t size, int *status,
+                             const char **content_type);
+
+/*
+ * Listen on listen ("HOST:PORT", "[V6]:PORT") and serve handler from loop.
+ * Returns NULL with the reason in err.
+ */
+struct httpd *httpd_start(struct ev_loop *loop, const char *listen,
+                          httpd_handler handler, void *ctx, char *err,
+                          size_t errsize);
+
+void httpd_stop(struct httpd *h);
+
+/*
+ * Split listen into host and port; a host in brackets loses them, an empty
+ * host means every interface.  Pure; 0 or -1 with why.
+ */
+int httpd_parse_listen(const char *listen, char *host, size_t hostsize,
+                       char *port, size_t portsize, const char **why);
+
+#endif

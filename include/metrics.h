@@ -1,0 +1,62 @@
+/*
+ * What the daemon counts, and the Prometheus text exposition of it.  Pure:
+ * the daemon bumps the counters, fills the gauges when asked, and the HTTP
+ * module serves what metrics_render writes.
+ */
+#ifndef CASCADE_METRICS_H
+#define CASCADE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ladder.h"
+#include "router.h"
+
+/* Upper bounds of the lateness histogram's buckets, in ms (+Inf follows). */
+#define METRICS_LATENESS_BUCKETS_MS                                            \
+	1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,  \
+	    60000
+#define METRICS_NBUCKETS 15
+
+/* The consumed queue a delivery came from (enum route_source order). */
+#define METRICS_NSOURCES 3
+
+struct metrics {
+	/* counters: only ever grow */
+	uint64_t received[METRICS_NSOURCES];
+	uint64_t hops[LADDER_MAX_LEVELS]; /* confirmed hops into each level */
+	uint64_t delivered;
+	uint64_t parked[PARK_KINDS];
+	uint64_t published; /* every publish, confirmed or not */
+	uint64_t confirms;  /* basic.ack from the broker */
+	uint64_t nacks;     /* basic.nack: published again later */
+	uint64_t returns;   /* basic.return: unroutable */
+	uint64_t held_total;
+	uint64_t reconnects;
+	/* lateness of each confirmed delivery: published at minus due */
+	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
+	uint64_t lateness_count;
+	double lateness_sum_ms;
+	/* gauges: filled by the daemon just before rendering */
+	unsigned in_flight, held, retrying, paused;
+	int connected, consuming, blocked;
+};
+
+/* What the exposition labels levels and sources with. */
+struct metrics_labels {
+	const struct ladder *ladder;
+	const char *const *level_queues; /* ladder->levels names */
+	const char *source_queues[METRICS_NSOURCES];
+	const char *version;
+};
+
+void metrics_observe_lateness(struct metrics *m, int64_t late_ms);
+
+/*
+ * The Prometheus text format (version 0.0.4) of m into buf.  Returns the
+ * length, or -1 when buf is too small.
+ */
+int metrics_render(const struct metrics *m, const struct metrics_labels *l,
+                   char *buf, size_t size);
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * libmicrohttpd in "external polling" mode with its own epoll set: libev
+ * watches that one descriptor, and a timer covers MHD's connection timeouts.
+ */
+#include "httpd.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+#define HTTPD_BODY_MAX (256 * 1024)
+#define HTTPD_CONNECTIONS 32
+#define HTTPD_TIMEOUT_S 10
+
+struct httpd {
+	struct ev_loop *loop;
+	struct MHD_Daemon *mhd;
+	ev_io io;
+	ev_timer timer;
+	httpd_handler handler;
+	void *ctx;
+	char *body;
+};
+
+int
+httpd_parse_listen(const char *listen, char *host, size_t hostsize, char *port,
+                   size_t portsize, const char **why)
+{
+	const char *colon = strrchr(listen, ':');
+	const char *h = listen, *p;
+	size_t hlen;
+	char *end;
+	long n;
+
+	if (colon == NULL) {
+		*why = "expected HOST:PORT";
+		return -1;
+	}
+	hlen = (size_t)(colon - listen);
+	if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+		h++;
+		hlen -= 2;
+	} else if (memchr(h, ':', hlen) != NULL) {
+		*why = "an IPv6 address goes in brackets: [::1]:9464";
+		return -1;
+	}
+	p = colon + 1;
+	n = strtol(p, &end, 10);
+	if (*p < '0' || *p > '9' || *end != '\0' || n < 1 || n > 65535) {
+		*why = "port must be a number from 1 to 65535";
+		return -1;
+	}
+	if (hlen >= hostsize || strlen(p) >= portsize) {
+		*why = "too long";
+		return -1;
+	}
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	memcpy(port, p, strlen(p) + 1);
+	return 0;
+}
+
+static void
+httpd_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[256];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strcspn(line, "\r\n");
+	line[n] = '\0';
+	log_warn("http_error", " reason=\"%s\"", line);
+}
+
+static enum MHD_Result
+httpd_answer(void *cls, struct MHD_Connection *conn, const char *url,
+             const char *method, const char *version, const char *upload,
+             size_t *upload_size, void **con_cls)
+{
+	struct httpd *h = cls;
+	struct MHD_Response *resp;
+	const char *type = "text/plain; charset=utf-8";
+	enum MHD_Result ret;
+	int status = 200, len;
+
+	(void)version;
+	(void)upload;
+	(void)con_cls;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		status = 405;
+		len = snprintf(h->body, HTTPD_BODY_MAX, "GET only\n");
+	} else if (*upload_size != 0) {
+		status = 400;
+		len = snprintf(h->body, HTTPD_BODY_MAX, "no body expected\n");
+	} else {
+		len = h->handler(h->ctx, url, h->body, HTTPD_BODY_MAX, &status,
+		                 &type);
+		if (len < 0) {
+			status = 500;
+			len = snprintf(h->body, HTTPD_BODY_MAX,
+			               "response too large\n");
+		}
+	}
+	resp = MHD_create_response_from_buffer((size_t)len, h->body,
+	                                       MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == 405)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+		                        "GET, HEAD");
+	ret = MHD_queue_response(conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* Run MHD, then arm the timer for its next timeout (0: more to do now). */
+static void
+httpd_run(struct httpd *h)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+
+	MHD_run(h->mhd);
+	ev_timer_stop(h->loop, &h->timer);
+	if (MHD_get_timeout(h->mhd, &ms) == MHD_YES) {
+		ev_timer_set(&h->timer, (double)ms / 1000.0, 0.);
+		ev_timer_start(h->loop, &h->timer);
+	}
+}
+
+static void
+on_httpd_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	httpd_run((struct httpd *)((char *)w - offsetof(struct httpd, io)));
+}
+
+static void
+on_httpd_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	httpd_run((struct httpd *)((char *)w - offsetof(struct httpd, timer)));
+}
+
+struct httpd *
+httpd_start(struct ev_loop *loop, const char *listen, httpd_handler handler,
+            void *ctx, char *err, size_t errsize)
+{
+	struct addrinfo hints, *ai = NULL;
+	const union MHD_DaemonInfo *info;
+	struct httpd *h;
+	char host[256], port[16];
+	const char *why;
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	int rc;
+
+	if (httpd_parse_listen(listen, host, sizeof(host), port, sizeof(port),
+	                       &why) < 0) {
+		snprintf(err, errsize, "%s: %s", listen, why);
+		return NULL;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
+	if (rc != 0) {
+		snprintf(err, errsize, "%s: %s", listen, gai_strerror(rc));
+		return NULL;
+	}
+	h = calloc(1, sizeof(*h));
+	if (h == NULL || (h->body = malloc(HTTPD_BODY_MAX)) == NULL) {
+		free(h);
+		freeaddrinfo(ai);
+		snprintf(err, errsize, "out of memory");
+		return NULL;
+	}
+	h->loop = loop;
+	h->handler = handler;
+	h->ctx = ctx;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	h->mhd = MHD_start_daemon(
+	    flags, 0, NULL, NULL, httpd_answer, h,
+	    /* first, or MHD logs the other options' errors itself */
+	    MHD_OPTION_EXTERNAL_LOGGER, httpd_mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)HTTPD_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)HTTPD_TIMEOUT_S, MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (h->mhd == NULL) {
+		snprintf(err, errsize,
+		         "cannot listen on %s (address in use, or not this "
+		         "host's?)",
+		         listen);
+		free(h->body);
+		free(h);
+		return NULL;
+	}
+	info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (info == NULL) {
+		snprintf(err, errsize, "libmicrohttpd has no epoll support");
+		httpd_stop(h);
+		return NULL;
+	}
+	ev_io_init(&h->io, on_httpd_io, info->epoll_fd, EV_READ);
+	ev_io_start(loop, &h->io);
+	ev_init(&h->timer, on_httpd_timer);
+	return h;
+}
+
+void
+httpd_stop(struct httpd *h)
+{
+	if (h == NULL)
+		return;
+	ev_io_stop(h->loop, &h->io);
+	ev_timer_stop(h->loop, &h->timer);
+	MHD_stop_daemon(h->mhd);
+	free(h->body);
+	free(h);
+}

@@ -1,0 +1,153 @@
+/* The Prometheus exposition: what a scraper and an operator read. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ladder.h"
+#include "metrics.h"
+
+static char out[65536];
+
+static int
+render(const struct metrics *m)
+{
+	static struct ladder l;
+	static const char *const names[] = {"c.delay.2000", "c.delay.8000"};
+	const char *why;
+	struct metrics_labels labels = {
+	    .ladder = &l,
+	    .level_queues = names,
+	    .source_queues = {"c.ingress", "c.return", "c.retry"},
+	    .version = "9.9",
+	};
+
+	cr_assert_eq(ladder_init(&l, 2000, 4, 2, &why), 0);
+	return metrics_render(m, &labels, out, sizeof(out));
+}
+
+#define expect_line(s)                                                         \
+	cr_assert(strstr(out, s "\n") != NULL, "no line %s in:\n%s", s, out)
+
+Test(metrics, counters_with_labels)
+{
+	struct metrics m;
+
+	memset(&m, 0, sizeof(m));
+	m.received[0] = 5;
+	m.received[1] = 7;
+	m.hops[1] = 3;
+	m.delivered = 4;
+	m.parked[PARK_not_allowed] = 2;
+	m.in_flight = 9;
+	m.connected = 1;
+	cr_assert_gt(render(&m), 0);
+	expect_line("cascade_info{version=\"9.9\"} 1");
+	expect_line("cascade_connected 1");
+	expect_line("cascade_messages_received_total{source=\"ingress\","
+	            "queue=\"c.ingress\"} 5");
+	expect_line("cascade_messages_received_total{source=\"return\","
+	            "queue=\"c.return\"} 7");
+	expect_line("cascade_hops_total{level=\"1\",queue=\"c.delay.8000\","
+	            "ttl_ms=\"8000\"} 3");
+	expect_line("cascade_hops_total{level=\"0\",queue=\"c.delay.2000\","
+	            "ttl_ms=\"2000\"} 0");
+	expect_line("cascade_messages_delivered_total 4");
+	expect_line("cascade_messages_parked_total{reason=\"not_allowed\"} 2");
+	expect_line("cascade_messages_parked_total{reason=\"bad_header\"} 0");
+	expect_line("cascade_publishes_in_flight 9");
+	expect_line("# TYPE cascade_lateness_seconds histogram");
+}
+
+Test(metrics, every_sample_has_help_and_type)
+{
+	struct metrics m;
+	const char *line = out;
+	char family[128] = "";
+
+	memset(&m, 0, sizeof(m));
+	cr_assert_gt(render(&m), 0);
+	while (*line) {
+		const char *nl = strchr(line, '\n');
+		size_t n = strcspn(line, "{ ");
+		cr_assert_not_null(nl);
+		if (strncmp(line, "# TYPE ", 7) == 0) {
+			snprintf(family, sizeof(family), "%.*s",
+			         (int)strcspn(line + 7, " "), line + 7);
+		} else if (line[0] != '#') {
+			cr_assert(strncmp(line, family, strlen(family)) == 0 &&
+			              strlen(family) > 0,
+			          "sample %.*s outside its family %s", (int)n,
+			          line, family);
+		}
+		line = nl + 1;
+	}
+}
+
+Test(metrics, lateness_histogram_is_cumulative)
+{
+	struct metrics m;
+
+	memset(&m, 0, sizeof(m));
+	metrics_observe_lateness(&m, 0);
+	metrics_observe_lateness(&m, 3);
+	metrics_observe_lateness(&m, 3);
+	metrics_observe_lateness(&m, 75);
+	metrics_observe_lateness(&m, 120000); /* beyond the last bucket */
+	metrics_observe_lateness(&m, -4);     /* counted as on time */
+	cr_assert_gt(render(&m), 0);
+	expect_line("cascade_lateness_seconds_bucket{le=\"0.001\"} 2");
+	expect_line("cascade_lateness_seconds_bucket{le=\"0.005\"} 4");
+	expect_line("cascade_lateness_seconds_bucket{le=\"0.1\"} 5");
+	expect_line("cascade_lateness_seconds_bucket{le=\"60\"} 5");
+	expect_line("cascade_lateness_seconds_bucket{le=\"+Inf\"} 6");
+	expect_line("cascade_lateness_seconds_count 6");
+	expect_line("cascade_lateness_seconds_sum 120.081");
+}
+
+Test(metrics, too_small_a_buffer_fails)
+{
+	struct metrics m;
+	static struct ladder l;
+	const char *why;
+	const char *const names[] = {"q"};
+	struct metrics_labels labels = {.ladder = &l,
+	                                .level_queues = names,
+	                                .source_queues = {"a", "b", "c"},
+	                                .version = "1"};
+	char small[64];
+
+	memset(&m, 0, sizeof(m));
+	cr_assert_eq(ladder_init(&l, 2000, 4, 1, &why), 0);
+	cr_assert_eq(metrics_render(&m, &labels, small, sizeof(small)), -1);
+}
+
+#include "httpd.h"
+
+Test(httpd, parse_listen)
+{
+	char host[64], port[8];
+	const char *why;
+
+	cr_assert_eq(httpd_parse_listen("127.0.0.1:9464", host, sizeof(host),
+	                                port, sizeof(port), &why),
+	             0);
+	cr_assert_str_eq(host, "127.0.0.1");
+	cr_assert_str_eq(port, "9464");
+	cr_assert_eq(httpd_parse_listen("[::1]:80", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             0);
+	cr_assert_str_eq(host, "::1");
+	cr_assert_eq(httpd_parse_listen(":80", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             0);
+	cr_assert_str_empty(host);
+	cr_assert_eq(httpd_parse_listen("host:0", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             -1);
+	cr_assert_eq(httpd_parse_listen("host:65536", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             -1);
+	cr_assert_eq(httpd_parse_listen("host:80x", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             -1);
+}
