@@ -206,3 +206,13 @@ def client(broker):
     c = Client(broker)
     yield c
     c.close()
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on right now."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

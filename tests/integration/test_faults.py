@@ -12,12 +12,14 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pika
 import pytest
 
-from conftest import BROKER_SCRIPT, Broker, Daemon
+from conftest import BROKER_SCRIPT, Broker, Daemon, free_port
 
 SLACK_MS = 1
 RESULTS = os.environ.get("CASCADE_FAULT_LOG")
@@ -178,17 +180,35 @@ def test_kill_restart_loop(fault_broker, tmp_path):
     assert d.stop() == 0
 
 
+def healthz(port):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port,
+                                    timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 def test_broker_stopped_and_started(fault_broker, tmp_path):
-    d = fast_daemon(fault_broker, tmp_path).start()
+    port = free_port()
+    d = fast_daemon(fault_broker, tmp_path,
+                    metrics={"listen": "127.0.0.1:%d" % port}).start()
+    assert healthz(port) == 200
     q = "restart-" + d.prefix
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, d.prefix, q, 300)
     time.sleep(1.0)
     stop_broker(fault_broker)
+    # /healthz goes down with the broker (a load balancer or an orchestrator
+    # would stop counting on this daemon) and comes back after it.
+    d.wait_log("msg=connection_lost", timeout=30)
+    assert healthz(port) == 503
     time.sleep(2.0)
+    assert healthz(port) == 503
     restart_broker(fault_broker)
     d.wait_log("msg=ready", timeout=60, count=2)
+    assert healthz(port) == 200
     col.wait_for(set(sent), timeout=40)
     check(report("broker stopped and started", sent, col.arrivals))
     assert "msg=connection_lost" in d.log()
