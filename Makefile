@@ -99,10 +99,52 @@ fuzz:
 		test $${PIPESTATUS[0]} -eq 0; \
 	done
 
+# `make install PREFIX=/usr [DESTDIR=/tmp/stage]`: the daemon in sbin (systemd
+# runs it, users do not), the tools in bin, the config in SYSCONFDIR (/etc
+# when PREFIX is /usr) and never over one already there, the man pages, and
+# the systemd unit with its paths rewritten to the installed ones.
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+MANPAGES := conf/cascade.8 conf/cascade-ctl.8
+INSTALL_SED := sed -e 's|/usr/sbin/cascade|$(SBINDIR)/cascade|g' \
+	-e 's|/etc/cascade/|$(SYSCONFDIR)/cascade/|g'
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/etc/cascade
-	install -m 755 $(BUILD)/cascade $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 conf/cascade.ini $(DESTDIR)$(PREFIX)/etc/cascade/cascade.ini
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/cascade $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR)
+	install -m 755 $(BUILD)/cascade $(DESTDIR)$(SBINDIR)/cascade
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL_SED) conf/cascade.service > $(DESTDIR)$(UNITDIR)/cascade.service
+	$(INSTALL_SED) conf/cascade.8 > $(DESTDIR)$(MANDIR)/man8/cascade.8
+	$(INSTALL_SED) conf/cascade-ctl.8 > $(DESTDIR)$(MANDIR)/man8/cascade-ctl.8
+	chmod 644 $(DESTDIR)$(UNITDIR)/cascade.service \
+		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%)
+	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \
+	if [ -e $$ini ]; then \
+		echo "kept $$ini; the new default is conf/cascade.ini"; \
+	else \
+		echo "install -m 644 conf/cascade.ini $$ini"; \
+		install -m 644 conf/cascade.ini $$ini; \
+	fi
+
+# Leaves the config unless it is the unchanged default.
+.PHONY: uninstall
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/cascade \
+		$(TOOLS:$(BUILD)/%=$(DESTDIR)$(BINDIR)/%) \
+		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%) \
+		$(DESTDIR)$(UNITDIR)/cascade.service
+	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \
+	if cmp -s conf/cascade.ini $$ini; then \
+		echo "rm -f $$ini"; rm -f $$ini; \
+	elif [ -e $$ini ]; then \
+		echo "kept $$ini: it differs from conf/cascade.ini"; \
+	fi; \
+	rmdir $(DESTDIR)$(SYSCONFDIR)/cascade 2>/dev/null || true
 
 format:
 	clang-format -i src/*.c include/*.h tests/unit/*.c tools/*.c

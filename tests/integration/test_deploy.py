@@ -1,0 +1,313 @@
+"""Deployment: `make install` puts every file where the man page and the unit
+say, the systemd notify protocol works without systemd, and the man pages
+render cleanly and document every config key."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT
+
+BUILD_ARG = os.environ.get("CASCADE_BUILD", "build")
+TOOLS = ("cascade-publish", "cascade-bench", "cascade-ctl")
+MANPAGES = ("cascade.8", "cascade-ctl.8")
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in ("CASCADE_BROKER_URL", "CASCADE_BROKER_PASSWORD",
+              "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        env.pop(k, None)
+    return env
+
+
+def make(*args):
+    """Run make in the source tree on the build the tests use."""
+    r = subprocess.run(["make", "--no-print-directory", "-C", ROOT,
+                        "BUILD=" + BUILD_ARG, *args],
+                       capture_output=True, text=True, timeout=900,
+                       env=clean_env())
+    assert r.returncode == 0, "make %s failed:\n%s%s" % (
+        " ".join(args), r.stdout, r.stderr)
+    return r.stdout
+
+
+def unit_settings(path):
+    """The [Service] and [Unit] settings of a unit file: name -> [values]."""
+    settings = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line[0] in "#;[" or "=" not in line:
+                continue
+            k, v = line.split("=", 1)
+            settings.setdefault(k, []).append(v)
+    return settings
+
+
+def config_keys():
+    """(section, name, default) of every X(...) in CONFIG_KEYS."""
+    with open(os.path.join(ROOT, "include", "config.h")) as f:
+        text = f.read()
+    keys = re.findall(r'X\((\w+), (\w+), \w+, "([^"]*)"', text)
+    assert len(keys) >= 20, "CONFIG_KEYS not found in include/config.h"
+    return keys
+
+
+def test_make_install_puts_every_file_where_promised(tmp_path):
+    dest = str(tmp_path / "root")
+    out = make("install", "DESTDIR=" + dest, "PREFIX=/usr")
+    sbin = os.path.join(dest, "usr/sbin/cascade")
+    ini = os.path.join(dest, "etc/cascade/cascade.ini")
+    unit = os.path.join(dest, "usr/lib/systemd/system/cascade.service")
+    for path in [sbin, ini, unit] + [
+            os.path.join(dest, "usr/bin", t) for t in TOOLS] + [
+            os.path.join(dest, "usr/share/man/man8", m) for m in MANPAGES]:
+        assert os.path.isfile(path), "%s not installed:\n%s" % (path, out)
+    for t in TOOLS:
+        assert os.access(os.path.join(dest, "usr/bin", t), os.X_OK)
+    assert os.access(sbin, os.X_OK)
+    # Nothing under the prefix's own etc, nothing outside DESTDIR's tree.
+    assert not os.path.exists(os.path.join(dest, "usr/etc"))
+    with open(ini) as a, open(os.path.join(ROOT, "conf/cascade.ini")) as b:
+        assert a.read() == b.read()
+
+    # The unit runs the installed binary on the installed config.
+    s = unit_settings(unit)
+    assert s["ExecStart"] == ["/usr/sbin/cascade -c /etc/cascade/cascade.ini"]
+    exec_path = s["ExecStart"][0].split()[0]
+    assert os.access(dest + exec_path, os.X_OK)
+    assert s["Type"] == ["notify"]
+    assert "WatchdogSec" in s and "Restart" in s
+
+    r = subprocess.run([sbin, "--version"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 0 and r.stdout.startswith("cascade "), r
+    r = subprocess.run([sbin, "-c", ini, "--check"], capture_output=True,
+                       text=True, timeout=10, env=clean_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "configuration OK" in r.stdout
+
+    # A second install keeps the operator's config.
+    with open(ini, "a") as f:
+        f.write("; edited by the operator\n")
+    out = make("install", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert "kept" in out
+    with open(ini) as f:
+        assert f.read().endswith("; edited by the operator\n")
+
+    # uninstall removes what install put, but not an edited config.
+    make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
+    left = sorted(os.path.relpath(os.path.join(d, f), dest)
+                  for d, _, files in os.walk(dest) for f in files)
+    assert left == ["etc/cascade/cascade.ini"]
+
+
+def test_install_elsewhere_rewrites_the_unit_paths(tmp_path):
+    """PREFIX other than /usr: config under PREFIX/etc, and the unit (and the
+    man page) name the paths where things really went."""
+    prefix = str(tmp_path / "opt")
+    make("install", "PREFIX=" + prefix)
+    unit = os.path.join(prefix, "lib/systemd/system/cascade.service")
+    ini = os.path.join(prefix, "etc/cascade/cascade.ini")
+    s = unit_settings(unit)
+    assert s["ExecStart"] == ["%s/sbin/cascade -c %s" % (prefix, ini)]
+    assert os.path.isfile(ini)
+    with open(os.path.join(prefix, "share/man/man8/cascade.8")) as f:
+        assert ini in f.read()
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is not None:
+        env = clean_env()
+        env["MANPATH"] = os.path.join(prefix, "share/man") + ":"
+        r = subprocess.run([analyze, "verify", unit], capture_output=True,
+                           text=True, timeout=60, env=env)
+        problems = [line for line in (r.stdout + r.stderr).splitlines()
+                    if "cascade" in line]
+        assert r.returncode == 0 and not problems, r.stdout + r.stderr
+
+    make("uninstall", "PREFIX=" + prefix)
+    left = [os.path.join(d, f) for d, _, files in os.walk(prefix)
+            for f in files]
+    assert left == []
+
+
+class NotifyListener:
+    """A Unix datagram socket standing in for systemd's NOTIFY_SOCKET."""
+
+    def __init__(self, logpath):
+        self.dir = tempfile.mkdtemp(prefix="cascade-notify-")
+        self.path = os.path.join(self.dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.05)
+        self.logpath = logpath
+        self.got = []  # (monotonic time, {name: value}, log had msg=ready)
+        self.cond = threading.Condition()
+        self.done = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def log_has_ready(self):
+        try:
+            with open(self.logpath, "rb") as f:
+                return b"msg=ready" in f.read()
+        except FileNotFoundError:
+            return False
+
+    def run(self):
+        while not self.done:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            fields = dict(line.split("=", 1) for line in
+                          data.decode().split("\n") if "=" in line)
+            ready_logged = self.log_has_ready() if "READY" in fields else None
+            with self.cond:
+                self.got.append((time.monotonic(), fields, ready_logged))
+                self.cond.notify_all()
+
+    def with_field(self, name, value=None):
+        return [g for g in self.got if name in g[1] and
+                (value is None or g[1][name] == value)]
+
+    def pings_after(self, t):
+        return [g for g in self.with_field("WATCHDOG", "1") if g[0] > t]
+
+    def wait(self, name, value=None, count=1, timeout=30):
+        """The first `count` datagrams that set name (to value)."""
+        with self.cond:
+            ok = self.cond.wait_for(
+                lambda: len(self.with_field(name, value)) >= count, timeout)
+            assert ok, "%d %s=%s datagrams after %ss; got %r" % (
+                count, name, value, timeout, [g[1] for g in self.got])
+            return self.with_field(name, value)[:count]
+
+    def close(self):
+        self.done = True
+        self.thread.join(5)
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def notify_daemon(daemon_factory, monkeypatch):
+    """A daemon started with NOTIFY_SOCKET pointing at a listener."""
+    made = []
+
+    def start(**env):
+        d = daemon_factory(start=False)
+        listener = NotifyListener(d.logpath)
+        made.append(listener)
+        monkeypatch.setenv("NOTIFY_SOCKET", listener.path)
+        monkeypatch.delenv("WATCHDOG_PID", raising=False)
+        monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        d.start()
+        return d, listener
+
+    yield start
+    for listener in made:
+        listener.close()
+
+
+def test_sd_notify_ready_watchdog_stopping(notify_daemon):
+    d, n = notify_daemon(WATCHDOG_USEC="400000")
+    ready = n.wait("READY", "1")[0]
+    assert ready[2], "READY=1 arrived before the msg=ready log line"
+    assert ready[1].get("STATUS", "").startswith("consuming from amqp://")
+    assert "guest:***@" in ready[1]["STATUS"], "STATUS shows the password"
+    assert "msg=watchdog interval_ms=400" in d.log()
+
+    # Every 200 ms from the event loop once it runs: four intervals take
+    # 0.8 s; allow a loaded machine three times that, and no bunching.
+    with n.cond:
+        assert n.cond.wait_for(lambda: len(n.pings_after(ready[0])) >= 5, 5), \
+            "fewer than 5 WATCHDOG=1 in 5 s after READY=1: %r" % n.got
+        pings = n.pings_after(ready[0])[:5]
+    span = pings[-1][0] - pings[0][0]
+    assert 0.4 < span < 2.5, "4 watchdog intervals took %.2fs" % span
+
+    assert d.stop() == 0, d.log()
+    stopping = n.wait("STOPPING", "1", timeout=5)[0]
+    assert stopping[0] > ready[0]
+    assert len(n.with_field("READY")) == 1
+
+
+def test_sd_notify_watchdog_only_for_its_own_pid(notify_daemon):
+    """WATCHDOG_PID naming another process (here pid 1) means the watchdog is
+    not ours: no pings, as sd_watchdog_enabled(3) says."""
+    d, n = notify_daemon(WATCHDOG_USEC="400000", WATCHDOG_PID="1")
+    n.wait("READY", "1")
+    # The watchdog is set up before the first connection, so by the ready
+    # line it would have been logged.
+    assert "msg=watchdog" not in d.log()
+    assert d.stop() == 0, d.log()
+    n.wait("STOPPING", "1", timeout=5)
+    assert n.with_field("WATCHDOG") == []
+
+
+def test_unit_stops_after_stop_timeout():
+    """systemd's SIGKILL must come after SIGTERM's wait for confirms."""
+    def seconds(text):
+        m = re.fullmatch(r"(\d+)(ms|s|min|m)?", text)
+        assert m, text
+        n, unit = int(m.group(1)), m.group(2) or "s"
+        return n * {"ms": 0.001, "s": 1, "min": 60, "m": 60}[unit]
+
+    s = unit_settings(os.path.join(ROOT, "conf", "cascade.service"))
+    stop_timeout = dict(((sec, k), v) for sec, k, v in
+                        config_keys())[("router", "stop_timeout")]
+    assert seconds(s["TimeoutStopSec"][0]) > seconds(stop_timeout)
+    assert s["Type"] == ["notify"]
+    assert seconds(s["WatchdogSec"][0]) > 0
+
+
+@pytest.mark.parametrize("page", MANPAGES)
+def test_man_page_renders_without_warnings(page):
+    groff = shutil.which("groff")
+    if groff is None:
+        pytest.skip("groff is not installed (Debian: groff-base)")
+    r = subprocess.run([groff, "-man", "-ww", "-z",
+                        os.path.join(ROOT, "conf", page)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def man_sections(page):
+    """The text under each .SS heading of a man page, roff escapes undone."""
+    with open(os.path.join(ROOT, "conf", page)) as f:
+        text = f.read().replace("\\-", "-").replace("\\&", "")
+    parts = re.split(r"^\.S[SH] (.*)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_man_page_documents_every_key_with_its_default():
+    sections = man_sections("cascade.8")
+    missing = []
+    for section, name, default in config_keys():
+        body = sections.get("[%s]" % section, "")
+        m = re.search(r"^\.TP\n\.B %s\n(.*?)(?=^\.TP|\Z)" % name, body,
+                      re.M | re.S)
+        if m is None:
+            missing.append("[%s] %s: not documented" % (section, name))
+            continue
+        words = "empty" if default == "" else default
+        if not re.search(r"Default:\s*\n?(\.BR? )?%s" % re.escape(words),
+                         m.group(1)):
+            missing.append("[%s] %s: default %r not stated" %
+                           (section, name, default))
+    retry = sections.get("RETRIES", "")
+    for name in ("max_retries", "delays", "backoff", "initial",
+                 "multiplier", "max", "jitter"):
+        if not re.search(r"^\.TP\n\.B %s\n" % name, retry, re.M):
+            missing.append("[retry] %s: not documented" % name)
+    assert missing == [], "\n".join(missing)
