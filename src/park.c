@@ -1,0 +1,155 @@
+/* Parked messages: their target, and the properties to send them back. */
+#include "park.h"
+
+#include <string.h>
+
+#include "headers.h"
+
+static int
+key_is(amqp_bytes_t key, const char *name)
+{
+	size_t n = strlen(name);
+
+	return key.len == n && memcmp(key.bytes, name, n) == 0;
+}
+
+static int
+key_prefix(amqp_bytes_t key, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return key.len >= n && memcmp(key.bytes, prefix, n) == 0;
+}
+
+static const amqp_table_t *
+park_headers(const amqp_basic_properties_t *props)
+{
+	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
+	                                                 : NULL;
+}
+
+/* A string header, or 0 when it is absent or of another type. */
+static int
+park_string(const amqp_table_t *h, const char *key, amqp_bytes_t *out)
+{
+	const amqp_field_value_t *v = headers_find(h, key);
+
+	return v != NULL && headers_string(v, out) == 0;
+}
+
+void
+park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
+            struct park_target *t)
+{
+	const amqp_table_t *h = park_headers(in);
+	const amqp_field_value_t *v;
+	const char *why;
+
+	memset(t, 0, sizeof(*t));
+	t->exchange = amqp_empty_bytes;
+	t->routing_key = parked_routing_key;
+	t->routing_key_parked = 1;
+	t->reason = amqp_empty_bytes;
+	park_string(h, "x-cascade-error", &t->reason);
+	t->retry_gave_up =
+	    park_string(h, "x-cascade-queue", &t->queue) && t->queue.len > 0;
+
+	if (park_string(h, "x-target-exchange", &t->exchange) ||
+	    park_string(h, "x-cascade-exchange", &t->exchange)) {
+		t->has_exchange = 1;
+	} else if (t->retry_gave_up) {
+		/* Back to the work queue, through the default exchange. */
+		t->has_exchange = 1;
+		t->exchange = amqp_empty_bytes;
+		t->routing_key = t->queue;
+		t->routing_key_parked = 0;
+	}
+	if (t->routing_key_parked &&
+	    (park_string(h, "x-target-routing-key", &t->routing_key) ||
+	     park_string(h, "x-cascade-routing-key", &t->routing_key)))
+		t->routing_key_parked = 0;
+
+	v = headers_find(h, "x-cascade-due");
+	if (v != NULL && headers_epoch_ms(v, &t->due, &why) == 0)
+		t->has_due = 1;
+}
+
+/* Whether header key of a parked message stays in the requeued one. */
+static int
+park_keeps(const struct park_target *t, amqp_bytes_t key)
+{
+	const char *k = key.bytes;
+
+	if (key_is(key, "CC") || key_is(key, "BCC"))
+		return 0; /* x-cascade-cc has the CC that counts */
+	if (key.len < 2 || k[0] != 'x' || k[1] != '-')
+		return 1;
+	if (key_is(key, "x-death") || key_is(key, "x-delivery-count") ||
+	    key_prefix(key, "x-first-death-") ||
+	    key_prefix(key, "x-last-death-"))
+		return 0;
+	if (t->has_due &&
+	    (key_is(key, "x-remaining-delay") || key_is(key, "x-delay") ||
+	     key_is(key, "x-deliver-at")))
+		return 0;
+	if (key_is(key, "x-cascade-attempt"))
+		return !t->retry_gave_up;
+	/* The daemon's state; what the publisher and worker keep (the
+	 * user-id) stays. */
+	return !key_prefix(key, "x-cascade-") ||
+	       key_is(key, "x-cascade-user-id");
+}
+
+int
+park_requeue_props(const amqp_basic_properties_t *in,
+                   amqp_bytes_t parked_routing_key, amqp_pool_t *pool,
+                   amqp_basic_properties_t *out)
+{
+	const amqp_table_t *h = park_headers(in);
+	const amqp_field_value_t *cc;
+	struct park_target t;
+	amqp_bytes_t exp;
+	int n = h ? h->num_entries : 0;
+	amqp_table_t tab;
+
+	park_target(in, parked_routing_key, &t);
+	*out = *in;
+	out->_flags &= ~AMQP_BASIC_USER_ID_FLAG;
+
+	tab.num_entries = 0;
+	tab.entries =
+	    amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) * (size_t)(n + 5));
+	if (tab.entries == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (park_keeps(&t, h->entries[i].key))
+			tab.entries[tab.num_entries++] = h->entries[i];
+
+	/* A publisher's own x-target-* headers stay, whatever their type:
+	 * one that cannot be read parks the message again for that reason,
+	 * rather than sending it somewhere else. */
+	if (t.has_exchange && headers_find(h, "x-target-exchange") == NULL)
+		headers_put_bytes(&tab, "x-target-exchange", t.exchange);
+	if (headers_find(h, "x-target-routing-key") == NULL)
+		headers_put_bytes(&tab, "x-target-routing-key", t.routing_key);
+	if (t.has_due)
+		headers_put_i64(&tab, "x-deliver-at", t.due);
+	else if (t.retry_gave_up && headers_find(h, "x-deliver-at") == NULL &&
+	         headers_find(h, "x-remaining-delay") == NULL &&
+	         headers_find(h, "x-delay") == NULL)
+		headers_put_i64(&tab, "x-remaining-delay", 0);
+	cc = headers_find(h, "x-cascade-cc");
+	if (cc != NULL)
+		headers_put_value(&tab, "CC", cc);
+
+	if (park_string(h, "x-cascade-expiration", &exp)) {
+		out->_flags |= AMQP_BASIC_EXPIRATION_FLAG;
+		out->expiration = exp;
+	}
+	out->headers = tab;
+	if (tab.num_entries > 0)
+		out->_flags |= AMQP_BASIC_HEADERS_FLAG;
+	else
+		out->_flags &= ~AMQP_BASIC_HEADERS_FLAG;
+	return 0;
+}
