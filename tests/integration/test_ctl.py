@@ -1,0 +1,295 @@
+"""cascade-ctl: status of the ladder, the parked messages and their requeue,
+against the real daemon on a private RabbitMQ."""
+import datetime
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import BUILD
+
+CTL = os.path.join(BUILD, "cascade-ctl")
+
+
+def ctl(d, *args, rc=0):
+    """Run cascade-ctl with d's config; check its exit status."""
+    env = dict(os.environ)
+    env.pop("CASCADE_BROKER_URL", None)
+    r = subprocess.run([CTL, "-c", d.config, *args], capture_output=True,
+                       text=True, timeout=120, env=env)
+    if rc is not None:
+        assert r.returncode == rc, (r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def status(d):
+    return json.loads(ctl(d, "status", "--json").stdout)
+
+
+def wait_status(d, pred, timeout=20):
+    """Poll `status --json` until pred(status) holds; the last status."""
+    deadline = time.time() + timeout
+    while True:
+        s = status(d)
+        if pred(s) or time.time() > deadline:
+            return s
+        time.sleep(0.2)
+
+
+def wait_parked(d, n, timeout=20):
+    s = wait_status(d, lambda s: s["error"]["messages"] >= n, timeout)
+    assert s["error"]["messages"] == n, s["error"]
+
+
+def parked(d):
+    return json.loads(ctl(d, "errors", "--json").stdout)
+
+
+def target(client, kind="direct", key="orders"):
+    """A new exchange with a queue bound to it by key."""
+    ex = "ex-" + uuid.uuid4().hex[:8]
+    client.ch.exchange_declare(ex, kind)
+    q = client.queue()
+    client.ch.queue_bind(q, ex, key)
+    return ex, q
+
+
+def test_status_lists_the_ladder_and_where_a_message_waits(client, daemon):
+    s = status(daemon)
+    p = daemon.prefix
+    ttls = [100 * 2 ** k for k in range(8)]  # the fast test ladder
+    assert [lv["queue"] for lv in s["levels"]] == [
+        "%s.delay.%d" % (p, t) for t in ttls]
+    assert [lv["ttl_ms"] for lv in s["levels"]] == ttls
+    assert all(lv["messages"] == 0 and lv["consumers"] == 0 and
+               not lv["missing"] for lv in s["levels"])
+    assert s["ingress"]["queue"] == p + ".ingress"
+    assert s["return"]["queue"] == p + ".return"
+    assert s["retry"]["queue"] == p + ".retry"
+    assert s["error"]["queue"] == p + ".error"
+    assert s["ingress"]["consumers"] == 1
+    assert s["return"]["consumers"] == 1
+    assert s["error"]["consumers"] == 0
+    assert s["ladder_messages"] == 0 and s["missing"] == 0
+
+    # 60 s is more than the top level, 12.8 s: the first hop is the top.
+    q = client.queue()
+    client.publish(p, q, b"later", {"x-remaining-delay": "60s"})
+    s = wait_status(daemon, lambda s: s["ladder_messages"] == 1, timeout=10)
+    assert [lv["messages"] for lv in s["levels"]] == [0] * 7 + [1], s
+    assert s["ladder_messages"] == 1
+
+    out = ctl(daemon, "status").stdout
+    for lv in s["levels"]:
+        assert lv["queue"] in out
+    for name in ("ingress", "return", "retry", "error"):
+        assert "%s.%s" % (p, name) in out
+    assert "12800ms" in out
+    assert "1 message waiting in the ladder" in out
+
+
+def test_status_says_which_queues_are_missing(daemon_factory):
+    d = daemon_factory(start=False)  # nothing declared for its prefix
+    r = ctl(d, "status", "--json")
+    s = json.loads(r.stdout)
+    assert all(lv["missing"] for lv in s["levels"])
+    assert s["ingress"]["missing"] and s["error"]["missing"]
+    assert s["missing"] == 8 + 4
+    assert "missing" in r.stderr
+    assert "missing" in ctl(d, "status").stdout
+    r = ctl(d, "errors", rc=1)
+    assert d.prefix + ".error does not exist" in r.stderr
+
+
+def test_errors_lists_a_parked_message_and_leaves_it(client, daemon):
+    ex = "ex-" + uuid.uuid4().hex[:8]  # does not exist
+    sent = client.publish(daemon.prefix, "orders", b"payload \x01 " * 10,
+                          {"x-remaining-delay": 1000,
+                           "x-target-exchange": ex},
+                          message_id="m-1")
+    wait_parked(daemon, 1)
+
+    text = ctl(daemon, "errors").stdout
+    assert "1 parked message" in text
+    assert "target exchange '%s' does not exist" % ex in text
+    assert "exchange '%s', routing key 'orders'" % ex in text
+    assert "message-id: m-1" in text
+    assert "payload \\x01 payload" in text
+
+    e = parked(daemon)
+    assert e["total"] == 1 and e["shown"] == 1
+    m = e["messages"][0]
+    assert ex in m["reason"] and "does not exist" in m["reason"]
+    assert m["exchange"] == ex and m["routing_key"] == "orders"
+    assert m["message_id"] == "m-1" and m["queue"] is None
+    assert m["body_bytes"] == 100 and m["body"] == ("payload \x01 " * 6)[:60]
+    due = datetime.datetime.strptime(m["due"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    due = due.replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert abs(due - (sent + 1)) < 1, (due, sent)
+    assert m["due_ms"] == round(due * 1000)
+
+    # Still there, and shown again the same (but for the count of looks
+    # a quorum queue keeps).
+    ok = client.ch.queue_declare(daemon.prefix + ".error", passive=True)
+    assert ok.method.message_count == 1
+    again = parked(daemon)["messages"]
+    for x in again + e["messages"]:
+        x.pop("delivery_count")
+    assert again == e["messages"]
+
+
+def test_requeue_delivers_once_the_target_exists(client, daemon):
+    ex = "ex-" + uuid.uuid4().hex[:8]
+    client.publish(daemon.prefix, "orders", b"hello",
+                   {"x-remaining-delay": 1000, "x-target-exchange": ex,
+                    "tenant": "acme", "n": 7},
+                   message_id="m-1", correlation_id="c-1",
+                   content_type="text/plain", expiration="60000",
+                   delivery_mode=2)
+    wait_parked(daemon, 1)
+    client.ch.exchange_declare(ex, "direct")
+    q = client.queue()
+    client.ch.queue_bind(q, ex, "orders")
+
+    r = ctl(daemon, "requeue")
+    assert "requeued 1, left 0" in r.stdout
+    got = client.collect(q, 1, timeout=15)
+    assert len(got) == 1
+    _, props, body = got[0]
+    assert body == b"hello"
+    assert props.headers == {"tenant": "acme", "n": 7}
+    assert props.message_id == "m-1" and props.correlation_id == "c-1"
+    assert props.content_type == "text/plain"
+    assert props.expiration == "60000"
+    assert props.delivery_mode == 2
+    assert status(daemon)["error"]["messages"] == 0
+
+
+def test_requeue_keeps_a_due_time_still_ahead(client, daemon_factory):
+    """Parked on the way (here: its target was no longer allowed when it
+    came back from a delay queue), then requeued before its due time: it
+    waits for the rest of its delay, not a moment less."""
+    ladder = {"topology": {"resolution": "1s", "factor": "2",
+                           "levels": "3"}}  # 1s, 2s, 4s
+    a = daemon_factory(ladder)
+    ex, q = target(client)
+    sent = client.publish(a.prefix, "orders", b"on time",
+                          {"x-remaining-delay": "15s",
+                           "x-target-exchange": ex})
+    due = sent + 15
+    # The first hop is the 4 s level; take the daemon away meanwhile.
+    wait_status(a, lambda s: s["levels"][2]["messages"] == 1, timeout=10)
+    assert a.stop() == 0
+    b = daemon_factory({**ladder, "router": {"allowed_targets": "amq.*"}},
+                       prefix=a.prefix)
+    wait_parked(b, 1)
+    assert b.stop() == 0
+    m = parked(b)["messages"][0]
+    assert "allowed" in m["reason"]
+    assert abs(m["due_ms"] / 1000 - due) < 1
+
+    c = daemon_factory(ladder, prefix=a.prefix)
+    requeued = time.time()
+    r = ctl(c, "requeue")
+    assert "requeued 1, left 0" in r.stdout
+    assert requeued < due - 2, "the machine was too slow for this test"
+    got = client.collect(q, 1, timeout=30)
+    assert len(got) == 1 and got[0][2] == b"on time"
+    assert got[0][0] >= due, "delivered %.3fs early" % (due - got[0][0])
+    assert got[0][1].headers in (None, {})
+
+
+@pytest.mark.parametrize("queue_type", ["quorum", "classic"])
+def test_requeue_with_reason_leaves_the_others(client, daemon_factory,
+                                               queue_type):
+    daemon = daemon_factory({"topology": {"queue_type": queue_type}})
+    exs = ["ex-a-" + uuid.uuid4().hex[:8], "ex-b-" + uuid.uuid4().hex[:8]]
+    for i, ex in enumerate(exs):
+        client.publish(daemon.prefix, "orders", b"m%d" % i,
+                       {"x-remaining-delay": 1000, "x-target-exchange": ex},
+                       message_id="m%d" % i)
+    wait_parked(daemon, 2)
+    queues = []
+    for ex in exs:
+        client.ch.exchange_declare(ex, "direct")
+        queues.append(client.queue())
+        client.ch.queue_bind(queues[-1], ex, "orders")
+
+    # A dry run sends nothing.
+    r = ctl(daemon, "requeue", "--dry-run")
+    assert "would requeue 2, left 0" in r.stdout
+    assert [m["message_id"] for m in parked(daemon)["messages"]] == [
+        "m0", "m1"]
+
+    r = ctl(daemon, "requeue", "--reason", "'%s'" % exs[0])
+    assert "requeued 1, left 1" in r.stdout
+    got = client.collect(queues[0], 1, timeout=15)
+    assert [b for _, _, b in got] == [b"m0"]
+    e = parked(daemon)
+    assert [m["message_id"] for m in e["messages"]] == ["m1"]
+    assert exs[1] in e["messages"][0]["reason"]
+    assert client.drain(queues[1]) == []
+
+    r = ctl(daemon, "requeue", "--reason", "no such reason")
+    assert "requeued 0, left 1" in r.stdout
+    assert parked(daemon)["total"] == 1
+
+
+def test_requeue_sends_a_retry_that_gave_up_back_to_its_queue(client,
+                                                              daemon_factory):
+    d = daemon_factory({"retry": {"max_retries": "0"}})
+    work = client.queue(**{"x-dead-letter-exchange": d.prefix + ".retry"})
+    client.publish("", work, b"job", {"tenant": "acme"}, message_id="j1")
+    m, _, _ = client.ch.basic_get(work)
+    client.ch.basic_reject(m.delivery_tag, requeue=False)
+    wait_parked(d, 1)
+    e = parked(d)["messages"][0]
+    assert e["queue"] == work and "gave up" in e["reason"]
+
+    r = ctl(d, "requeue")
+    assert "requeued 1, left 0" in r.stdout
+    got = client.collect(work, 1, timeout=15)
+    assert len(got) == 1 and got[0][2] == b"job"
+    assert got[0][1].headers == {"tenant": "acme"}
+    assert got[0][1].message_id == "j1"
+
+
+def test_requeue_never_misroutes_a_message_without_its_routing_key(
+        client, daemon):
+    """Delivered straight from ingress, a message whose target is missing
+    is parked with the publisher's own headers; without
+    x-target-routing-key nothing in it says which routing key it had.
+    Such a message is either requeued to its target or left in P.error
+    with exit status 1, never sent anywhere else."""
+    ex = "ex-" + uuid.uuid4().hex[:8]
+    client.publish(daemon.prefix, "orders", b"now",
+                   {"x-remaining-delay": 0, "x-target-exchange": ex})
+    wait_parked(daemon, 1)
+    client.ch.exchange_declare(ex, "direct")
+    q = client.queue()
+    client.ch.queue_bind(q, ex, "orders")
+
+    m = parked(daemon)["messages"][0]
+    r = ctl(daemon, "requeue", rc=None)
+    if m["routing_key"] is None:
+        assert r.returncode == 1
+        assert "not recorded" in r.stdout and "left 1" in r.stdout
+        assert parked(daemon)["total"] == 1
+    else:
+        assert r.returncode == 0
+        assert len(client.collect(q, 1, timeout=15)) == 1
+    time.sleep(1)
+    assert parked(daemon)["total"] == (1 if m["routing_key"] is None else 0)
+
+
+def test_usage_errors_exit_2(daemon_factory):
+    d = daemon_factory(start=False)
+    assert ctl(d, rc=2).stderr
+    assert "unknown command" in ctl(d, "frobnicate", rc=2).stderr
+    assert ctl(d, "status", "--reason", "x", rc=2).stderr
+    assert ctl(d, "errors", "--limit", "0", rc=2).stderr
+    r = subprocess.run([CTL, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "requeue" in r.stdout
