@@ -74,6 +74,7 @@ struct route {
 	int has_expiration;
 	unsigned attempt;   /* retry attempt to stamp; 0: leave as it is */
 	int fresh;	    /* first sight: the publisher's own headers */
+	amqp_bytes_t in_routing_key; /* the key it was published with */
 	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
 	enum park_kind park;
 	char reason[256];

@@ -66,6 +66,9 @@ httpd_parse_listen(const char *listen, char *host, size_t hostsize, char *port,
 	return 0;
 }
 
+static void httpd_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 static void
 httpd_mhd_log(void *cls, const char *fmt, va_list ap)
 {

@@ -165,6 +165,7 @@ router_decide(const struct router_params *p, enum route_source src,
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
 	r->fresh = src == ROUTE_FROM_INGRESS;
+	r->in_routing_key = routing_key;
 	if (src == ROUTE_FROM_INGRESS) {
 		if (router_read_due(p, h, now, r) < 0 ||
 		    router_string(h, "x-target-exchange", p->default_exchange,
@@ -335,6 +336,12 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_value(&t, "x-cascade-cc", cc);
 		if (r->queue.len > 0)
 			headers_put_bytes(&t, "x-cascade-queue", r->queue);
+		/* Parked on first sight: the error queue's routing key is all
+		 * the broker keeps, so record the publisher's for a requeue. */
+		if (r->fresh &&
+		    headers_find(h, "x-cascade-routing-key") == NULL)
+			headers_put_bytes(&t, "x-cascade-routing-key",
+					  r->in_routing_key);
 		headers_put_bytes(&t, "x-cascade-error",
 				  amqp_cstring_bytes(r->reason));
 		break;

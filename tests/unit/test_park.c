@@ -397,7 +397,7 @@ Test(park, parked_on_ingress_keeps_x_deliver_at)
  * key is not in the message, and the daemon parks with the error queue's
  * name.  park_target says so; cascade-ctl leaves such a message alone.
  */
-Test(park, parked_on_ingress_without_a_routing_key_header)
+Test(park, parked_on_ingress_records_its_routing_key)
 {
 	struct tb t = {0};
 	amqp_basic_properties_t p, parked, back;
@@ -411,17 +411,19 @@ Test(park, parked_on_ingress_without_a_routing_key_header)
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(router_props(&p, &r, &pool, &parked), 0);
 
+	/* The error queue's routing key is all the broker keeps: the daemon
+	 * records the publisher's in x-cascade-routing-key. */
 	park_target(&parked, amqp_cstring_bytes(ERROR_QUEUE), &pt);
-	cr_assert(pt.routing_key_parked);
+	cr_assert_not(pt.routing_key_parked);
 	cr_assert_not(pt.has_exchange);
-	expect_bytes(pt.routing_key, ERROR_QUEUE);
+	expect_bytes(pt.routing_key, "orders");
 
-	/* Another broker path that keeps the routing key: it is used. */
-	cr_assert_eq(park_requeue_props(&parked, amqp_cstring_bytes("orders"),
+	cr_assert_eq(park_requeue_props(&parked, amqp_cstring_bytes(ERROR_QUEUE),
 	                                &pool, &back),
 	             0);
 	expect_hdr_str(&back.headers, "x-target-routing-key", "orders");
 	expect_no_hdr(&back.headers, "x-target-exchange");
+	expect_no_hdr(&back.headers, "x-cascade-routing-key");
 	expect_hdr_str(&back.headers, "x-remaining-delay", "soon");
 }
 
