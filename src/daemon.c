@@ -424,6 +424,7 @@ daemon_fail(struct daemon *d, const char *why)
 		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u",
 		  why, list_length(&d->inflight), list_length(&d->held),
 		  list_length(&d->retry), list_length(&d->paused));
+	sd_notifyf(0, "STATUS=reconnecting: %s", why);
 	ev_io_stop(d->loop, &d->io);
 	ev_idle_stop(d->loop, &d->more);
 	ev_timer_stop(d->loop, &d->heartbeat);
@@ -1327,6 +1328,7 @@ daemon_connect(struct daemon *d)
 	d->conn = broker_connect(d->cfg, err, sizeof(err));
 	if (d->conn == NULL) {
 		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
+		sd_notifyf(0, "STATUS=cannot connect to %s: %s", url, err);
 		goto retry;
 	}
 	if (topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
