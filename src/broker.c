@@ -3,7 +3,9 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <arpa/inet.h>
 #include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -75,6 +77,35 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 	}
 	amqp_ssl_socket_set_verify_peer(sock, verify);
 	amqp_ssl_socket_set_verify_hostname(sock, verify);
+	/*
+	 * rabbitmq-c's own host-name check reads only DNS names (SAN dNSName
+	 * and CN), so a URL with an IP address never matches a certificate's
+	 * IP address SAN.  For an IP address, OpenSSL checks it during chain
+	 * verification instead; a mismatch then reads "SSL peer cert
+	 * verification failed".
+	 */
+	if (verify) {
+		struct amqp_connection_info info;
+		unsigned char addr[sizeof(struct in6_addr)];
+		char url[CONFIG_STR_MAX];
+
+		memcpy(url, cfg->broker_url, sizeof(url));
+		if (amqp_parse_url(url, &info) == AMQP_STATUS_OK &&
+		    (inet_pton(AF_INET, info.host, addr) == 1 ||
+		     inet_pton(AF_INET6, info.host, addr) == 1)) {
+			SSL_CTX *ctx = amqp_ssl_socket_get_context(sock);
+			if (ctx == NULL ||
+			    X509_VERIFY_PARAM_set1_ip_asc(
+				    SSL_CTX_get0_param(ctx), info.host) != 1) {
+				snprintf(err, errsize,
+					 "cannot set up the check of IP "
+					 "address %s",
+					 info.host);
+				return NULL;
+			}
+			amqp_ssl_socket_set_verify_hostname(sock, 0);
+		}
+	}
 	if (cfg->broker_tls_ca_file[0] != '\0') {
 		if (amqp_ssl_socket_set_cacert(sock, cfg->broker_tls_ca_file) !=
 		    AMQP_STATUS_OK) {
