@@ -216,3 +216,126 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+# TLS: certificates made with the openssl command, and a second private
+# broker with a TLS listener, started only by the tests that ask for it.
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True,
+                   capture_output=True, text=True, timeout=60)
+
+
+def make_ca(directory, name, cn):
+    """A self-signed CA: name.pem and name.key in directory."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30",
+            "-subj", "/CN=" + cn, "-keyout", name + ".key",
+            "-out", name + ".pem",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            cwd=directory)
+
+
+def make_leaf(directory, name, ca, cn, extensions):
+    """A certificate for cn signed by the CA ca: name.pem and name.key."""
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=" + cn,
+            "-keyout", name + ".key", "-out", name + ".csr", cwd=directory)
+    with open(os.path.join(directory, name + ".ext"), "w") as f:
+        f.write("basicConstraints = CA:FALSE\n")
+        f.write("keyUsage = critical,digitalSignature\n")
+        for line in extensions:
+            f.write(line + "\n")
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem",
+            "-CAkey", ca + ".key", "-set_serial", "0x" + uuid.uuid4().hex,
+            "-days", "30", "-extfile", name + ".ext", "-out", name + ".pem",
+            cwd=directory)
+
+
+class Certs:
+    """Paths of the test PKI: .ca, .wrong_ca (an unrelated CA), the
+    broker's .server_cert/.server_key (SAN DNS:localhost only) and
+    .server_ip_cert/.server_ip_key (SAN DNS:localhost and IP:127.0.0.1),
+    .client_cert/.client_key signed by .ca, and .wrong_client_cert/
+    .wrong_client_key signed by .wrong_ca."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        make_ca(directory, "ca", "cascade test CA")
+        make_ca(directory, "wrong-ca", "unrelated test CA")
+        server = ["extendedKeyUsage = serverAuth"]
+        make_leaf(directory, "server", "ca", "localhost",
+                  server + ["subjectAltName = DNS:localhost"])
+        make_leaf(directory, "server-ip", "ca", "localhost",
+                  server + ["subjectAltName = DNS:localhost,IP:127.0.0.1"])
+        client = ["extendedKeyUsage = clientAuth"]
+        make_leaf(directory, "client", "ca", "cascade test client", client)
+        make_leaf(directory, "wrong-client", "wrong-ca",
+                  "cascade untrusted client", client)
+        p = lambda name: os.path.join(directory, name)  # noqa: E731
+        self.ca, self.wrong_ca = p("ca.pem"), p("wrong-ca.pem")
+        self.server_cert, self.server_key = p("server.pem"), p("server.key")
+        self.server_ip_cert = p("server-ip.pem")
+        self.server_ip_key = p("server-ip.key")
+        self.client_cert, self.client_key = p("client.pem"), p("client.key")
+        self.wrong_client_cert = p("wrong-client.pem")
+        self.wrong_client_key = p("wrong-client.key")
+
+
+class TlsBroker(Broker):
+    """A private broker with a TLS listener (verify_peer, client
+    certificate optional) at .tls_url (host localhost); .url is its plain
+    AMQP URL, .certs the test PKI (see Certs), also as attributes."""
+
+    def __init__(self, directory, url, tls_url, certs):
+        super().__init__(directory, url)
+        self.tls_url = tls_url
+        self.tls_port = int(tls_url.rsplit(":", 1)[1].split("/", 1)[0])
+        self.certs = certs
+        for k, v in vars(certs).items():
+            if k != "dir":
+                setattr(self, k, v)
+
+    def amqps_url(self, host="localhost", port=None):
+        return "amqps://guest:guest@%s:%d/%%2f" % (host,
+                                                    port or self.tls_port)
+
+    def add_tls_listener(self, certfile=None, keyfile=None,
+                         fail_if_no_peer_cert=False):
+        """Another TLS listener on 127.0.0.1 with the same CA and other
+        options, started in the running node (no restart): its port."""
+        port = free_port()
+        opts = "[{cacertfile, \"%s\"}, {certfile, \"%s\"}, " \
+               "{keyfile, \"%s\"}, {verify, verify_peer}, " \
+               "{fail_if_no_peer_cert, %s}]" % (
+                   self.ca, certfile or self.server_cert,
+                   keyfile or self.server_key,
+                   "true" if fail_if_no_peer_cert else "false")
+        out = self.ctl("eval", "rabbit_networking:start_ssl_listener("
+                       "{\"127.0.0.1\", %d}, %s, 1)." % (port, opts))
+        assert out.stdout.strip() == "ok", out.stdout + out.stderr
+        return port
+
+
+@pytest.fixture(scope="session")
+def tls_broker():
+    directory = tempfile.mkdtemp(prefix="cascade-tls-")
+    os.makedirs(os.path.join(directory, "certs"))
+    certs = Certs(os.path.join(directory, "certs"))
+    env = dict(os.environ, RABBITMQ_PRIVATE_TLS=certs.dir)
+    node = os.path.join(directory, "node")
+    try:
+        out = subprocess.run([BROKER_SCRIPT, "start", node], check=True,
+                             capture_output=True, text=True, timeout=150,
+                             env=env)
+    except subprocess.CalledProcessError as e:
+        pytest.fail("private RabbitMQ with TLS did not start: " + e.stderr)
+    lines = out.stdout.split()
+    assert len(lines) == 2 and lines[1].startswith(
+        "amqps://guest:guest@localhost:"), out.stdout
+    b = TlsBroker(node, lines[0], lines[1], certs)
+    yield b
+    subprocess.run([BROKER_SCRIPT, "stop", node], capture_output=True,
+                   timeout=120)
+    shutil.rmtree(directory, ignore_errors=True)
