@@ -18,10 +18,15 @@
 #define BROKER_SETUP_TIMEOUT 10
 
 /*
- * Open a connection to cfg's URL, log in (announcing connection.blocked and
+ * Open a connection to url (one of cfg's), log in (announcing connection.blocked and
  * publisher confirms), and open both channels.  Returns NULL with a reason in
  * err on failure.
  */
+amqp_connection_state_t broker_connect_url(const struct config *cfg,
+					   const char *url, char *err,
+					   size_t errsize);
+
+/* The same with each URL of [broker] url in turn, until one connects. */
 amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
 				       size_t errsize);
 

@@ -42,7 +42,9 @@ enum tail_mode {
  */
 #define CONFIG_KEYS(X)                                                         \
 	X(broker, url, STR, "amqp://guest:guest@127.0.0.1:5672/%2f", 1,        \
-	  CONFIG_STR_MAX - 1, NULL, "AMQP URL; amqps:// for TLS")              \
+	  CONFIG_STR_MAX - 1, NULL,                                            \
+	  "AMQP URL, amqps:// for TLS; several (a cluster's nodes), apart by " \
+	  "blanks or commas, are tried in turn")                               \
 	X(broker, password_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,         \
 	  "file whose first line is the password; replaces the URL's")         \
 	X(broker, tls_ca_file, STR, "", 0, CONFIG_STR_MAX - 1, NULL,           \
@@ -138,7 +140,17 @@ int config_load_string(struct config *cfg, const char *name, const char *text,
 int config_target_allowed(const struct config *cfg, const char *exchange,
 			  size_t len);
 
-/* Broker URL with its password replaced by "***", for logs. */
+/*
+ * The i-th URL of [broker] url (0-based) into out; -1 past the last.
+ * config_load has checked that there is at least one and each parses.
+ */
+int config_broker_url(const struct config *cfg, unsigned i, char *out,
+		      size_t size);
+
+/* How many URLs [broker] url holds. */
+unsigned config_broker_url_count(const struct config *cfg);
+
+/* Broker URL(s) with every password replaced by "***", for logs. */
 void config_mask_url(const char *url, char *out, size_t size);
 
 #endif

@@ -66,7 +66,8 @@ broker_check(amqp_connection_state_t conn, const char *what, char *err,
  */
 static amqp_socket_t *
 broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
-		  char *err, size_t errsize)
+		  const struct amqp_connection_info *info, char *err,
+		  size_t errsize)
 {
 	amqp_socket_t *sock = amqp_ssl_socket_new(conn);
 	int verify = cfg->broker_tls_verify == TLS_VERIFY_YES;
@@ -85,22 +86,18 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 	 * verification failed".
 	 */
 	if (verify) {
-		struct amqp_connection_info info;
 		unsigned char addr[sizeof(struct in6_addr)];
-		char url[CONFIG_STR_MAX];
 
-		memcpy(url, cfg->broker_url, sizeof(url));
-		if (amqp_parse_url(url, &info) == AMQP_STATUS_OK &&
-		    (inet_pton(AF_INET, info.host, addr) == 1 ||
-		     inet_pton(AF_INET6, info.host, addr) == 1)) {
+		if (inet_pton(AF_INET, info->host, addr) == 1 ||
+		    inet_pton(AF_INET6, info->host, addr) == 1) {
 			SSL_CTX *ctx = amqp_ssl_socket_get_context(sock);
 			if (ctx == NULL ||
 			    X509_VERIFY_PARAM_set1_ip_asc(
-				    SSL_CTX_get0_param(ctx), info.host) != 1) {
+				    SSL_CTX_get0_param(ctx), info->host) != 1) {
 				snprintf(err, errsize,
 					 "cannot set up the check of IP "
 					 "address %s",
-					 info.host);
+					 info->host);
 				return NULL;
 			}
 			amqp_ssl_socket_set_verify_hostname(sock, 0);
@@ -139,6 +136,31 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 amqp_connection_state_t
 broker_connect(const struct config *cfg, char *err, size_t errsize)
 {
+	amqp_connection_state_t conn = NULL;
+	char url[CONFIG_STR_MAX], masked[CONFIG_STR_MAX], why[512];
+	size_t len = 0;
+
+	if (errsize > 0)
+		err[0] = '\0';
+	/* Each URL in turn; the error names every one that failed. */
+	for (unsigned i = 0;
+	     conn == NULL && config_broker_url(cfg, i, url, sizeof(url)) == 0;
+	     i++) {
+		conn = broker_connect_url(cfg, url, why, sizeof(why));
+		if (conn == NULL && len < errsize) {
+			config_mask_url(url, masked, sizeof(masked));
+			len += (size_t)snprintf(err + len, errsize - len,
+						"%s%s: %s", i ? "; " : "",
+						masked, why);
+		}
+	}
+	return conn;
+}
+
+amqp_connection_state_t
+broker_connect_url(const struct config *cfg, const char *broker_url,
+		   char *err, size_t errsize)
+{
 	struct amqp_connection_info info;
 	struct timeval tv = {BROKER_SETUP_TIMEOUT, 0};
 	amqp_connection_state_t conn;
@@ -149,7 +171,7 @@ broker_connect(const struct config *cfg, char *err, size_t errsize)
 	amqp_table_t caps_t = {5, caps}, props_t = {2, props};
 	int status;
 
-	memcpy(url, cfg->broker_url, sizeof(url));
+	snprintf(url, sizeof(url), "%s", broker_url);
 	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "bad broker URL");
 		return NULL;
@@ -159,7 +181,7 @@ broker_connect(const struct config *cfg, char *err, size_t errsize)
 		snprintf(err, errsize, "out of memory");
 		return NULL;
 	}
-	sock = info.ssl ? broker_tls_socket(conn, cfg, err, errsize)
+	sock = info.ssl ? broker_tls_socket(conn, cfg, &info, err, errsize)
 			: amqp_tcp_socket_new(conn);
 	if (sock == NULL) {
 		if (!info.ssl)

@@ -421,7 +421,7 @@ read_first_line(const char *path, char *out, size_t size, const char **why)
 
 /* The password, and the TLS files when the URL is amqps://. */
 static void
-config_check_secrets(struct config_parse *p, const char *scheme_url)
+config_check_secrets(struct config_parse *p, int tls_url)
 {
 	struct config *cfg = p->cfg;
 	const char *env = getenv("CASCADE_BROKER_PASSWORD"), *why;
@@ -437,7 +437,6 @@ config_check_secrets(struct config_parse *p, const char *scheme_url)
 		{"broker.tls_key_file", offsetof(struct config, broker_tls_key_file),
 		 offsetof(struct config, broker_tls_key_file_line)},
 	};
-	int tls_url = strncmp(scheme_url, "amqps://", 8) == 0;
 
 	if (env != NULL && *env != '\0') {
 		if (strlen(env) >= sizeof(cfg->broker_password)) {
@@ -465,7 +464,7 @@ config_check_secrets(struct config_parse *p, const char *scheme_url)
 			continue;
 		if (!tls_url) {
 			config_error(p, line, tls[i].key,
-				     "set, but the broker URL is not amqps://");
+				     "set, but no broker URL is amqps://");
 			continue;
 		}
 		fp = fopen(path, "r");
@@ -531,6 +530,7 @@ config_check(struct config_parse *p)
 	struct ladder ladder;
 	const char *env, *why;
 	char url[CONFIG_STR_MAX];
+	int tls_url = 0;
 
 	env = getenv("CASCADE_BROKER_URL");
 	if (env != NULL && *env != '\0') {
@@ -541,14 +541,26 @@ config_check(struct config_parse *p)
 			cfg->broker_url_line = 0;
 		}
 	}
-	/* amqp_parse_url cuts its argument apart: give it a copy. */
-	memcpy(url, cfg->broker_url, sizeof(url));
-	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK)
+	for (unsigned i = 0;
+	     config_broker_url(cfg, i, url, sizeof(url)) == 0; i++) {
+		char masked[CONFIG_STR_MAX];
+		config_mask_url(url, masked, sizeof(masked));
+		/* amqp_parse_url cuts its argument apart: it gets url, a copy. */
+		if (amqp_parse_url(url, &info) != AMQP_STATUS_OK)
+			config_error(p, cfg->broker_url_line,
+				     cfg->broker_url_line ? "broker.url"
+							  : "CASCADE_BROKER_URL",
+				     "not an amqp:// or amqps:// URL: \"%s\"",
+				     masked);
+		else if (info.ssl)
+			tls_url = 1;
+	}
+	if (config_broker_url_count(cfg) == 0)
 		config_error(p, cfg->broker_url_line,
 			     cfg->broker_url_line ? "broker.url"
 						  : "CASCADE_BROKER_URL",
-			     "not an amqp:// or amqps:// URL");
-	config_check_secrets(p, cfg->broker_url);
+			     "no URL");
+	config_check_secrets(p, tls_url);
 	if (!prefix_valid(cfg->topology_prefix))
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
 			     "use only letters, digits and . - _ :");
@@ -655,21 +667,79 @@ config_load_string(struct config *cfg, const char *name, const char *text,
 	return config_parse_any(cfg, &p);
 }
 
+/* One URL, s[0..n), masked, appended to out. */
+static void
+mask_one(const char *s, size_t n, char *out, size_t size)
+{
+	size_t len = strlen(out);
+	const char *scheme = NULL, *at = NULL, *colon = NULL;
+
+	for (size_t i = 0; i + 3 <= n && scheme == NULL; i++)
+		if (memcmp(s + i, "://", 3) == 0)
+			scheme = s + i;
+	if (scheme != NULL) {
+		scheme += 3;
+		at = memchr(scheme, '@', n - (size_t)(scheme - s));
+		if (at != NULL)
+			colon = memchr(scheme, ':', (size_t)(at - scheme));
+	}
+	if (colon == NULL)
+		snprintf(out + len, size - len, "%.*s", (int)n, s);
+	else
+		snprintf(out + len, size - len, "%.*s:***%.*s",
+			 (int)(colon - s), s, (int)(n - (size_t)(at - s)), at);
+}
+
 void
 config_mask_url(const char *url, char *out, size_t size)
 {
-	const char *scheme = strstr(url, "://");
-	const char *at, *colon;
+	const char *p = url;
 
-	snprintf(out, size, "%s", url);
-	if (scheme == NULL)
+	if (size == 0)
 		return;
-	scheme += 3;
-	at = strchr(scheme, '@');
-	if (at == NULL)
-		return;
-	colon = memchr(scheme, ':', (size_t)(at - scheme));
-	if (colon == NULL)
-		return;
-	snprintf(out, size, "%.*s:***%s", (int)(colon - url), url, at);
+	out[0] = '\0';
+	/* Every URL of a list, and what separates them, as it was. */
+	while (*p != '\0') {
+		size_t sep = strspn(p, ", \t"), n, len = strlen(out);
+		snprintf(out + len, size - len, "%.*s", (int)sep, p);
+		p += sep;
+		n = strcspn(p, ", \t");
+		if (n > 0)
+			mask_one(p, n, out, size);
+		p += n;
+	}
+}
+
+int
+config_broker_url(const struct config *cfg, unsigned i, char *out,
+		  size_t size)
+{
+	const char *p = cfg->broker_url;
+	size_t n;
+
+	for (;;) {
+		p += strspn(p, ", \t");
+		n = strcspn(p, ", \t");
+		if (n == 0)
+			return -1;
+		if (i-- == 0)
+			break;
+		p += n;
+	}
+	if (n >= size)
+		return -1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 0;
+}
+
+unsigned
+config_broker_url_count(const struct config *cfg)
+{
+	char url[CONFIG_STR_MAX];
+	unsigned n = 0;
+
+	while (config_broker_url(cfg, n, url, sizeof(url)) == 0)
+		n++;
+	return n;
 }

@@ -6,6 +6,7 @@ flight, and counts what arrives."""
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -142,11 +143,24 @@ def check(r):
     assert r["early"] == 0, r
 
 
+_daemons = []
+
+
+@pytest.fixture(autouse=True)
+def _no_daemon_outlives_its_test():
+    """A failed assertion must not leave a daemon retrying forever."""
+    yield
+    while _daemons:
+        _daemons.pop().kill()
+
+
 def fast_daemon(broker, tmp_path, prefix=None, **sections):
     s = {"broker": {"reconnect_max": "1s"}}
     for k, v in sections.items():
         s.setdefault(k, {}).update(v)
-    return Daemon(broker, str(tmp_path), s, prefix)
+    d = Daemon(broker, str(tmp_path), s, prefix)
+    _daemons.append(d)
+    return d
 
 
 def test_kill_9_and_restart(fault_broker, tmp_path):
@@ -352,17 +366,28 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         status = nodes[0].ctl("cluster_status").stdout
         assert all("cascade-%s-%s@localhost" % (tag, n) in status
                    for n in "abc")
-        d = fast_daemon(nodes[0], tmp_path).start()
+        # The daemon knows two nodes; the publisher and the consumer use
+        # the third.  The node the daemon is connected to is stopped, so it
+        # must go on through the other.
+        d = fast_daemon(nodes[0], tmp_path, broker={
+            "url": "%s, %s" % (nodes[0].url, nodes[2].url)}).start()
         members = nodes[0].ctl("list_queues", "name", "members").stdout
         assert "cascade-%s-c@localhost" % tag in members
+        first_url = re.search(r"msg=ready url=(\S+)", d.log()).group(1)
+        port = int(re.search(r":(\d+)/", first_url).group(1))
+        victim = [b for b in (nodes[0], nodes[2])
+                  if ":%d/" % port in b.url][0]
         q = "cluster-" + d.prefix
         col = Collector(nodes[1].url, q)
         col.start()
         sent = publish_batch(nodes[1].url, d.prefix, q, 300)
         time.sleep(1.5)
-        stop_broker(nodes[2])
+        stop_broker(victim)
+        d.wait_log("msg=ready", timeout=60, count=2)
+        second_url = re.findall(r"msg=ready url=(\S+)", d.log())[1]
+        assert second_url != first_url, d.log()
         col.wait_for(set(sent), timeout=40)
-        check(report("3-node cluster, one node stopped", sent,
+        check(report("3-node cluster, the daemon's node stopped", sent,
                      col.arrivals))
         assert d.stop() == 0
     finally:

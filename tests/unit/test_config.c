@@ -654,7 +654,7 @@ Test(config, tls_files_need_amqps)
 	snprintf(text, sizeof(text),
 		 "[broker]\nurl = amqp://localhost/\ntls_ca_file = %s\n", path);
 	load_bad(text);
-	expect_error("test.ini:3: broker.tls_ca_file: ", "not amqps://");
+	expect_error("test.ini:3: broker.tls_ca_file: ", "no broker URL is amqps://");
 	snprintf(text, sizeof(text),
 		 "[broker]\nurl = amqps://localhost/\ntls_ca_file = %s\n",
 		 path);
@@ -667,9 +667,14 @@ Test(config, tls_files_must_exist_and_come_in_pairs)
 	load_bad("[broker]\nurl = amqps://localhost/\n"
 		 "tls_ca_file = /nonexistent/ca.pem\n");
 	expect_error("test.ini:3: broker.tls_ca_file: ", "/nonexistent/ca.pem");
-	load_bad("[broker]\nurl = amqps://localhost/\n"
-		 "tls_cert_file = /etc/hostname\n");
+	char text[256], *path = temp_file("pem\n");
+
+	snprintf(text, sizeof(text),
+		 "[broker]\nurl = amqps://localhost/\ntls_cert_file = %s\n",
+		 path);
+	load_bad(text);
 	expect_error("test.ini:3: broker.tls_cert_file: ", "both");
+	unlink(path);
 }
 
 Test(config, tls_verify)
@@ -735,4 +740,41 @@ Test(config, tail_margin)
 	cr_assert_eq(cfg.router_tail_margin, 250);
 	load_ok("[router]\ntail_margin = 0ms\n");
 	cr_assert_eq(cfg.router_tail_margin, 0);
+}
+
+Test(config, several_broker_urls)
+{
+	char url[CONFIG_STR_MAX], masked[512];
+
+	load_ok("[broker]\nurl = amqp://u:p1@a:5672/%2f, amqp://u:p2@b/%2f "
+		"amqp://c\n");
+	cr_assert_eq(config_broker_url_count(&cfg), 3);
+	cr_assert_eq(config_broker_url(&cfg, 0, url, sizeof(url)), 0);
+	cr_assert_str_eq(url, "amqp://u:p1@a:5672/%2f");
+	cr_assert_eq(config_broker_url(&cfg, 2, url, sizeof(url)), 0);
+	cr_assert_str_eq(url, "amqp://c");
+	cr_assert_eq(config_broker_url(&cfg, 3, url, sizeof(url)), -1);
+	config_mask_url(cfg.broker_url, masked, sizeof(masked));
+	cr_assert_str_eq(masked, "amqp://u:***@a:5672/%2f, amqp://u:***@b/%2f "
+				 "amqp://c");
+}
+
+Test(config, one_bad_url_among_several)
+{
+	load_bad("[broker]\nurl = amqp://a, http://u:secret@b\n");
+	expect_error("test.ini:2: broker.url: ", "http://u:***@b");
+	cr_assert_null(strstr(err, "secret"), "%s", err);
+	load_bad("[broker]\nurl = ,\n");
+	expect_error("test.ini:2: broker.url: ", "no URL");
+}
+
+Test(config, tls_files_with_one_amqps_url_among_several)
+{
+	char text[256], *path = temp_file("pem\n");
+
+	snprintf(text, sizeof(text),
+		 "[broker]\nurl = amqp://a amqps://b\ntls_ca_file = %s\n",
+		 path);
+	load_ok(text);
+	unlink(path);
 }
