@@ -43,7 +43,12 @@
 #define RETRY_MAX_MS 10000
 #define XCACHE_SIZE 256		/* target exchanges remembered */
 #define XCACHE_TTL_MS 10000	/* how long "it exists" is believed */
-#define FRAMES_PER_CALLBACK 4096
+/*
+ * Frames read per callback before the loop gets a turn: small enough that a
+ * burst from the broker (a level expiring at once) cannot hold up the timers
+ * of held messages for long, large enough to batch acks.
+ */
+#define FRAMES_PER_CALLBACK 64
 
 enum message_state {
 	MESSAGE_ASSEMBLING,
@@ -145,6 +150,8 @@ struct daemon {
 	int stopping;
 	int exit_code;
 	int notified_ready; /* told systemd READY=1 */
+	unsigned urls;	    /* how many [broker] url holds */
+	unsigned url_next;  /* the next to try, modulo urls */
 
 	struct httpd *httpd;
 	struct metrics m;
@@ -419,6 +426,7 @@ daemon_fail(struct daemon *d, const char *why)
 	if (d->broken)
 		return;
 	d->broken = 1;
+	d->url_next++;
 	/* What we drop is redelivered by the broker: say how much. */
 	log_error("connection_lost",
 		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u",
@@ -966,6 +974,8 @@ daemon_hold(struct daemon *d, struct message *m)
 	m->daemon = d;
 	m->state = MESSAGE_HELD;
 	ev_timer_init(&m->hold, on_hold, (double)m->route.left / 1000.0, 0.);
+	/* Due now: before the frames waiting in the same loop iteration. */
+	ev_set_priority(&m->hold, EV_MAXPRI);
 	ev_timer_start(d->loop, &m->hold);
 	TAILQ_INSERT_TAIL(&d->held, m, link);
 }
@@ -1321,11 +1331,16 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 static void
 daemon_connect(struct daemon *d)
 {
-	char err[512], url[CONFIG_STR_MAX];
+	char err[512], url[CONFIG_STR_MAX], raw[CONFIG_STR_MAX];
 	int hb;
 
-	config_mask_url(d->cfg->broker_url, url, sizeof(url));
-	d->conn = broker_connect(d->cfg, err, sizeof(err));
+	/* With several URLs (a cluster's nodes), each attempt after a
+	 * failure or a lost connection goes to the next one. */
+	if (config_broker_url(d->cfg, d->url_next % d->urls, raw,
+			      sizeof(raw)) < 0)
+		fatalx("bad_url", " index=%u", d->url_next);
+	config_mask_url(raw, url, sizeof(url));
+	d->conn = broker_connect_url(d->cfg, raw, err, sizeof(err));
 	if (d->conn == NULL) {
 		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
 		sd_notifyf(0, "STATUS=cannot connect to %s: %s", url, err);
@@ -1382,6 +1397,7 @@ fail:
 	amqp_destroy_connection(d->conn);
 	d->conn = NULL;
 retry:
+	d->url_next++;
 	if (d->stopping) {
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
@@ -1594,6 +1610,9 @@ daemon_run(const struct config *cfg)
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
+	/* Daemons sharing a list start on different nodes. */
+	d->urls = config_broker_url_count(cfg);
+	d->url_next = (unsigned)rand();
 
 	ev_init(&d->io, on_io);
 	ev_idle_init(&d->more, on_more);
