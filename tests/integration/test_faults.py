@@ -154,11 +154,11 @@ def _no_daemon_outlives_its_test():
         _daemons.pop().kill()
 
 
-def fast_daemon(broker, tmp_path, prefix=None, **sections):
+def fast_daemon(node, tmp_path, prefix=None, **sections):
     s = {"broker": {"reconnect_max": "1s"}}
     for k, v in sections.items():
         s.setdefault(k, {}).update(v)
-    d = Daemon(broker, str(tmp_path), s, prefix)
+    d = Daemon(node, str(tmp_path), s, prefix)
     _daemons.append(d)
     return d
 
