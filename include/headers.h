@@ -34,6 +34,10 @@ int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
 /* Whether a header is routing state that must not reach the target. */
 int headers_is_routing(amqp_bytes_t key);
 
+/* Is key exactly name; does it start with prefix? */
+int headers_key_is(amqp_bytes_t key, const char *name);
+int headers_key_prefix(amqp_bytes_t key, const char *prefix);
+
 /*
  * Copy the entries of in that `drop` does not reject into out, with room for
  * `extra` more entries that the caller appends at out->num_entries.  Entries

@@ -302,3 +302,19 @@ headers_equal(const amqp_table_t *a, const amqp_table_t *b)
 			return 0;
 	return 1;
 }
+
+int
+headers_key_is(amqp_bytes_t key, const char *name)
+{
+	size_t n = strlen(name);
+
+	return key.len == n && (n == 0 || memcmp(key.bytes, name, n) == 0);
+}
+
+int
+headers_key_prefix(amqp_bytes_t key, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return key.len >= n && (n == 0 || memcmp(key.bytes, prefix, n) == 0);
+}

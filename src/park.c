@@ -5,22 +5,6 @@
 
 #include "headers.h"
 
-static int
-key_is(amqp_bytes_t key, const char *name)
-{
-	size_t n = strlen(name);
-
-	return key.len == n && memcmp(key.bytes, name, n) == 0;
-}
-
-static int
-key_prefix(amqp_bytes_t key, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return key.len >= n && memcmp(key.bytes, prefix, n) == 0;
-}
-
 static const amqp_table_t *
 park_headers(const amqp_basic_properties_t *props)
 {
@@ -80,24 +64,24 @@ park_keeps(const struct park_target *t, amqp_bytes_t key)
 {
 	const char *k = key.bytes;
 
-	if (key_is(key, "CC") || key_is(key, "BCC"))
+	if (headers_key_is(key, "CC") || headers_key_is(key, "BCC"))
 		return 0; /* x-cascade-cc has the CC that counts */
 	if (key.len < 2 || k[0] != 'x' || k[1] != '-')
 		return 1;
-	if (key_is(key, "x-death") || key_is(key, "x-delivery-count") ||
-	    key_prefix(key, "x-first-death-") ||
-	    key_prefix(key, "x-last-death-"))
+	if (headers_key_is(key, "x-death") || headers_key_is(key, "x-delivery-count") ||
+	    headers_key_prefix(key, "x-first-death-") ||
+	    headers_key_prefix(key, "x-last-death-"))
 		return 0;
 	if (t->has_due &&
-	    (key_is(key, "x-remaining-delay") || key_is(key, "x-delay") ||
-	     key_is(key, "x-deliver-at")))
+	    (headers_key_is(key, "x-remaining-delay") || headers_key_is(key, "x-delay") ||
+	     headers_key_is(key, "x-deliver-at")))
 		return 0;
-	if (key_is(key, "x-cascade-attempt"))
+	if (headers_key_is(key, "x-cascade-attempt"))
 		return !t->retry_gave_up;
 	/* The daemon's state; what the publisher and worker keep (the
 	 * user-id) stays. */
-	return !key_prefix(key, "x-cascade-") ||
-	       key_is(key, "x-cascade-user-id");
+	return !headers_key_prefix(key, "x-cascade-") ||
+	       headers_key_is(key, "x-cascade-user-id");
 }
 
 int

@@ -260,38 +260,22 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 		r->left = 0;
 }
 
-static int
-key_is(amqp_bytes_t key, const char *name)
-{
-	size_t n = strlen(name);
-
-	return key.len == n && memcmp(key.bytes, name, n) == 0;
-}
-
-static int
-key_prefix(amqp_bytes_t key, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return key.len >= n && memcmp(key.bytes, prefix, n) == 0;
-}
-
 /* Whether an input header is left out of the publish for route r. */
 static int
 router_drops(const struct route *r, amqp_bytes_t key)
 {
 	/* Sender-selected distribution: CC and BCC would copy the message
 	 * into other queues on every hop; x-cascade-cc carries CC. */
-	if (key_is(key, "CC") || key_is(key, "BCC"))
+	if (headers_key_is(key, "CC") || headers_key_is(key, "BCC"))
 		return 1;
 	/* A publisher cannot name itself: only a checked user-id counts. */
-	if (r->fresh && key_is(key, "x-cascade-user-id"))
+	if (r->fresh && headers_key_is(key, "x-cascade-user-id"))
 		return 1;
 	if (r->action == ROUTE_PARK)
-		return key_is(key, "x-cascade-error") || key_is(key, "x-death") ||
-		       key_prefix(key, "x-first-death-") ||
-		       key_prefix(key, "x-last-death-");
-	if (r->attempt > 0 && key_is(key, "x-cascade-attempt"))
+		return headers_key_is(key, "x-cascade-error") || headers_key_is(key, "x-death") ||
+		       headers_key_prefix(key, "x-first-death-") ||
+		       headers_key_prefix(key, "x-last-death-");
+	if (r->attempt > 0 && headers_key_is(key, "x-cascade-attempt"))
 		return 1;
 	return headers_is_routing(key);
 }
