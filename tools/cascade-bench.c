@@ -154,13 +154,15 @@ die_reply(amqp_connection_state_t conn, const char *what)
 	exit(1);
 }
 
-/* A plain durable quorum queue. */
+/* A plain durable queue, quorum unless --target-type says otherwise. */
+static const char *target_type = "quorum";
+
 static void
 declare(amqp_connection_state_t conn, const char *name)
 {
 	amqp_table_entry_t e = {amqp_cstring_bytes("x-queue-type"),
 				{AMQP_FIELD_KIND_UTF8,
-				 {.bytes = {6, (void *)"quorum"}}}};
+				 {.bytes = amqp_cstring_bytes(target_type)}}};
 	amqp_table_t args = {1, &e};
 
 	amqp_queue_declare(conn, CH_PUB, amqp_cstring_bytes(name), 0, 1, 0, 0,
@@ -407,6 +409,8 @@ usage(FILE *fp)
 		"as confirms allow)\n"
 		"  -d, --delay D|LO-HI   fixed or uniform delay (default 0)\n"
 		"  -q, --queue NAME      target queue (default bench.target)\n"
+		"      --target-type T   its type: quorum (default) or "
+		"classic\n"
 		"  -p, --prefix P        cascade's exchange (default: config's)\n"
 		"      --hops N          hops per message, for hops/s "
 		"(default 4)\n"
@@ -443,6 +447,7 @@ main(int argc, char *argv[])
 		{"unit", required_argument, NULL, 'U'},
 		{"json", required_argument, NULL, 'J'},
 		{"plot", required_argument, NULL, 'P'},
+		{"target-type", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -557,6 +562,15 @@ main(int argc, char *argv[])
 			break;
 		case 'P':
 			o.plot = optarg;
+			break;
+		case 'T':
+			if (strcmp(optarg, "quorum") != 0 &&
+			    strcmp(optarg, "classic") != 0) {
+				fprintf(stderr, "cascade-bench: --target-type: "
+						"quorum or classic\n");
+				return 2;
+			}
+			target_type = optarg;
 			break;
 		case 'h':
 			usage(stdout);
