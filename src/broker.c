@@ -4,6 +4,7 @@
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <arpa/inet.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <stdio.h>
@@ -58,6 +59,25 @@ broker_check(amqp_connection_state_t conn, const char *what, char *err,
 		return 0;
 	broker_reply_string(r, what, err, errsize);
 	return -1;
+}
+
+/*
+ * rabbitmq-c reports any TLS failure as "a SSL error occurred"; OpenSSL's
+ * error queue says which (a refused client certificate, an unknown CA), so
+ * append its last entry to err and empty the queue.
+ */
+static void
+broker_tls_detail(char *err, size_t errsize)
+{
+	unsigned long e = ERR_peek_last_error();
+	size_t len = strlen(err);
+
+	if (e != 0 && len + 4 < errsize) {
+		const char *reason = ERR_reason_error_string(e);
+		if (reason != NULL)
+			snprintf(err + len, errsize - len, " (%s)", reason);
+	}
+	ERR_clear_error();
 }
 
 /*
@@ -181,6 +201,8 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 		snprintf(err, errsize, "out of memory");
 		return NULL;
 	}
+	if (info.ssl)
+		ERR_clear_error();
 	sock = info.ssl ? broker_tls_socket(conn, cfg, &info, err, errsize)
 			: amqp_tcp_socket_new(conn);
 	if (sock == NULL) {
@@ -192,6 +214,8 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	if (status != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "connect to %s:%d: %s", info.host,
 			 info.port, amqp_error_string2(status));
+		if (info.ssl)
+			broker_tls_detail(err, errsize);
 		goto fail;
 	}
 	amqp_set_handshake_timeout(conn, &tv);
@@ -226,6 +250,8 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 		cfg->broker_password_set ? cfg->broker_password : info.password);
 	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
 		broker_reply_string(r, "login", err, errsize);
+		if (info.ssl)
+			broker_tls_detail(err, errsize);
 		goto fail;
 	}
 	amqp_channel_open(conn, BROKER_CH_WORK);
