@@ -387,8 +387,15 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         second_url = re.findall(r"msg=ready url=(\S+)", d.log())[1]
         assert second_url != first_url, d.log()
         col.wait_for(set(sent), timeout=40)
-        check(report("3-node cluster, the daemon's node stopped", sent,
-                     col.arrivals))
+        r = report("3-node cluster, the daemon's node stopped", sent,
+                   col.arrivals)
+        if r["lost"]:
+            # Where the missing messages are waiting, for the failure report.
+            print(nodes[1].ctl("list_queues", "name", "type", "messages",
+                               "messages_unacknowledged", "leader",
+                               "online").stdout)
+            print(d.log()[-6000:])
+        check(r)
         assert d.stop() == 0
     finally:
         for b in nodes:
