@@ -386,7 +386,12 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         d.wait_log("msg=ready", timeout=60, count=2)
         second_url = re.findall(r"msg=ready url=(\S+)", d.log())[1]
         assert second_url != first_url, d.log()
-        col.wait_for(set(sent), timeout=40)
+        # Quorum queues whose leader was on the stopped node elect a new
+        # one, whose dead-letter worker then takes over the expired
+        # messages.  In one full-suite run 61 of 300 had not arrived 40 s
+        # after the daemon reconnected (alone, the test passes); what is
+        # checked is that none is lost or early, so give recovery time.
+        col.wait_for(set(sent), timeout=120)
         r = report("3-node cluster, the daemon's node stopped", sent,
                    col.arrivals)
         if r["lost"]:
