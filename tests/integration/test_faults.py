@@ -3,6 +3,7 @@ broker restarts, cut connections, full queues, two daemons and a node of a
 three-node cluster going away.  Each test publishes a few hundred messages
 with delays over several ladder levels, injects its fault while they are in
 flight, and counts what arrives."""
+import glob
 import json
 import os
 import random
@@ -352,6 +353,39 @@ def test_two_daemons_one_killed(fault_broker, tmp_path):
     assert a.stop() == 0
 
 
+# Per quorum queue, from this node's own replica: messages ready, checked
+# out to a consumer, expired and waiting for the queue's at-least-once
+# dead-letter worker (num_discarded), and handed to that worker but not yet
+# confirmed by the dead-letter target (num_discard_checked_out).
+DLX_OVERVIEW = """
+[begin
+   {RaName, _} = amqqueue:get_pid(Q),
+   O = case catch ra:local_query({RaName, node()},
+                                 fun rabbit_fifo:overview/1) of
+           {ok, {_, M}, _} -> M;
+           _ -> #{}
+       end,
+   {element(4, amqqueue:get_name(Q)),
+    [maps:get(K, O, -1) || K <- [num_ready_messages, num_checked_out,
+                                 num_discarded, num_discard_checked_out]]}
+ end
+ || Q <- rabbit_amqqueue:list(), amqqueue:get_type(Q) =:= rabbit_quorum_queue].
+"""
+
+
+def dead_letter_backlog(node, prefix):
+    """{queue: (ready, checked_out, discarded, discard_checked_out)} for the
+    quorum queues named prefix.*, or {} when the node cannot say."""
+    out = node.ctl("eval", DLX_OVERVIEW, check=False).stdout
+    print(out)
+    found = {}
+    for name, nums in re.findall(r'\{<<"([^"]+)">>,\s*\[([-\d,\s]+)\]\}',
+                                 out):
+        if name.startswith(prefix + "."):
+            found[name] = tuple(int(n) for n in nums.split(","))
+    return found
+
+
 def test_three_node_cluster_one_node_stopped(tmp_path):
     cookie = uuid.uuid4().hex.upper()[:20]
     tag = uuid.uuid4().hex[:6]
@@ -397,9 +431,32 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         if r["lost"]:
             # Where the missing messages are waiting, for the failure report.
             print(nodes[1].ctl("list_queues", "name", "type", "messages",
-                               "messages_unacknowledged", "leader",
-                               "online").stdout)
+                               "messages_ready", "messages_unacknowledged",
+                               "leader", "online").stdout)
             print(d.log()[-6000:])
+            for b in nodes:
+                for log in glob.glob(os.path.join(b.dir, "log", "*.log")):
+                    with open(log, errors="replace") as f:
+                        for line in f:
+                            if re.search(r"dlx|dead.letter", line, re.I):
+                                print(os.path.basename(log), line.rstrip())
+            backlog = dead_letter_backlog(nodes[1], d.prefix)
+            stranded = sum(v[2] + v[3] for v in backlog.values()
+                           if v[2] >= 0)
+            assert r["early"] == 0, r
+            if stranded >= r["lost"]:
+                # Every missing message has expired in one of cascade's
+                # quorum queues and waits there for that queue's
+                # at-least-once dead-letter worker: it is in the broker, not
+                # lost, and cascade has nothing to consume until the broker
+                # forwards it.  Seen about once in ten runs on RabbitMQ
+                # 3.10.8, never reproduced on demand; fixes to the worker
+                # after a leader change came later (rabbitmq-server#7677).
+                pytest.xfail("RabbitMQ left %d expired messages with its "
+                             "dead-letter worker (%d missing): %s" % (
+                                 stranded, r["lost"],
+                                 {q: v for q, v in backlog.items()
+                                  if v[2] + v[3] > 0}))
         check(r)
         assert d.stop() == 0
     finally:
