@@ -96,8 +96,9 @@ usage(FILE *fp)
 	    "nothing\n"
 	    "  -h, --help          this text\n"
 	    "\n"
-	    "CASCADE_BROKER_URL, when set, overrides the URL.  Exit status: "
-	    "0 done,\n"
+	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
+	    "CASCADE_BROKER_PASSWORD\n"
+	    "gives the password.  Exit status: 0 done,\n"
 	    "1 error (broker, config, a message not requeued), 2 usage.\n",
 	    ERRORS_LIMIT);
 }
@@ -1079,9 +1080,12 @@ main(int argc, char *argv[])
 			fputs(c.err, stderr);
 			return 1;
 		}
-	} else if (getenv("CASCADE_BROKER_URL") != NULL) {
-		snprintf(c.cfg.broker_url, sizeof(c.cfg.broker_url), "%s",
-		         getenv("CASCADE_BROKER_URL"));
+	} else if (config_load_string(&c.cfg, "environment", "", c.err,
+	                              sizeof(c.err)) < 0) {
+		/* No file: the defaults, and CASCADE_BROKER_URL and
+		 * CASCADE_BROKER_PASSWORD checked as the daemon checks them. */
+		fputs(c.err, stderr);
+		return 1;
 	}
 	if (ladder_init(&c.ladder, c.cfg.topology_resolution,
 	                c.cfg.topology_factor, (unsigned)c.cfg.topology_levels,

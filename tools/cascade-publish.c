@@ -49,7 +49,8 @@ usage(FILE *fp)
 		"  -p, --prefix NAME       cascade's exchange (default: the "
 		"config's, or cascade)\n"
 		"\n"
-		"CASCADE_BROKER_URL, when set, overrides the URL.\n");
+		"CASCADE_BROKER_URL, when set, overrides the URL, and "
+		"CASCADE_BROKER_PASSWORD\ngives the password.\n");
 }
 
 /* ISO 8601 in UTC ("Z") or with an offset, seconds optional fraction. */
@@ -236,9 +237,12 @@ main(int argc, char *argv[])
 			fputs(err, stderr);
 			return 2;
 		}
-	} else if (getenv("CASCADE_BROKER_URL") != NULL) {
-		snprintf(cfg.broker_url, sizeof(cfg.broker_url), "%s",
-			 getenv("CASCADE_BROKER_URL"));
+	} else if (config_load_string(&cfg, "environment", "", err,
+	                              sizeof(err)) < 0) {
+		/* No file: the defaults, and CASCADE_BROKER_URL and
+		 * CASCADE_BROKER_PASSWORD checked as the daemon checks them. */
+		fputs(err, stderr);
+		return 2;
 	}
 	if (delay != NULL) {
 		if (duration_parse(delay, strlen(delay), DURATION_BARE_MS, &ms,

@@ -2,6 +2,7 @@
 target policy, JSON logs, and credentials that never sit in the INI file,
 with the RabbitMQ permissions the README documents."""
 import json
+import os
 import socket
 import subprocess
 import time
@@ -269,4 +270,40 @@ def test_password_from_the_environment(broker, client, daemon_factory,
     client.publish(d.prefix, q, b"env", {"x-remaining-delay": 100})
     assert len(client.collect(q, 1, timeout=10)) == 1
     assert "env-pw" not in d.log()
+    broker.ctl("delete_user", user)
+
+
+def test_tools_take_the_password_from_the_environment(broker, client, daemon):
+    """Without -c, cascade-publish and cascade-ctl take the URL and the
+    password from the environment, as the daemon does: a URL without a
+    password works, a wrong password is refused and not printed."""
+    user = "tool-" + uuid.uuid4().hex[:6]
+    password = "pw-" + uuid.uuid4().hex
+    broker.ctl("add_user", user, password)
+    broker.ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+    host = broker.url.split("@", 1)[1]
+    env = {"PATH": "/usr/bin:/bin",
+           "CASCADE_BROKER_URL": "amqp://%s@%s" % (user, host),
+           "CASCADE_BROKER_PASSWORD": password}
+    build = os.path.dirname(CASCADE)
+    q = client.queue()
+    r = subprocess.run([os.path.join(build, "cascade-publish"),
+                        "-p", daemon.prefix, "--delay", "10ms", "-r", q],
+                       input="via env\n", capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    got = client.collect(q, 1, timeout=10)
+    assert [b for _, _, b in got] == [b"via env"]
+
+    ctl = [os.path.join(build, "cascade-ctl"), "status"]
+    r = subprocess.run(ctl, capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "amqp://%s@" % user in r.stdout and password not in r.stdout
+
+    env["CASCADE_BROKER_PASSWORD"] = "wrong-" + password
+    r = subprocess.run(ctl, capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 1
+    assert password not in r.stdout + r.stderr
     broker.ctl("delete_user", user)
