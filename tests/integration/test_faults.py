@@ -139,9 +139,109 @@ def report(name, sent, arrivals):
     return r
 
 
-def check(r):
-    assert r["lost"] == 0, r
+# Per quorum queue, from this node's own replica: messages ready, checked
+# out to a consumer, expired and waiting for the queue's at-least-once
+# dead-letter worker (num_discarded), and handed to that worker but not yet
+# confirmed by the dead-letter target (num_discard_checked_out).
+DLX_OVERVIEW = """
+[begin
+   {RaName, _} = amqqueue:get_pid(Q),
+   O = case catch ra:local_query({RaName, node()},
+                                 fun rabbit_fifo:overview/1) of
+           {ok, {_, M}, _} -> M;
+           _ -> #{}
+       end,
+   {element(4, amqqueue:get_name(Q)),
+    [maps:get(K, O, -1) || K <- [num_ready_messages, num_checked_out,
+                                 num_discarded, num_discard_checked_out]]}
+ end
+ || Q <- rabbit_amqqueue:list(), amqqueue:get_type(Q) =:= rabbit_quorum_queue].
+"""
+
+
+# Every process a quorum queue's state refers to (its consumers, and the
+# dead-letter worker it has handed messages to), whether each is alive, and
+# the dead-letter workers each node's supervisor runs.
+DLX_PIDS = """
+{ok, AQ} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"%s">>)),
+{RaName, _} = amqqueue:get_pid(AQ),
+{ok, {_, S}, _} = ra:local_query({RaName, node()}, fun(X) -> X end),
+F = fun G(T) when is_pid(T) -> [T];
+        G(T) when is_tuple(T) -> G(tuple_to_list(T));
+        G([H | T]) -> G(H) ++ G(T);
+        G(T) when is_map(T) -> G(maps:to_list(T));
+        G(_) -> [] end,
+{[{P, node(P), rpc:call(node(P), erlang, is_process_alive, [P])}
+  || P <- lists:usort(F(S))],
+ [{N, catch rpc:call(N, supervisor, which_children, [rabbit_fifo_dlx_sup])}
+  || N <- [node() | nodes()]]}.
+"""
+
+
+def dead_letter_backlog(node, prefix):
+    """{queue: (ready, checked_out, discarded, discard_checked_out)} for the
+    quorum queues named prefix.*, or {} when the node cannot say."""
+    out = node.ctl("eval", DLX_OVERVIEW, check=False).stdout
+    print(out)
+    found = {}
+    for name, nums in re.findall(r'\{<<"([^"]+)">>,\s*\[([-\d,\s]+)\]\}',
+                                 out):
+        if name.startswith(prefix + "."):
+            found[name] = tuple(int(n) for n in nums.split(","))
+    return found
+
+
+def check(r, node, d, queue, sent, col, brokers=None):
+    """None early, none lost.  A shortfall that the broker's own
+    dead-letter backlog accounts for is RabbitMQ's, not cascade's: an
+    expected failure that names the queues (see stalled_in_broker)."""
     assert r["early"] == 0, r
+    if r["lost"]:
+        stalled_in_broker(r, node, d, queue, sent, col, brokers or [node])
+    assert r["lost"] == 0, r
+
+
+def stalled_in_broker(r, node, d, queue, sent, col, brokers):
+    """Print where the missing messages are; xfail when every one is held
+    by the at-least-once dead-letter worker of one of cascade's quorum
+    queues.  Seen on RabbitMQ 3.10.8 after a node or a whole broker
+    stopped: the messages stay checked out to a live worker that neither
+    forwards nor re-sends them (for 6 minutes and more), so cascade has
+    nothing to consume.  They are in the broker, not lost."""
+    print(node.ctl("list_queues", "name", "type", "messages",
+                   "messages_ready", "messages_unacknowledged", "leader",
+                   "online").stdout)
+    print(d.log()[-6000:])
+    for b in brokers:
+        for log in glob.glob(os.path.join(b.dir, "log", "*.log")):
+            with open(log, errors="replace") as f:
+                for line in f:
+                    if re.search(r"dlx|dead.letter", line, re.I):
+                        print(os.path.basename(log), line.rstrip())
+    backlog = dead_letter_backlog(node, d.prefix)
+    held = {q: v for q, v in backlog.items() if v[2] + v[3] > 0}
+    stranded = sum(v[2] + v[3] for v in held.values())
+    linger = float(os.environ.get("CASCADE_STALL_LINGER", "0"))
+    if stranded >= r["lost"] and linger > 0:
+        # Diagnosis by hand, not CI: do the held messages come out later,
+        # e.g. after the worker's 180 s confirm timeout?  And which worker
+        # holds them?
+        missing = set(sent) - {mid for _, mid in col.arrivals}
+        late = Collector(node.url, queue)
+        late.start()
+        t0 = time.time()
+        late.wait_for(missing, timeout=linger)
+        got = {mid for _, mid in late.arrivals} & missing
+        print("linger: %d of %d missing arrived within %.0f s" % (
+            len(got), len(missing), time.time() - t0))
+        dead_letter_backlog(node, d.prefix)
+        for name in held:
+            print(name, node.ctl("eval", DLX_PIDS % name,
+                                 check=False).stdout)
+    if stranded >= r["lost"]:
+        pytest.xfail("RabbitMQ left %d expired messages with its "
+                     "dead-letter worker (%d missing): %s"
+                     % (stranded, r["lost"], held))
 
 
 _daemons = []
@@ -175,7 +275,8 @@ def test_kill_9_and_restart(fault_broker, tmp_path):
     time.sleep(2.0)
     d.start()
     col.wait_for(set(sent), timeout=30)
-    check(report("kill -9, restart after 2 s", sent, col.arrivals))
+    check(report("kill -9, restart after 2 s", sent, col.arrivals),
+          fault_broker, d, q, sent, col)
     assert d.stop() == 0
 
 
@@ -191,7 +292,8 @@ def test_kill_restart_loop(fault_broker, tmp_path):
         time.sleep(0.3)
         d.start()
     col.wait_for(set(sent), timeout=30)
-    check(report("kill -9 / restart, 5 rounds", sent, col.arrivals))
+    check(report("kill -9 / restart, 5 rounds", sent, col.arrivals),
+          fault_broker, d, q, sent, col)
     assert d.stop() == 0
 
 
@@ -225,7 +327,8 @@ def test_broker_stopped_and_started(fault_broker, tmp_path):
     d.wait_log("msg=ready", timeout=60, count=2)
     assert healthz(port) == 200
     col.wait_for(set(sent), timeout=40)
-    check(report("broker stopped and started", sent, col.arrivals))
+    check(report("broker stopped and started", sent, col.arrivals),
+          fault_broker, d, q, sent, col)
     assert "msg=connection_lost" in d.log()
     assert d.proc.poll() is None, "the daemon exited on a broker failure"
     assert d.stop() == 0
@@ -315,7 +418,8 @@ def test_connection_cut_and_refused(fault_broker, tmp_path):
     proxy.cut(refuse_for=3.0)
     d.wait_log("msg=ready", timeout=30, count=2)
     col.wait_for(set(sent), timeout=30)
-    check(report("TCP cut, refused for 3 s", sent, col.arrivals))
+    check(report("TCP cut, refused for 3 s", sent, col.arrivals),
+          fault_broker, d, q, sent, col)
     assert "msg=connect_failed" in d.log()
     assert d.stop() == 0
 
@@ -331,7 +435,7 @@ def test_full_delay_queues_slow_down_but_keep_everything(fault_broker,
     sent = publish_batch(fault_broker.url, d.prefix, q, 400, 850, 900)
     col.wait_for(set(sent), timeout=60)
     check(report("max_length 20, 400 messages for one level", sent,
-                 col.arrivals))
+                 col.arrivals), fault_broker, d, q, sent, col)
     assert "msg=publish_refused" in d.log()
     assert d.stop() == 0
 
@@ -348,42 +452,10 @@ def test_two_daemons_one_killed(fault_broker, tmp_path):
     time.sleep(1.5)
     b.kill()
     col.wait_for(set(sent), timeout=30)
-    check(report("two daemons, one killed", sent, col.arrivals))
+    check(report("two daemons, one killed", sent, col.arrivals),
+          fault_broker, a, q, sent, col)
     assert "msg=parked" not in a.log() + b.log()
     assert a.stop() == 0
-
-
-# Per quorum queue, from this node's own replica: messages ready, checked
-# out to a consumer, expired and waiting for the queue's at-least-once
-# dead-letter worker (num_discarded), and handed to that worker but not yet
-# confirmed by the dead-letter target (num_discard_checked_out).
-DLX_OVERVIEW = """
-[begin
-   {RaName, _} = amqqueue:get_pid(Q),
-   O = case catch ra:local_query({RaName, node()},
-                                 fun rabbit_fifo:overview/1) of
-           {ok, {_, M}, _} -> M;
-           _ -> #{}
-       end,
-   {element(4, amqqueue:get_name(Q)),
-    [maps:get(K, O, -1) || K <- [num_ready_messages, num_checked_out,
-                                 num_discarded, num_discard_checked_out]]}
- end
- || Q <- rabbit_amqqueue:list(), amqqueue:get_type(Q) =:= rabbit_quorum_queue].
-"""
-
-
-def dead_letter_backlog(node, prefix):
-    """{queue: (ready, checked_out, discarded, discard_checked_out)} for the
-    quorum queues named prefix.*, or {} when the node cannot say."""
-    out = node.ctl("eval", DLX_OVERVIEW, check=False).stdout
-    print(out)
-    found = {}
-    for name, nums in re.findall(r'\{<<"([^"]+)">>,\s*\[([-\d,\s]+)\]\}',
-                                 out):
-        if name.startswith(prefix + "."):
-            found[name] = tuple(int(n) for n in nums.split(","))
-    return found
 
 
 def test_three_node_cluster_one_node_stopped(tmp_path):
@@ -421,59 +493,13 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         second_url = re.findall(r"msg=ready url=(\S+)", d.log())[1]
         assert second_url != first_url, d.log()
         # Quorum queues whose leader was on the stopped node elect a new
-        # one, whose dead-letter worker then takes over the expired
-        # messages.  In one full-suite run 61 of 300 had not arrived 40 s
-        # after the daemon reconnected (alone, the test passes); what is
-        # checked is that none is lost or early, so give recovery time.
+        # one, whose dead-letter worker takes over the expired messages,
+        # usually at once.  Give recovery time; when RabbitMQ's worker
+        # stalls instead, check() says so (stalled_in_broker).
         col.wait_for(set(sent), timeout=120)
         r = report("3-node cluster, the daemon's node stopped", sent,
                    col.arrivals)
-        if r["lost"]:
-            # Where the missing messages are waiting, for the failure report.
-            print(nodes[1].ctl("list_queues", "name", "type", "messages",
-                               "messages_ready", "messages_unacknowledged",
-                               "leader", "online").stdout)
-            print(d.log()[-6000:])
-            for b in nodes:
-                for log in glob.glob(os.path.join(b.dir, "log", "*.log")):
-                    with open(log, errors="replace") as f:
-                        for line in f:
-                            if re.search(r"dlx|dead.letter", line, re.I):
-                                print(os.path.basename(log), line.rstrip())
-            backlog = dead_letter_backlog(nodes[1], d.prefix)
-            stranded = sum(v[2] + v[3] for v in backlog.values()
-                           if v[2] >= 0)
-            assert r["early"] == 0, r
-            linger = float(os.environ.get("CASCADE_STALL_LINGER", "0"))
-            if stranded >= r["lost"] and linger > 0:
-                # Diagnosis, not CI: do the held messages come out later,
-                # e.g. after the worker's 180 s confirm timeout?
-                missing = set(sent) - {mid for _, mid in col.arrivals}
-                late = Collector(nodes[1].url, q)
-                late.start()
-                t0 = time.time()
-                late.wait_for(missing, timeout=linger)
-                got = {mid for _, mid in late.arrivals} & missing
-                print("linger: %d of %d missing arrived within %.0f s" % (
-                    len(got), len(missing), time.time() - t0))
-                for t, mid in late.arrivals:
-                    print("late arrival %s %.1f s after the wait" % (
-                        mid, t - t0))
-                dead_letter_backlog(nodes[1], d.prefix)
-            if stranded >= r["lost"]:
-                # Every missing message has expired in one of cascade's
-                # quorum queues and waits there for that queue's
-                # at-least-once dead-letter worker: it is in the broker, not
-                # lost, and cascade has nothing to consume until the broker
-                # forwards it.  Seen about once in ten runs on RabbitMQ
-                # 3.10.8, never reproduced on demand; fixes to the worker
-                # after a leader change came later (rabbitmq-server#7677).
-                pytest.xfail("RabbitMQ left %d expired messages with its "
-                             "dead-letter worker (%d missing): %s" % (
-                                 stranded, r["lost"],
-                                 {q: v for q, v in backlog.items()
-                                  if v[2] + v[3] > 0}))
-        check(r)
+        check(r, nodes[1], d, q, sent, col, nodes)
         assert d.stop() == 0
     finally:
         for b in nodes:
