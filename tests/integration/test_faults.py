@@ -204,10 +204,10 @@ def check(r, node, d, queue, sent, col, brokers=None):
 def stalled_in_broker(r, node, d, queue, sent, col, brokers):
     """Print where the missing messages are; xfail when every one is held
     by the at-least-once dead-letter worker of one of cascade's quorum
-    queues.  Seen on RabbitMQ 3.10.8 after a node or a whole broker
-    stopped: the messages stay checked out to a live worker that neither
-    forwards nor re-sends them (for 6 minutes and more), so cascade has
-    nothing to consume.  They are in the broker, not lost."""
+    queues.  Seen on RabbitMQ 3.10.8 after a node of three stopped: the
+    messages stay checked out to a live worker that neither forwards nor
+    re-sends them (for 6 minutes and more), so cascade has nothing to
+    consume.  They are in the broker, not lost."""
     print(node.ctl("list_queues", "name", "type", "messages",
                    "messages_ready", "messages_unacknowledged", "leader",
                    "online").stdout)
