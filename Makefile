@@ -5,10 +5,10 @@ CC ?= cc
 SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
-SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c \
+SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
 	broker.c topology.c metrics.c httpd.c daemon.c main.c
 # Linked into the unit tests and the tools (everything but the event loop).
-PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c \
+PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
 	topology.c broker.c metrics.c httpd.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

@@ -1,0 +1,262 @@
+/* Backpressure per destination: see targets.h. */
+#include "targets.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+targets_init(struct targets *ts, int64_t min_ms, int64_t max_ms)
+{
+	memset(ts, 0, sizeof(*ts));
+	ts->min_ms = min_ms > 0 ? min_ms : 1;
+	ts->max_ms = max_ms > ts->min_ms ? max_ms : ts->min_ms;
+}
+
+void
+targets_free(struct targets *ts)
+{
+	free(ts->t);
+	memset(ts, 0, sizeof(*ts));
+}
+
+static int
+target_is(const struct target *t, amqp_bytes_t ex, amqp_bytes_t rk)
+{
+	return t->exchange_len == ex.len && t->routing_key_len == rk.len &&
+	       (ex.len == 0 || memcmp(t->exchange, ex.bytes, ex.len) == 0) &&
+	       (rk.len == 0 || memcmp(t->routing_key, rk.bytes, rk.len) == 0);
+}
+
+static struct target *
+targets_find(const struct targets *ts, amqp_bytes_t ex, amqp_bytes_t rk)
+{
+	/* Few destinations ever refuse: a scan is cheaper than a hash. */
+	for (size_t i = 0; i < ts->n; i++)
+		if (target_is(&ts->t[i], ex, rk))
+			return &ts->t[i];
+	return NULL;
+}
+
+/* The entry for a destination, made (or taken over) when absent. */
+static struct target *
+targets_get(struct targets *ts, amqp_bytes_t ex, amqp_bytes_t rk)
+{
+	struct target *t = targets_find(ts, ex, rk);
+
+	if (t != NULL)
+		return t;
+	if (ex.len > 255 || rk.len > 255)
+		return NULL; /* AMQP short strings: cannot happen */
+	if (ts->n == ts->cap && ts->cap < TARGETS_MAX) {
+		size_t cap = ts->cap ? ts->cap * 2 : 16;
+		struct target *nt = realloc(ts->t, cap * sizeof(*nt));
+		if (nt == NULL)
+			return NULL;
+		ts->t = nt;
+		ts->cap = cap;
+	}
+	if (ts->n < ts->cap) {
+		t = &ts->t[ts->n++];
+	} else {
+		/* Full: the one refused longest ago makes room. */
+		t = &ts->t[0];
+		for (size_t i = 1; i < ts->n; i++)
+			if (ts->t[i].last_refused < t->last_refused)
+				t = &ts->t[i];
+	}
+	memset(t, 0, sizeof(*t));
+	if (ex.len > 0)
+		memcpy(t->exchange, ex.bytes, ex.len);
+	if (rk.len > 0)
+		memcpy(t->routing_key, rk.bytes, rk.len);
+	t->exchange_len = (uint8_t)ex.len;
+	t->routing_key_len = (uint8_t)rk.len;
+	return t;
+}
+
+int64_t
+targets_refused(struct targets *ts, amqp_bytes_t exchange,
+		amqp_bytes_t routing_key, int64_t now)
+{
+	struct target *t = targets_get(ts, exchange, routing_key);
+	int64_t ms = ts->min_ms;
+
+	if (t == NULL)
+		return -1;
+	/* Refusals of publishes sent before the backoff began (a prefetch
+	 * full of them) do not lengthen it again. */
+	if (t->refusals > 0 && now < t->until) {
+		t->refused_total++;
+		t->last_refused = now;
+		return t->until - now;
+	}
+	for (unsigned i = 0; i < t->refusals && ms < ts->max_ms; i++)
+		ms *= 2;
+	if (ms > ts->max_ms)
+		ms = ts->max_ms;
+	t->refusals++;
+	t->refused_total++;
+	t->last_refused = now;
+	t->until = now + ms;
+	return ms;
+}
+
+void
+targets_accepted(struct targets *ts, amqp_bytes_t exchange,
+		 amqp_bytes_t routing_key)
+{
+	struct target *t = targets_find(ts, exchange, routing_key);
+
+	if (t != NULL) {
+		t->refusals = 0;
+		t->until = 0;
+	}
+}
+
+int64_t
+targets_wait(const struct targets *ts, amqp_bytes_t exchange,
+	     amqp_bytes_t routing_key, int64_t now)
+{
+	const struct target *t;
+
+	if (ts->n == 0)
+		return 0; /* the common case: nothing ever refused */
+	t = targets_find(ts, exchange, routing_key);
+	if (t == NULL || t->refusals == 0 || now >= t->until)
+		return 0;
+	return t->until - now;
+}
+
+void
+targets_diverted(struct targets *ts, amqp_bytes_t exchange,
+		 amqp_bytes_t routing_key)
+{
+	struct target *t = targets_find(ts, exchange, routing_key);
+
+	if (t != NULL)
+		t->diverted_total++;
+}
+
+size_t
+targets_backing_off(const struct targets *ts, int64_t now)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].refusals > 0 && now < ts->t[i].until)
+			n++;
+	return n;
+}
+
+/* Appends to a buffer; a write that does not fit marks the whole failed. */
+struct out {
+	char *buf;
+	size_t size, len;
+	int full;
+};
+
+static void out_printf(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+out_printf(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->len, o->size - o->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->size - o->len) {
+		o->full = 1;
+		return;
+	}
+	o->len += (size_t)n;
+}
+
+/* A label value: backslash, double quote and line feed escaped. */
+static void
+out_label(struct out *o, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len && !o->full; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\' || c == '"')
+			out_printf(o, "\\%c", c);
+		else if (c == '\n')
+			out_printf(o, "\\n");
+		else
+			out_printf(o, "%c", c);
+	}
+}
+
+static int
+by_last_refused(const void *a, const void *b)
+{
+	const struct target *x = *(const struct target *const *)a;
+	const struct target *y = *(const struct target *const *)b;
+
+	return (x->last_refused < y->last_refused) -
+	       (x->last_refused > y->last_refused);
+}
+
+int
+targets_render(const struct targets *ts, int64_t now, char *buf, size_t size)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{"cascade_target_refusals_total", "counter",
+		 "Publishes the destination refused (basic.nack)."},
+		{"cascade_target_diverted_total", "counter",
+		 "Messages sent round the ladder while the destination "
+		 "backed off."},
+		{"cascade_target_backoff_seconds", "gauge",
+		 "How long the destination still backs off; 0: accepting."},
+	};
+	const struct target *list[TARGETS_RENDER_MAX];
+	const struct target **all;
+	struct out o = {buf, size, 0, 0};
+	size_t n = 0;
+
+	if (size == 0)
+		return -1;
+	buf[0] = '\0';
+	all = ts->n ? malloc(ts->n * sizeof(*all)) : NULL;
+	if (ts->n && all == NULL)
+		return -1;
+	for (size_t i = 0; i < ts->n; i++)
+		all[i] = &ts->t[i];
+	qsort(all, ts->n, sizeof(*all), by_last_refused);
+	for (size_t i = 0; i < ts->n && n < TARGETS_RENDER_MAX; i++)
+		list[n++] = all[i];
+	free(all);
+	for (size_t f = 0; f < 3; f++) {
+		out_printf(&o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
+			   fam[f].help, fam[f].name, fam[f].type);
+		for (size_t i = 0; i < n; i++) {
+			const struct target *t = list[i];
+			out_printf(&o, "%s{exchange=\"", fam[f].name);
+			out_label(&o, t->exchange, t->exchange_len);
+			out_printf(&o, "\",routing_key=\"");
+			out_label(&o, t->routing_key, t->routing_key_len);
+			if (f == 0)
+				out_printf(&o, "\"} %" PRIu64 "\n",
+					   t->refused_total);
+			else if (f == 1)
+				out_printf(&o, "\"} %" PRIu64 "\n",
+					   t->diverted_total);
+			else
+				out_printf(&o, "\"} %.3f\n",
+					   t->refusals && now < t->until
+						   ? (double)(t->until - now) /
+							     1000.0
+						   : 0.0);
+		}
+	}
+	return o.full ? -1 : (int)o.len;
+}
