@@ -53,6 +53,23 @@ void headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v);
 void headers_put_value(amqp_table_t *t, const char *key,
 		       const amqp_field_value_t *v);
 
+/*
+ * Bytes the properties take on the wire: the property flags and every
+ * property present, as rabbitmq-c encodes them.  A content-header frame is
+ * HEADERS_FRAME_OVERHEAD bytes more, and must fit in the connection's
+ * frame_max: check before publishing, for a frame that does not fit breaks
+ * the connection after the method frame went out.
+ */
+size_t headers_props_size(const amqp_basic_properties_t *p);
+#define HEADERS_FRAME_OVERHEAD 20 /* frame header and end, class, weight,
+				     body size */
+
+/* The encoded size of one table (its 4-byte length included). */
+size_t headers_table_size(const amqp_table_t *t);
+
+/* Is b well-formed UTF-8 (RabbitMQ refuses other exchange names)? */
+int headers_utf8_valid(amqp_bytes_t b);
+
 /* Deep equality of two tables (same entries in the same order). */
 int headers_equal(const amqp_table_t *a, const amqp_table_t *b);
 

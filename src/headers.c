@@ -318,3 +318,131 @@ headers_key_prefix(amqp_bytes_t key, const char *prefix)
 
 	return key.len >= n && (n == 0 || memcmp(key.bytes, prefix, n) == 0);
 }
+
+static size_t headers_value_size(const amqp_field_value_t *v);
+
+size_t
+headers_table_size(const amqp_table_t *t)
+{
+	size_t n = 4;
+
+	if (t == NULL)
+		return n;
+	for (int i = 0; i < t->num_entries; i++)
+		n += 1 + t->entries[i].key.len +
+		     headers_value_size(&t->entries[i].value);
+	return n;
+}
+
+/* The kind octet and the value. */
+static size_t
+headers_value_size(const amqp_field_value_t *v)
+{
+	size_t n = 1;
+
+	switch (v->kind) {
+	case AMQP_FIELD_KIND_BOOLEAN:
+	case AMQP_FIELD_KIND_I8:
+	case AMQP_FIELD_KIND_U8:
+		return n + 1;
+	case AMQP_FIELD_KIND_I16:
+	case AMQP_FIELD_KIND_U16:
+		return n + 2;
+	case AMQP_FIELD_KIND_I32:
+	case AMQP_FIELD_KIND_U32:
+	case AMQP_FIELD_KIND_F32:
+		return n + 4;
+	case AMQP_FIELD_KIND_I64:
+	case AMQP_FIELD_KIND_U64:
+	case AMQP_FIELD_KIND_F64:
+	case AMQP_FIELD_KIND_TIMESTAMP:
+		return n + 8;
+	case AMQP_FIELD_KIND_DECIMAL:
+		return n + 5;
+	case AMQP_FIELD_KIND_UTF8:
+	case AMQP_FIELD_KIND_BYTES:
+		return n + 4 + v->value.bytes.len;
+	case AMQP_FIELD_KIND_ARRAY:
+		n += 4;
+		for (int i = 0; i < v->value.array.num_entries; i++)
+			n += headers_value_size(&v->value.array.entries[i]);
+		return n;
+	case AMQP_FIELD_KIND_TABLE:
+		return n + headers_table_size(&v->value.table);
+	case AMQP_FIELD_KIND_VOID:
+	default:
+		return n;
+	}
+}
+
+size_t
+headers_props_size(const amqp_basic_properties_t *p)
+{
+	size_t n = 2; /* one flags word holds basic's 14 properties */
+	amqp_flags_t f = p->_flags;
+
+#define SHORTSTR(flag, field)                                                  \
+	if (f & (flag))                                                        \
+		n += 1 + p->field.len;
+	SHORTSTR(AMQP_BASIC_CONTENT_TYPE_FLAG, content_type)
+	SHORTSTR(AMQP_BASIC_CONTENT_ENCODING_FLAG, content_encoding)
+	SHORTSTR(AMQP_BASIC_CORRELATION_ID_FLAG, correlation_id)
+	SHORTSTR(AMQP_BASIC_REPLY_TO_FLAG, reply_to)
+	SHORTSTR(AMQP_BASIC_EXPIRATION_FLAG, expiration)
+	SHORTSTR(AMQP_BASIC_MESSAGE_ID_FLAG, message_id)
+	SHORTSTR(AMQP_BASIC_TYPE_FLAG, type)
+	SHORTSTR(AMQP_BASIC_USER_ID_FLAG, user_id)
+	SHORTSTR(AMQP_BASIC_APP_ID_FLAG, app_id)
+	SHORTSTR(AMQP_BASIC_CLUSTER_ID_FLAG, cluster_id)
+#undef SHORTSTR
+	if (f & AMQP_BASIC_HEADERS_FLAG)
+		n += headers_table_size(&p->headers);
+	if (f & AMQP_BASIC_DELIVERY_MODE_FLAG)
+		n += 1;
+	if (f & AMQP_BASIC_PRIORITY_FLAG)
+		n += 1;
+	if (f & AMQP_BASIC_TIMESTAMP_FLAG)
+		n += 8;
+	return n;
+}
+
+int
+headers_utf8_valid(amqp_bytes_t b)
+{
+	const unsigned char *s = b.bytes;
+	size_t i = 0;
+
+	while (i < b.len) {
+		unsigned char c = s[i];
+		size_t need;
+		uint32_t cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if (c >= 0xc2 && c <= 0xdf) {
+			need = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			need = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			need = 3;
+			cp = c & 0x07;
+		} else {
+			return 0;
+		}
+		if (b.len - i <= need)
+			return 0;
+		for (size_t k = 1; k <= need; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		/* overlong, surrogates, past U+10FFFF */
+		if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return 0;
+		i += need + 1;
+	}
+	return 1;
+}

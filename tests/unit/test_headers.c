@@ -683,3 +683,102 @@ Test(headers_equal, nested_tables_and_arrays)
 	tb[1].value.value.table = (amqp_table_t){1, m2};
 	cr_assert_not(headers_equal(&a, &b));
 }
+
+/* The size check must agree with rabbitmq-c's own encoder, to the byte. */
+static size_t
+encoded_props(amqp_basic_properties_t *p)
+{
+	static char buf[1 << 20];
+	amqp_bytes_t b = {sizeof(buf), buf};
+	int n = amqp_encode_properties(AMQP_BASIC_CLASS, p, b);
+
+	cr_assert_geq(n, 0);
+	return (size_t)n;
+}
+
+Test(headers, props_size_is_what_rabbitmq_c_encodes)
+{
+	amqp_basic_properties_t p;
+	amqp_table_entry_t e[14], inner[2];
+	amqp_field_value_t arr[3];
+	amqp_decimal_t dec = {2, 12345};
+
+	memset(&p, 0, sizeof(p));
+	cr_assert_eq(headers_props_size(&p), encoded_props(&p));
+	p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+		   AMQP_BASIC_PRIORITY_FLAG | AMQP_BASIC_TIMESTAMP_FLAG |
+		   AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_EXPIRATION_FLAG |
+		   AMQP_BASIC_USER_ID_FLAG | AMQP_BASIC_APP_ID_FLAG |
+		   AMQP_BASIC_CLUSTER_ID_FLAG | AMQP_BASIC_TYPE_FLAG |
+		   AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
+		   AMQP_BASIC_CONTENT_ENCODING_FLAG | AMQP_BASIC_HEADERS_FLAG;
+	p.content_type = amqp_cstring_bytes("application/json");
+	p.content_encoding = amqp_cstring_bytes("gzip");
+	p.correlation_id = amqp_cstring_bytes("c-1");
+	p.reply_to = amqp_cstring_bytes("replies");
+	p.expiration = amqp_cstring_bytes("60000");
+	p.message_id = amqp_cstring_bytes("m-1");
+	p.type = amqp_cstring_bytes("t");
+	p.user_id = amqp_cstring_bytes("guest");
+	p.app_id = amqp_cstring_bytes("app");
+	p.cluster_id = amqp_cstring_bytes("");
+	p.delivery_mode = 2;
+	p.priority = 3;
+	p.timestamp = 1700000000;
+	static const uint8_t kinds[] = {
+		AMQP_FIELD_KIND_BOOLEAN, AMQP_FIELD_KIND_I8,
+		AMQP_FIELD_KIND_U8,	 AMQP_FIELD_KIND_I16,
+		AMQP_FIELD_KIND_U16,	 AMQP_FIELD_KIND_I32,
+		AMQP_FIELD_KIND_U32,	 AMQP_FIELD_KIND_I64,
+		AMQP_FIELD_KIND_F32,	 AMQP_FIELD_KIND_F64,
+		AMQP_FIELD_KIND_TIMESTAMP, AMQP_FIELD_KIND_VOID,
+	};
+	memset(e, 0, sizeof(e));
+	for (size_t i = 0; i < sizeof(kinds); i++) {
+		e[i].key = amqp_cstring_bytes("k");
+		e[i].value.kind = kinds[i];
+	}
+	e[12].key = amqp_cstring_bytes("decimal");
+	e[12].value.kind = AMQP_FIELD_KIND_DECIMAL;
+	e[12].value.value.decimal = dec;
+	e[13].key = amqp_cstring_bytes("nested");
+	e[13].value.kind = AMQP_FIELD_KIND_ARRAY;
+	arr[0].kind = AMQP_FIELD_KIND_UTF8;
+	arr[0].value.bytes = amqp_cstring_bytes("a string");
+	arr[1].kind = AMQP_FIELD_KIND_BYTES;
+	arr[1].value.bytes = amqp_cstring_bytes("bytes");
+	arr[2].kind = AMQP_FIELD_KIND_TABLE;
+	inner[0].key = amqp_cstring_bytes("x-cascade-due");
+	inner[0].value.kind = AMQP_FIELD_KIND_I64;
+	inner[1].key = amqp_cstring_bytes("u64");
+	inner[1].value.kind = AMQP_FIELD_KIND_U64;
+	arr[2].value.table = (amqp_table_t){2, inner};
+	e[13].value.value.array = (amqp_array_t){3, arr};
+	p.headers = (amqp_table_t){14, e};
+	cr_assert_eq(headers_props_size(&p), encoded_props(&p));
+}
+
+Test(headers, utf8_validity_as_rabbitmq_checks_names)
+{
+	static const struct {
+		const char *s;
+		int ok;
+	} cases[] = {
+		{"", 1},
+		{"billing", 1},
+		{"caf\xc3\xa9", 1},
+		{"\xe2\x82\xac", 1},
+		{"\xf0\x9f\x90\x87", 1},
+		{"foo\n", 1},
+		{"\xff\xfe" "abc", 0},
+		{"\xc3", 0},		 /* cut short */
+		{"\xc0\xaf", 0},	 /* overlong '/' */
+		{"\xed\xa0\x80", 0},	 /* surrogate */
+		{"\xf4\x90\x80\x80", 0}, /* past U+10FFFF */
+		{"\xe2\x28\xa1", 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_assert_eq(headers_utf8_valid(amqp_cstring_bytes(cases[i].s)),
+			     cases[i].ok, "case %zu", i);
+}
