@@ -11,8 +11,14 @@
 
 #include "config.h"
 
-#define BROKER_CH_WORK 1  /* consumes, publishes, acks */
+#define BROKER_CH_WORK 1  /* consumes and acks */
 #define BROKER_CH_CHECK 2 /* passive exchange declares; a 404 closes it */
+/*
+ * Publishes with confirms.  Apart from the consuming channel, so that a
+ * publish the broker refuses by closing the channel (an internal target
+ * exchange, a permission) never takes the unacked deliveries with it.
+ */
+#define BROKER_CH_PUB 3
 
 /* Seconds any blocking set-up step may take before the attempt fails. */
 #define BROKER_SETUP_TIMEOUT 10
@@ -29,6 +35,25 @@ amqp_connection_state_t broker_connect_url(const struct config *cfg,
 /* The same with each URL of [broker] url in turn, until one connects. */
 amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
 				       size_t errsize);
+
+/*
+ * Frames the broker may send us are up to 8 bytes past the negotiated
+ * frame_max: RabbitMQ tolerates that much from publishers (its frame size
+ * fudge) and hands such a message on as it is.  broker_connect_url widens
+ * rabbitmq-c's inbound limit by this much, so that receiving one does not
+ * break the connection; broker_publish still sends at most frame_max.
+ */
+#define BROKER_FRAME_SLACK 8
+
+/*
+ * basic.publish as rabbitmq-c's, with body frames of at most frame_max
+ * bytes (the negotiated size, not the widened one).  The caller checked
+ * that the content header fits.
+ */
+int broker_publish(amqp_connection_state_t conn, amqp_channel_t ch,
+		   int frame_max, amqp_bytes_t exchange,
+		   amqp_bytes_t routing_key, int mandatory,
+		   const amqp_basic_properties_t *props, amqp_bytes_t body);
 
 /* A reply that is not AMQP_RESPONSE_NORMAL, in words, prefixed by what. */
 void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,

@@ -84,6 +84,12 @@ enum tail_mode {
 	  "exchange-name patterns cascade may deliver to (, or space apart)")  \
 	X(router, stop_timeout, DUR, "10s", 0, 3600000LL, NULL,                \
 	  "how long SIGTERM waits for outstanding confirms")                   \
+	X(router, target_backoff_max, DUR, "1m", 1, 86400000LL, NULL,          \
+	  "a target that refuses deliveries backs off, doubling up to this")   \
+	X(router, refused_park_after, DUR, "0s", 0, 315360000000LL, NULL,      \
+	  "park a message its target refused this long; 0s: retry forever")    \
+	X(router, max_redeliveries, UINT, "10", 1, 1000000, NULL,              \
+	  "park a message redelivered this many times without being settled") \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \

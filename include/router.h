@@ -51,7 +51,11 @@ enum route_action {
 	X(no_exchange)                                                         \
 	X(unroutable)                                                          \
 	X(retries_exhausted)                                                   \
-	X(not_from_cascade)
+	X(not_from_cascade)                                                    \
+	X(refused)                                                             \
+	X(too_large)                                                           \
+	X(redelivered)                                                         \
+	X(broker_refused)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,
@@ -78,6 +82,15 @@ struct route {
 	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
 	enum park_kind park;
 	char reason[256];
+	/*
+	 * Its target refused it (or was backing off) this many times, the
+	 * first at refused_since (Unix epoch ms): kept in x-cascade-refused
+	 * and x-cascade-refused-since while it goes round the ladder again.
+	 */
+	unsigned refused;
+	int64_t refused_since;
+	/* Parking: only cascade's own headers, the publisher's do not fit. */
+	int strip_headers;
 };
 
 /*

@@ -254,14 +254,60 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 			broker_tls_detail(err, errsize);
 		goto fail;
 	}
+	/* Receive what RabbitMQ accepted from a publisher (see broker.h). */
+	if (amqp_tune_connection(conn, amqp_get_channel_max(conn),
+				 amqp_get_frame_max(conn) + BROKER_FRAME_SLACK,
+				 amqp_get_heartbeat(conn)) != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "out of memory");
+		goto fail;
+	}
 	amqp_channel_open(conn, BROKER_CH_WORK);
 	if (broker_check(conn, "channel.open", err, errsize) < 0)
 		goto fail;
 	amqp_channel_open(conn, BROKER_CH_CHECK);
 	if (broker_check(conn, "channel.open", err, errsize) < 0)
 		goto fail;
+	amqp_channel_open(conn, BROKER_CH_PUB);
+	if (broker_check(conn, "channel.open", err, errsize) < 0)
+		goto fail;
 	return conn;
 fail:
 	amqp_destroy_connection(conn);
 	return NULL;
+}
+
+int
+broker_publish(amqp_connection_state_t conn, amqp_channel_t ch, int frame_max,
+	       amqp_bytes_t exchange, amqp_bytes_t routing_key, int mandatory,
+	       const amqp_basic_properties_t *props, amqp_bytes_t body)
+{
+	/* 7 bytes of frame header and the frame-end octet. */
+	size_t room = (size_t)frame_max - 8, off = 0;
+	amqp_basic_publish_t m;
+	amqp_frame_t f;
+	int st;
+
+	memset(&m, 0, sizeof(m));
+	m.exchange = exchange;
+	m.routing_key = routing_key;
+	m.mandatory = (amqp_boolean_t)mandatory;
+	st = amqp_send_method(conn, ch, AMQP_BASIC_PUBLISH_METHOD, &m);
+	if (st != AMQP_STATUS_OK)
+		return st;
+	memset(&f, 0, sizeof(f));
+	f.frame_type = AMQP_FRAME_HEADER;
+	f.channel = ch;
+	f.payload.properties.class_id = AMQP_BASIC_CLASS;
+	f.payload.properties.body_size = body.len;
+	f.payload.properties.decoded = (void *)props;
+	st = amqp_send_frame(conn, &f);
+	while (st == AMQP_STATUS_OK && off < body.len) {
+		size_t n = body.len - off < room ? body.len - off : room;
+		f.frame_type = AMQP_FRAME_BODY;
+		f.payload.body_fragment.bytes = (char *)body.bytes + off;
+		f.payload.body_fragment.len = n;
+		off += n;
+		st = amqp_send_frame(conn, &f);
+	}
+	return st;
 }

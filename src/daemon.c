@@ -29,12 +29,14 @@
 
 #include "acks.h"
 #include "broker.h"
+#include "duration.h"
 #include "headers.h"
 #include "httpd.h"
 #include "ladder.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
+#include "targets.h"
 #include "topology.h"
 #include "version.h"
 
@@ -57,6 +59,9 @@ enum message_state {
 	MESSAGE_RETRY,	 /* nacked; published again at retry_at */
 	MESSAGE_PAUSED,	 /* held while the broker pushes back */
 	MESSAGE_HELD,	 /* sub-resolution tail, on its own timer */
+	MESSAGE_QUEUED,	 /* routed; waits for the publish channel */
+	MESSAGE_SUSPECT, /* published alone to find who closed the channel */
+	MESSAGE_STUCK,	 /* not even a parked copy could be published */
 };
 
 /* A delivery we hold until its next publish is confirmed. */
@@ -66,6 +71,7 @@ struct message {
 	enum route_source src;
 	int discard;	    /* arrived while stopping: never routed */
 	int routed;	    /* route is set */
+	int redelivered;    /* basic.deliver's flag */
 	int is_return;	    /* a basic.return, not a delivery */
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in d->acks */
@@ -109,6 +115,8 @@ struct xcache_entry {
 	char name[256];
 	size_t len;
 	int64_t until; /* monotonic ms */
+	/* The broker refused a publish to it (closed the channel): why. */
+	char refused[300];
 };
 
 struct daemon {
@@ -122,9 +130,22 @@ struct daemon {
 	int broken;	 /* connection failed; teardown pending */
 	int consuming;
 	int check_open; /* BROKER_CH_CHECK usable */
+	int pub_ready;	/* BROKER_CH_PUB open and in confirm mode */
+	/*
+	 * The publish channel was closed by a publish among several in
+	 * flight: they are published again one at a time (suspects), each
+	 * after the last was confirmed, so the one that closes it again is
+	 * known; everything else waits in outq meanwhile.
+	 */
+	int probing;
+	int frame_max;
 	uint64_t last_seq;
 	struct message *assembling;
 	struct message_list inflight;
+	struct message_list outq;
+	struct message_list suspects;
+	struct message_list stuck;
+	struct targets targets;
 	struct message_list retry;
 	struct message_list paused;
 	struct message_list held;
@@ -162,6 +183,7 @@ static void daemon_connect(struct daemon *d);
 static void daemon_dispatch(struct daemon *d, struct message *m);
 static void daemon_route(struct daemon *d, struct message *m);
 static void daemon_publish(struct daemon *d, struct message *m);
+static void daemon_pub_kick(struct daemon *d);
 
 static int64_t
 now_ms(void)
@@ -429,9 +451,11 @@ daemon_fail(struct daemon *d, const char *why)
 	d->url_next++;
 	/* What we drop is redelivered by the broker: say how much. */
 	log_error("connection_lost",
-		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u",
+		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u"
+		  " queued=%u",
 		  why, list_length(&d->inflight), list_length(&d->held),
-		  list_length(&d->retry), list_length(&d->paused));
+		  list_length(&d->retry), list_length(&d->paused),
+		  list_length(&d->outq) + list_length(&d->suspects));
 	sd_notifyf(0, "STATUS=reconnecting: %s", why);
 	ev_io_stop(d->loop, &d->io);
 	ev_idle_stop(d->loop, &d->more);
@@ -462,6 +486,10 @@ daemon_drop_state(struct daemon *d)
 	message_list_free(&d->inflight);
 	message_list_free(&d->retry);
 	message_list_free(&d->paused);
+	message_list_free(&d->outq);
+	message_list_free(&d->suspects);
+	message_list_free(&d->stuck);
+	d->probing = 0;
 	daemon_drop_held(d);
 	while ((lk = TAILQ_FIRST(&d->lookups)) != NULL) {
 		TAILQ_REMOVE(&d->lookups, lk, link);
@@ -491,6 +519,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	d->broken = 0;
 	d->consuming = 0;
 	d->check_open = 0;
+	d->pub_ready = 0;
 	d->blocked = 0;
 	d->m.reconnects++;
 	if (d->stopping) {
@@ -605,7 +634,10 @@ daemon_retry_arm(struct daemon *d)
 static int
 daemon_paused(const struct daemon *d)
 {
-	return d->blocked || !TAILQ_EMPTY(&d->retry);
+	/* Only connection.blocked stops everything: it is the broker's
+	 * alarm for the whole node.  A refusing queue slows down the
+	 * messages for that queue alone (see targets.h). */
+	return d->blocked;
 }
 
 static void
@@ -632,23 +664,38 @@ daemon_pause(struct daemon *d, struct message *m)
 
 /* Publish m again later: a nack, or a hop refused by a missing queue. */
 static void
+daemon_log_refused(struct daemon *d, const struct message *m,
+		   const char *why, int64_t wait_ms)
+{
+	int64_t now = mono_ms();
+
+	/* A full queue refuses many publishes at once: one line a second. */
+	d->refused++;
+	if (now - d->refused_logged_at < 1000)
+		return;
+	log_warn("publish_refused",
+		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\" "
+		 "count=%u backoff_ms=%" PRId64,
+		 why, (int)m->pub_exchange.len,
+		 (const char *)m->pub_exchange.bytes,
+		 (int)m->pub_routing_key.len,
+		 (const char *)m->pub_routing_key.bytes, d->refused, wait_ms);
+	d->refused = 0;
+	d->refused_logged_at = now;
+}
+
+/*
+ * Publish m again later, from memory: a parked copy the error queue
+ * refused, a hop when every level it could take refuses, or a hop refused
+ * by a missing queue.  Holds a prefetch slot meanwhile.
+ */
+static void
 daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 {
 	double s = backoff_seconds(m->retries++, RETRY_MIN_MS, RETRY_MAX_MS);
 	int64_t now = mono_ms();
 
-	/* A full queue refuses many publishes at once: one line a second. */
-	d->refused++;
-	if (now - d->refused_logged_at >= 1000) {
-		log_warn("publish_refused",
-			 " reason=\"%s\" queue=\"%.*s\" count=%u "
-			 "retry_in_ms=%.0f",
-			 why, (int)m->pub_routing_key.len,
-			 (const char *)m->pub_routing_key.bytes, d->refused,
-			 s * 1000);
-		d->refused = 0;
-		d->refused_logged_at = now;
-	}
+	daemon_log_refused(d, m, why, (int64_t)(s * 1000));
 	m->state = MESSAGE_RETRY;
 	m->retry_at = now + (int64_t)(s * 1000);
 	TAILQ_INSERT_TAIL(&d->retry, m, link);
@@ -682,13 +729,114 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* The broker confirmed m's publish (or refused it, when nack). */
+/*
+ * A hop to r's level: when that delay queue backs off (it refused a
+ * publish: full), take the largest lower level that does not; a lower level
+ * is never early, it only costs another hop.  Returns 0, or the shortest
+ * wait in ms when every level from r's down backs off.
+ */
+static int64_t
+daemon_hop_level(struct daemon *d, struct route *r)
+{
+	int64_t mono = mono_ms(), now, remaining, wait, first = INT64_MAX;
+
+	while (r->level >= 0) {
+		wait = targets_wait(&d->targets, amqp_empty_bytes,
+				    amqp_cstring_bytes(d->topo.delay[r->level]),
+				    mono);
+		if (wait == 0)
+			break;
+		if (wait < first)
+			first = wait;
+		r->level--;
+	}
+	if (r->level < 0) {
+		r->level = 0;
+		return first;
+	}
+	now = now_ms();
+	remaining = r->due > now ? r->due - now : 0;
+	r->left = remaining > d->ladder.ttl[r->level]
+			  ? remaining - d->ladder.ttl[r->level]
+			  : 0;
+	return 0;
+}
+
+/*
+ * m's target refused it, or backs off for wait ms: send m round the ladder
+ * for about that long instead of holding it.  Its due time stays, so it is
+ * late, never early; [router] refused_park_after parks it in the end.
+ */
+static void
+daemon_divert(struct daemon *d, struct message *m, int64_t wait)
+{
+	struct route *r = &m->route;
+	int64_t now = now_ms(), after = d->cfg->router_refused_park_after;
+	char a[32];
+
+	if (r->refused == 0 || r->refused_since <= 0)
+		r->refused_since = now;
+	r->refused++;
+	if (after > 0 && now - r->refused_since >= after) {
+		duration_format(now - r->refused_since, a, sizeof(a));
+		daemon_park(d, m, PARK_refused,
+			    "target exchange '%.*s' routing key '%.*s' refused "
+			    "it for %s ([router] refused_park_after)",
+			    (int)r->exchange.len,
+			    (const char *)r->exchange.bytes,
+			    (int)r->routing_key.len,
+			    (const char *)r->routing_key.bytes, a);
+		return;
+	}
+	targets_diverted(&d->targets, r->exchange, r->routing_key);
+	r->action = ROUTE_HOP;
+	r->level = ladder_pick(&d->ladder, wait);
+	if (r->level < 0)
+		r->level = 0;
+	r->left = 0;
+	daemon_dispatch(d, m);
+}
+
+/* The broker refused m's publish (basic.nack). */
+static void
+daemon_nacked(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	int64_t wait;
+
+	d->m.nacks++;
+	switch (r->action) {
+	case ROUTE_DELIVER:
+		wait = targets_refused(&d->targets, r->exchange, r->routing_key,
+				       mono_ms());
+		if (wait <= 0)
+			wait = d->ladder.ttl[0];
+		daemon_log_refused(d, m, "target refused the delivery "
+					 "(queue full or unavailable)", wait);
+		daemon_divert(d, m, wait);
+		return;
+	case ROUTE_HOP:
+		wait = targets_refused(&d->targets, amqp_empty_bytes,
+				       m->pub_routing_key, mono_ms());
+		daemon_log_refused(d, m, "delay queue refused the hop "
+					 "(full or unavailable)", wait);
+		/* Step afresh: a lower level, or deliver if due by now. */
+		router_step(&d->rp, r, now_ms());
+		daemon_dispatch(d, m);
+		return;
+	default:
+		daemon_retry_later(d, m, "broker nacked the publish "
+					 "(queue full or unavailable)");
+		return;
+	}
+}
+
+/* The broker confirmed m's publish (or refused it, when nack). */
 static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (nack) {
-		d->m.nacks++;
-		daemon_retry_later(d, m, "broker nacked the publish "
-					 "(queue full or unavailable)");
+		daemon_nacked(d, m);
 		return;
 	}
 	d->m.confirms++;
@@ -698,10 +846,14 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			daemon_log_park(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
+			targets_accepted(&d->targets, amqp_empty_bytes,
+					 m->pub_routing_key);
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
 								m->route.due);
+			targets_accepted(&d->targets, m->route.exchange,
+					 m->route.routing_key);
 		}
 		daemon_ack(d, m);
 		return;
@@ -740,6 +892,7 @@ daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack)
 		if (!multiple)
 			break;
 	}
+	daemon_pub_kick(d);
 }
 
 /*
@@ -785,11 +938,28 @@ daemon_match_return(struct daemon *d, struct message *r)
  * Publishing
  */
 
+/*
+ * Not even m's parked copy, stripped of the publisher's headers, could be
+ * published.  Keep it unacked and say so: it goes back to its queue when
+ * the connection ends, and the redelivery guard parks it if it can.
+ */
+static void
+daemon_stuck(struct daemon *d, struct message *m, const char *why)
+{
+	log_error("unpublishable",
+		  " reason=\"%s\" source=%s routing_key=\"%.*s\"", why,
+		  consumer_queue(d, m->src), (int)m->routing_key.len,
+		  (const char *)m->routing_key.bytes);
+	m->state = MESSAGE_STUCK;
+	TAILQ_INSERT_TAIL(&d->stuck, m, link);
+}
+
 static void
 daemon_publish(struct daemon *d, struct message *m)
 {
 	amqp_basic_properties_t props;
-	const struct route *r = &m->route;
+	struct route *r = &m->route;
+	size_t size;
 	int st;
 
 	if (d->broken) {
@@ -799,6 +969,12 @@ daemon_publish(struct daemon *d, struct message *m)
 	/* A blocked connection stops reading: a publish could hang us. */
 	if (d->blocked) {
 		daemon_pause(d, m);
+		return;
+	}
+	/* The publish channel reopens, or suspects are tried one by one. */
+	if (!d->pub_ready || (d->probing && m->state != MESSAGE_SUSPECT)) {
+		m->state = MESSAGE_QUEUED;
+		TAILQ_INSERT_TAIL(&d->outq, m, link);
 		return;
 	}
 	switch (r->action) {
@@ -822,8 +998,27 @@ daemon_publish(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
-	st = amqp_basic_publish(d->conn, BROKER_CH_WORK, m->pub_exchange,
-				m->pub_routing_key, 1, 0, &props, m->body);
+	/* A content header that does not fit in one frame would break the
+	 * connection half-way through the publish: check first. */
+	size = headers_props_size(&props) + HEADERS_FRAME_OVERHEAD;
+	if (size > (size_t)d->frame_max) {
+		recycle_amqp_pool(&d->scratch);
+		if (r->action != ROUTE_PARK)
+			daemon_park(d, m, PARK_too_large,
+				    "properties too large: %zu bytes with "
+				    "cascade's headers, one frame holds %d "
+				    "(frame_max)",
+				    size, d->frame_max);
+		else if (!r->strip_headers) {
+			r->strip_headers = 1;
+			daemon_publish(d, m);
+		} else
+			daemon_stuck(d, m, "parked copy too large");
+		return;
+	}
+	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max,
+			    m->pub_exchange, m->pub_routing_key, 1, &props,
+			    m->body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -838,12 +1033,42 @@ daemon_publish(struct daemon *d, struct message *m)
 }
 
 /*
+ * The publish channel may take more: the next suspect once the last was
+ * confirmed, or, with no suspect left, everything that waited.
+ */
+static void
+daemon_pub_kick(struct daemon *d)
+{
+	struct message *m;
+
+	if (d->broken || !d->pub_ready)
+		return;
+	if (d->probing) {
+		if (!TAILQ_EMPTY(&d->inflight))
+			return;
+		if ((m = TAILQ_FIRST(&d->suspects)) != NULL) {
+			TAILQ_REMOVE(&d->suspects, m, link);
+			m->state = MESSAGE_SUSPECT;
+			daemon_publish(d, m);
+			return;
+		}
+		d->probing = 0;
+		log_info("probe_done", " queued=%u", list_length(&d->outq));
+	}
+	while (!d->broken && d->pub_ready && !d->probing &&
+	       (m = TAILQ_FIRST(&d->outq)) != NULL) {
+		TAILQ_REMOVE(&d->outq, m, link);
+		daemon_publish(d, m);
+	}
+}
+
+/*
  * Target exchanges: a passive declare on the check channel, remembered for
  * XCACHE_TTL_MS.  The default exchange always exists.
  */
 
-static int
-xcache_has(struct daemon *d, amqp_bytes_t name)
+static struct xcache_entry *
+xcache_find(struct daemon *d, amqp_bytes_t name)
 {
 	int64_t now = mono_ms();
 
@@ -851,19 +1076,21 @@ xcache_has(struct daemon *d, amqp_bytes_t name)
 		struct xcache_entry *e = &d->xcache[i];
 		if (e->until > now && e->len == name.len &&
 		    memcmp(e->name, name.bytes, name.len) == 0)
-			return 1;
+			return e;
 	}
-	return 0;
+	return NULL;
 }
 
+/* Remember that an exchange exists, or why the broker refused it. */
 static void
-xcache_add(struct daemon *d, const char *name, size_t len)
+xcache_add(struct daemon *d, const char *name, size_t len, const char *refused)
 {
 	struct xcache_entry *e = &d->xcache[d->xcache_next++ % XCACHE_SIZE];
 
 	memcpy(e->name, name, len);
 	e->len = len;
 	e->until = mono_ms() + XCACHE_TTL_MS;
+	snprintf(e->refused, sizeof(e->refused), "%s", refused ? refused : "");
 }
 
 static void
@@ -929,7 +1156,7 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 	}
 	TAILQ_REMOVE(&d->lookups, lk, link);
 	if (exists)
-		xcache_add(d, lk->name, lk->len);
+		xcache_add(d, lk->name, lk->len, NULL);
 	while ((m = TAILQ_FIRST(&lk->waiters)) != NULL) {
 		TAILQ_REMOVE(&lk->waiters, m, link);
 		if (exists)
@@ -984,14 +1211,45 @@ daemon_hold(struct daemon *d, struct message *m)
 static void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
-	if (m->route.action == ROUTE_HOLD) {
+	struct route *r = &m->route;
+	struct xcache_entry *e;
+	int64_t wait;
+
+	switch (r->action) {
+	case ROUTE_HOLD:
 		daemon_hold(d, m);
 		return;
-	}
-	if (m->route.action == ROUTE_DELIVER && m->route.exchange.len > 0 &&
-	    !xcache_has(d, m->route.exchange)) {
-		daemon_wait_exchange(d, m);
-		return;
+	case ROUTE_DELIVER:
+		wait = targets_wait(&d->targets, r->exchange, r->routing_key,
+				    mono_ms());
+		if (wait > 0) {
+			daemon_divert(d, m, wait);
+			return;
+		}
+		if (r->exchange.len == 0)
+			break; /* the default exchange always exists */
+		e = xcache_find(d, r->exchange);
+		if (e == NULL) {
+			daemon_wait_exchange(d, m);
+			return;
+		}
+		if (e->refused[0] != '\0') {
+			daemon_park(d, m, PARK_broker_refused,
+				    "the broker refused the delivery: %s",
+				    e->refused);
+			return;
+		}
+		break;
+	case ROUTE_HOP:
+		wait = daemon_hop_level(d, r);
+		if (wait > 0) {
+			daemon_retry_later(d, m, "every delay level it could "
+						 "take refuses publishes");
+			return;
+		}
+		break;
+	default:
+		break;
 	}
 	daemon_publish(d, m);
 }
@@ -1007,6 +1265,38 @@ daemon_route(struct daemon *d, struct message *m)
 		router_step(&d->rp, &m->route, now_ms());
 	m->routed = 1;
 	daemon_dispatch(d, m);
+}
+
+/*
+ * The guard against the unknown poison: a message delivered again and
+ * again without being settled (its daemons crashed or lost the connection
+ * while they held it) is parked before it can take them down once more.
+ * Quorum queues count in x-delivery-count; classic queues do not count.
+ */
+static int
+daemon_guard(struct daemon *d, struct message *m)
+{
+	const amqp_field_value_t *v;
+	uint64_t max = d->cfg->router_max_redeliveries;
+	int64_t n;
+
+	v = headers_find((m->props._flags & AMQP_BASIC_HEADERS_FLAG)
+				 ? &m->props.headers
+				 : NULL,
+			 "x-delivery-count");
+	if (v == NULL || headers_integer(v, &n) != 1 || n < (int64_t)max)
+		return 0;
+	memset(&m->route, 0, sizeof(m->route));
+	m->route.level = -1;
+	m->route.fresh = m->src == ROUTE_FROM_INGRESS;
+	m->route.in_routing_key = m->routing_key;
+	m->routed = 1;
+	daemon_park(d, m, PARK_redelivered,
+		    "seen %" PRId64 " times without being settled "
+		    "(x-delivery-count; [router] max_redeliveries is %" PRIu64
+		    ")",
+		    n, max);
+	return 1;
 }
 
 static void
@@ -1026,6 +1316,8 @@ daemon_message_done(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
+	if (m->redelivered && daemon_guard(d, m))
+		return;
 	if (daemon_paused(d)) {
 		daemon_pause(d, m);
 		return;
@@ -1049,6 +1341,91 @@ daemon_start_message(struct daemon *d, struct message *m)
 	d->assembling = m;
 }
 
+/*
+ * The broker closed the publish channel because of one publish (a name it
+ * refuses, an internal exchange, a permission): park that message alone.
+ * A parked copy that is refused in turn goes again without the publisher's
+ * headers.  The exchange is remembered, so that the next messages for it
+ * are parked without closing the channel again.
+ */
+static void
+daemon_blame(struct daemon *d, struct message *m,
+	     const amqp_channel_close_t *c, const char *why)
+{
+	struct route *r = &m->route;
+
+	log_warn("publish_refused_by_broker",
+		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\"", why,
+		 (int)m->pub_exchange.len, (const char *)m->pub_exchange.bytes,
+		 (int)m->pub_routing_key.len,
+		 (const char *)m->pub_routing_key.bytes);
+	m->returned = 0;
+	if (r->action == ROUTE_DELIVER && r->exchange.len > 0 &&
+	    (c->reply_code == AMQP_ACCESS_REFUSED ||
+	     c->reply_code == AMQP_NOT_FOUND))
+		xcache_add(d, r->exchange.bytes, r->exchange.len, why);
+	if (r->action != ROUTE_PARK) {
+		daemon_park(d, m, PARK_broker_refused,
+			    "the broker refused the publish: %s", why);
+	} else if (!r->strip_headers) {
+		r->strip_headers = 1;
+		daemon_publish(d, m);
+	} else {
+		daemon_stuck(d, m, why);
+	}
+}
+
+/*
+ * The publish channel was closed by the broker.  Unconfirmed publishes
+ * lost their confirms with it and go again (at least once).  When a
+ * publish caused it, the culprit is the only one in flight, or else they
+ * are tried one at a time until it closes the channel alone.
+ */
+static void
+daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
+		  const char *why)
+{
+	amqp_channel_close_ok_t ok = {0};
+	amqp_channel_open_t open = {amqp_empty_bytes};
+	unsigned n = list_length(&d->inflight);
+	struct message *m;
+	char msg[340];
+
+	d->pub_ready = 0;
+	d->last_seq = 0;
+	if (c->class_id != AMQP_BASIC_CLASS ||
+	    c->method_id != (AMQP_BASIC_PUBLISH_METHOD & 0xffff) || n == 0) {
+		snprintf(msg, sizeof(msg),
+			 "publish channel closed by broker: %s", why);
+		daemon_fail(d, msg);
+		return;
+	}
+	if (amqp_send_method(d->conn, BROKER_CH_PUB,
+			     AMQP_CHANNEL_CLOSE_OK_METHOD,
+			     &ok) != AMQP_STATUS_OK ||
+	    amqp_send_method(d->conn, BROKER_CH_PUB, AMQP_CHANNEL_OPEN_METHOD,
+			     &open) != AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot reopen the publish channel");
+		return;
+	}
+	if (n == 1) {
+		m = TAILQ_FIRST(&d->inflight);
+		TAILQ_REMOVE(&d->inflight, m, link);
+		daemon_blame(d, m, c, why);
+		return;
+	}
+	/* Before any older suspects, in publish order. */
+	while ((m = TAILQ_LAST(&d->inflight, message_list)) != NULL) {
+		TAILQ_REMOVE(&d->inflight, m, link);
+		m->returned = 0;
+		m->state = MESSAGE_QUEUED;
+		TAILQ_INSERT_HEAD(&d->suspects, m, link);
+	}
+	d->probing = 1;
+	log_warn("publish_channel_closed", " reason=\"%s\" suspects=%u", why,
+		 list_length(&d->suspects));
+}
+
 static void
 daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 		     const amqp_channel_close_t *c)
@@ -1060,6 +1437,10 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 
 	snprintf(why, sizeof(why), "%u %.*s", c->reply_code,
 		 (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+	if (ch == BROKER_CH_PUB) {
+		daemon_pub_closed(d, c, why);
+		return;
+	}
 	if (ch != BROKER_CH_CHECK) {
 		char msg[340];
 		snprintf(msg, sizeof(msg), "channel %u closed by broker: %s",
@@ -1112,6 +1493,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 				m->src = consumers[i].src;
 		m->exchange = pool_dup(&m->pool, dv->exchange);
 		m->routing_key = pool_dup(&m->pool, dv->routing_key);
+		m->redelivered = dv->redelivered;
 		m->discard = d->stopping;
 		daemon_start_message(d, m);
 		return;
@@ -1133,14 +1515,22 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	}
 	case AMQP_BASIC_ACK_METHOD: {
 		amqp_basic_ack_t *a = dec;
-		daemon_confirm(d, a->delivery_tag, a->multiple, 0);
+		if (ch == BROKER_CH_PUB)
+			daemon_confirm(d, a->delivery_tag, a->multiple, 0);
 		return;
 	}
 	case AMQP_BASIC_NACK_METHOD: {
 		amqp_basic_nack_t *n = dec;
-		daemon_confirm(d, n->delivery_tag, n->multiple, 1);
+		if (ch == BROKER_CH_PUB)
+			daemon_confirm(d, n->delivery_tag, n->multiple, 1);
 		return;
 	}
+	case AMQP_CONFIRM_SELECT_OK_METHOD:
+		if (ch == BROKER_CH_PUB) {
+			d->pub_ready = 1;
+			daemon_pub_kick(d);
+		}
+		return;
 	case AMQP_BASIC_CANCEL_METHOD:
 		/* The broker cancelled a consumer: its queue was deleted or
 		 * a quorum queue lost its leader.  Start over. */
@@ -1155,6 +1545,12 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			d->check_open = 1;
 			TAILQ_FOREACH(lk, &d->lookups, link)
 				lookup_send(d, lk);
+		} else if (ch == BROKER_CH_PUB) {
+			amqp_confirm_select_t sel = {0};
+			if (amqp_send_method(d->conn, ch,
+					     AMQP_CONFIRM_SELECT_METHOD,
+					     &sel) != AMQP_STATUS_OK)
+				daemon_fail(d, "cannot select confirms");
 		}
 		return;
 	case AMQP_CHANNEL_CLOSE_METHOD:
@@ -1267,7 +1663,8 @@ daemon_drain(struct daemon *d)
 	else
 		ev_idle_stop(d->loop, &d->more);
 	if (d->stopping && TAILQ_EMPTY(&d->inflight) &&
-	    TAILQ_EMPTY(&d->lookups)) {
+	    TAILQ_EMPTY(&d->lookups) && TAILQ_EMPTY(&d->outq) &&
+	    TAILQ_EMPTY(&d->suspects)) {
 		log_info("stopped", " reason=\"all confirms received\"%s", "");
 		ev_break(d->loop, EVBREAK_ALL);
 	}
@@ -1311,7 +1708,7 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 		       (uint16_t)d->cfg->router_prefetch, 0);
 	if (broker_check(d->conn, "basic.qos", err, errsize) < 0)
 		return -1;
-	amqp_confirm_select(d->conn, BROKER_CH_WORK);
+	amqp_confirm_select(d->conn, BROKER_CH_PUB);
 	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
 		return -1;
 	for (size_t i = 0; i < NCONSUMERS; i++) {
@@ -1368,8 +1765,11 @@ daemon_connect(struct daemon *d)
 		goto fail;
 	}
 	d->check_open = 1;
+	d->pub_ready = 1;
 	d->consuming = 1;
 	d->last_seq = 0;
+	/* What we may send; we accept a little more (see broker.h). */
+	d->frame_max = amqp_get_frame_max(d->conn) - BROKER_FRAME_SLACK;
 	d->reconnects = 0;
 	ev_io_set(&d->io, amqp_get_sockfd(d->conn), EV_READ);
 	ev_io_start(d->loop, &d->io);
@@ -1462,6 +1862,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	/* Messages waiting for a retry are left to the broker to redeliver. */
 	message_list_free(&d->retry);
 	message_list_free(&d->paused);
+	message_list_free(&d->stuck);
 	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
@@ -1514,6 +1915,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 	const char *why = NULL;
 	unsigned lookups = 0;
 	const struct lookup *lk;
+	int n, t;
 
 	if (strcmp(path, "/healthz") == 0) {
 		if (d->stopping)
@@ -1539,11 +1941,21 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.held = list_length(&d->held);
 		d->m.retrying = list_length(&d->retry);
 		d->m.paused = list_length(&d->paused);
+		d->m.queued = list_length(&d->outq) +
+			      list_length(&d->suspects);
+		d->m.stuck = list_length(&d->stuck);
+		d->m.backing_off =
+			(unsigned)targets_backing_off(&d->targets, mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;
 		d->m.consuming = d->m.connected && d->consuming && !d->stopping;
 		d->m.blocked = d->blocked;
 		*content_type = "text/plain; version=0.0.4; charset=utf-8";
-		return metrics_render(&d->m, &l, buf, size);
+		n = metrics_render(&d->m, &l, buf, size);
+		if (n < 0)
+			return n;
+		t = targets_render(&d->targets, mono_ms(), buf + n,
+				   size - (size_t)n);
+		return t < 0 ? t : n + t;
 	}
 	*status = 404;
 	return snprintf(buf, size, "not found: try /metrics or /healthz\n");
@@ -1603,6 +2015,10 @@ daemon_run(const struct config *cfg)
 	d->rp.retry = &cfg->retry;
 	d->rp.random = random_unit;
 	TAILQ_INIT(&d->inflight);
+	TAILQ_INIT(&d->outq);
+	TAILQ_INIT(&d->suspects);
+	TAILQ_INIT(&d->stuck);
+	targets_init(&d->targets, d->ladder.ttl[0], cfg->router_target_backoff_max);
 	TAILQ_INIT(&d->retry);
 	TAILQ_INIT(&d->paused);
 	TAILQ_INIT(&d->held);
@@ -1660,6 +2076,7 @@ daemon_run(const struct config *cfg)
 		 d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
+	targets_free(&d->targets);
 	message_spare_free();
 	rc = d->exit_code;
 	free(d);

@@ -126,8 +126,8 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_confirms_total", "counter",
 	        "Publishes the broker confirmed (basic.ack).", m->confirms);
 	out_one(&o, "cascade_nacks_total", "counter",
-	        "Publishes the broker refused (basic.nack); each is "
-	        "published again after a backoff.",
+	        "Publishes the broker refused (basic.nack); the destination "
+	        "backs off and the message goes round the ladder again.",
 	        m->nacks);
 	out_one(&o, "cascade_returns_total", "counter",
 	        "Publishes returned unroutable (basic.return).", m->returns);
@@ -146,6 +146,18 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_paused_messages", "gauge",
 	        "Deliveries held unrouted while the broker pushes back.",
 	        (uint64_t)m->paused);
+	out_one(&o, "cascade_queued_messages", "gauge",
+	        "Routed messages waiting while the publish channel reopens "
+	        "after the broker closed it.",
+	        (uint64_t)m->queued);
+	out_one(&o, "cascade_stuck_messages", "gauge",
+	        "Messages not even a parked copy of could be published; "
+	        "they return to their queue on reconnect.",
+	        (uint64_t)m->stuck);
+	out_one(&o, "cascade_targets_backing_off", "gauge",
+	        "Targets and delay queues that refused publishes and back "
+	        "off now.",
+	        (uint64_t)m->backing_off);
 	out_one(&o, "cascade_reconnects_total", "counter",
 	        "Connections lost and set up again.", m->reconnects);
 

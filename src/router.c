@@ -153,6 +153,22 @@ router_retry(const struct router_params *p, const amqp_table_t *h,
 	return 0;
 }
 
+/* How often its target refused it, since when; 0 when never. */
+static void
+router_read_refused(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-refused");
+	int64_t n = 0, since = 0;
+
+	if (v == NULL || headers_integer(v, &n) != 1 || n <= 0)
+		return;
+	v = headers_find(h, "x-cascade-refused-since");
+	if (v == NULL || headers_integer(v, &since) != 1 || since <= 0)
+		return;
+	r->refused = n > 1000000000 ? 1000000000u : (unsigned)n;
+	r->refused_since = since;
+}
+
 void
 router_decide(const struct router_params *p, enum route_source src,
 	      const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
@@ -214,6 +230,14 @@ router_decide(const struct router_params *p, enum route_source src,
 		v = headers_find(h, "x-cascade-expiration");
 		if (v != NULL && headers_string(v, &r->expiration) == 0)
 			r->has_expiration = 1;
+		router_read_refused(h, r);
+	}
+	/* RabbitMQ closes the whole connection on such a name. */
+	if (!headers_utf8_valid(r->exchange)) {
+		router_park(r, PARK_bad_header,
+			    "target exchange name is not valid UTF-8 "
+			    "(RabbitMQ refuses it)");
+		return;
 	}
 	if (p->allowed != NULL && !p->allowed(p->allowed_ctx, r->exchange)) {
 		router_park(r, PARK_not_allowed,
@@ -272,12 +296,48 @@ router_drops(const struct route *r, amqp_bytes_t key)
 	if (r->fresh && headers_key_is(key, "x-cascade-user-id"))
 		return 1;
 	if (r->action == ROUTE_PARK)
-		return headers_key_is(key, "x-cascade-error") || headers_key_is(key, "x-death") ||
+		return headers_key_is(key, "x-cascade-error") ||
+		       headers_key_is(key, "x-cascade-dropped-headers") ||
+		       headers_key_is(key, "x-death") ||
+		       headers_key_is(key, "x-delivery-count") ||
 		       headers_key_prefix(key, "x-first-death-") ||
-		       headers_key_prefix(key, "x-last-death-");
+		       headers_key_prefix(key, "x-last-death-") ||
+		       (r->strip_headers &&
+			!headers_key_prefix(key, "x-cascade-"));
 	if (r->attempt > 0 && headers_key_is(key, "x-cascade-attempt"))
 		return 1;
 	return headers_is_routing(key);
+}
+
+/*
+ * For a parked copy without the publisher's headers: which were dropped
+ * and why, in words an operator reads ("pad, trace (131052 bytes encoded)
+ * did not fit in one frame"), names cut short past 512 bytes.
+ */
+static char *
+router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
+{
+	const size_t cap = 640;
+	char *note = amqp_pool_alloc(pool, cap);
+	size_t len = 0;
+	int i, n = h ? h->num_entries : 0;
+
+	if (note == NULL)
+		return NULL;
+	note[0] = '\0';
+	for (i = 0; i < n && len < 512; i++) {
+		amqp_bytes_t k = h->entries[i].key;
+		if (headers_key_prefix(k, "x-cascade-"))
+			continue;
+		len += (size_t)snprintf(note + len, cap - len, "%s%.*s",
+					len ? ", " : "", (int)(k.len < 100 ? k.len : 100),
+					(const char *)k.bytes);
+	}
+	snprintf(note + len, cap - len, "%s (%zu bytes encoded) did not fit "
+		 "in one frame and %s dropped",
+		 i < n ? ", ..." : "", headers_table_size(h),
+		 n == 1 ? "was" : "were");
+	return note;
 }
 
 int
@@ -299,7 +359,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-						  (size_t)(n + 10));
+						  (size_t)(n + 12));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -328,6 +388,13 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 					  r->in_routing_key);
 		headers_put_bytes(&t, "x-cascade-error",
 				  amqp_cstring_bytes(r->reason));
+		if (r->strip_headers) {
+			char *note = router_dropped_note(h, pool);
+			if (note == NULL)
+				return -1;
+			headers_put_bytes(&t, "x-cascade-dropped-headers",
+					  amqp_cstring_bytes(note));
+		}
 		break;
 	case ROUTE_HOP:
 		headers_put_i64(&t, "x-cascade-due", r->due);
@@ -340,6 +407,11 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_value(&t, "x-cascade-cc", cc);
 		if (r->attempt > 0)
 			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
+		if (r->refused > 0) {
+			headers_put_i64(&t, "x-cascade-refused", r->refused);
+			headers_put_i64(&t, "x-cascade-refused-since",
+					r->refused_since);
+		}
 		headers_put_i64(&t, "x-remaining-delay", r->left);
 		break;
 	case ROUTE_DELIVER:

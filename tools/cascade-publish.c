@@ -303,10 +303,12 @@ main(int argc, char *argv[])
 			b.bytes = line;
 			b.len = (size_t)n;
 		}
-		if (amqp_basic_publish(p.conn, BROKER_CH_WORK,
-				       amqp_cstring_bytes(prefix),
-				       amqp_cstring_bytes(rk), 1, 0, &props,
-				       b) != AMQP_STATUS_OK) {
+		if (broker_publish(p.conn, BROKER_CH_WORK,
+				   amqp_get_frame_max(p.conn) -
+					   BROKER_FRAME_SLACK,
+				   amqp_cstring_bytes(prefix),
+				   amqp_cstring_bytes(rk), 1, &props,
+				   b) != AMQP_STATUS_OK) {
 			fprintf(stderr, "cascade-publish: publish failed\n");
 			goto out;
 		}
