@@ -37,13 +37,18 @@ amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
 				       size_t errsize);
 
 /*
- * Frames the broker may send us are up to 8 bytes past the negotiated
- * frame_max: RabbitMQ tolerates that much from publishers (its frame size
- * fudge) and hands such a message on as it is.  broker_connect_url widens
- * rabbitmq-c's inbound limit by this much, so that receiving one does not
- * break the connection; broker_publish still sends at most frame_max.
+ * The broker sends content-header frames larger than the negotiated
+ * frame_max: 8 bytes more from a publisher (RabbitMQ's frame size fudge),
+ * and more again when dead-lettering adds x-death and x-*-death-* to a
+ * message that already filled a frame.  rabbitmq-c drops the connection on
+ * a frame above its limit, so broker_connect_url raises that limit to this
+ * many times frame_max (frames are allocated at their own size: it costs
+ * nothing until one comes); what we send stays within frame_max.
  */
-#define BROKER_FRAME_SLACK 8
+#define BROKER_FRAME_READ_FACTOR 8
+
+/* The negotiated frame_max: the largest frame we may send. */
+int broker_frame_max(amqp_connection_state_t conn);
 
 /*
  * basic.publish as rabbitmq-c's, with body frames of at most frame_max

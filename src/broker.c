@@ -254,9 +254,10 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 			broker_tls_detail(err, errsize);
 		goto fail;
 	}
-	/* Receive what RabbitMQ accepted from a publisher (see broker.h). */
+	/* Receive the larger frames RabbitMQ sends (see broker.h). */
 	if (amqp_tune_connection(conn, amqp_get_channel_max(conn),
-				 amqp_get_frame_max(conn) + BROKER_FRAME_SLACK,
+				 amqp_get_frame_max(conn) *
+					 BROKER_FRAME_READ_FACTOR,
 				 amqp_get_heartbeat(conn)) != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "out of memory");
 		goto fail;
@@ -274,6 +275,12 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 fail:
 	amqp_destroy_connection(conn);
 	return NULL;
+}
+
+int
+broker_frame_max(amqp_connection_state_t conn)
+{
+	return amqp_get_frame_max(conn) / BROKER_FRAME_READ_FACTOR;
 }
 
 int

@@ -1768,8 +1768,8 @@ daemon_connect(struct daemon *d)
 	d->pub_ready = 1;
 	d->consuming = 1;
 	d->last_seq = 0;
-	/* What we may send; we accept a little more (see broker.h). */
-	d->frame_max = amqp_get_frame_max(d->conn) - BROKER_FRAME_SLACK;
+	/* What we may send; we accept more (see broker.h). */
+	d->frame_max = broker_frame_max(d->conn);
 	d->reconnects = 0;
 	ev_io_set(&d->io, amqp_get_sockfd(d->conn), EV_READ);
 	ev_io_start(d->loop, &d->io);

@@ -328,9 +328,9 @@ run_forwarder(struct opts *o)
 					 (unsigned)hops);
 			else
 				snprintf(q, sizeof(q), "%s", o->target);
-			amqp_basic_publish(conn, CH_PUB, amqp_empty_bytes,
-					   amqp_cstring_bytes(q), 0, 0, &out,
-					   body);
+			broker_publish(conn, CH_PUB, broker_frame_max(conn),
+				       amqp_empty_bytes, amqp_cstring_bytes(q),
+				       0, &out, body);
 			seq++;
 			src[seq & 0xfffff] = tag;
 			acked[seq & 0xfffff] = 0;
@@ -666,11 +666,10 @@ main(int argc, char *argv[])
 				ex = "";
 				rk = "dlx.delay.0";
 			}
-			if (amqp_basic_publish(conn, CH_PUB,
-					       amqp_cstring_bytes(ex),
-					       amqp_cstring_bytes(rk), 0, 0,
-					       &props,
-					       (amqp_bytes_t){o.size, buf}) !=
+			if (broker_publish(conn, CH_PUB, broker_frame_max(conn),
+					   amqp_cstring_bytes(ex),
+					   amqp_cstring_bytes(rk), 0, &props,
+					   (amqp_bytes_t){o.size, buf}) !=
 			    AMQP_STATUS_OK) {
 				fprintf(stderr, "cascade-bench: publish "
 						"failed\n");

@@ -873,7 +873,7 @@ ctl_resend(struct ctl *c, const amqp_message_t *m, const char *rk, char *why,
 	/* P is a fanout: the routing key only names the target for people
 	 * looking at the ingress queue; x-target-routing-key decides. */
 	st = broker_publish(c->conn, BROKER_CH_WORK,
-	                    amqp_get_frame_max(c->conn) - BROKER_FRAME_SLACK,
+	                    broker_frame_max(c->conn),
 	                    amqp_cstring_bytes(c->topo.exchange),
 	                    t.routing_key, 1, &props, m->body);
 	empty_amqp_pool(&pool);

@@ -304,8 +304,7 @@ main(int argc, char *argv[])
 			b.len = (size_t)n;
 		}
 		if (broker_publish(p.conn, BROKER_CH_WORK,
-				   amqp_get_frame_max(p.conn) -
-					   BROKER_FRAME_SLACK,
+				   broker_frame_max(p.conn),
 				   amqp_cstring_bytes(prefix),
 				   amqp_cstring_bytes(rk), 1, &props,
 				   b) != AMQP_STATUS_OK) {
