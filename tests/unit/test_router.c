@@ -1150,3 +1150,117 @@ Test(router, park_kinds_have_names)
 			 "retries_exhausted");
 	cr_assert_str_eq(router_park_name(PARK_KINDS), "unknown");
 }
+
+/* ---- never stuck (issue 13) ---- */
+
+Test(router, refused_count_goes_round_the_ladder_and_off_at_delivery)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW - 5);
+	tb_str(&t, "x-cascade-exchange", "billing");
+	tb_str(&t, "x-cascade-routing-key", "invoices");
+	tb_i64(&t, "x-cascade-refused", 3);
+	tb_i64(&t, "x-cascade-refused-since", NOW - 60000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "ignored", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	cr_assert_eq(r.refused, 3);
+	cr_assert_eq(r.refused_since, NOW - 60000);
+	/* Refused again: the daemon sends it round once more. */
+	r.refused++;
+	r.action = ROUTE_HOP;
+	r.level = 0;
+	r.left = 0;
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_hdr_int(&out.headers, "x-cascade-refused", 4);
+	expect_hdr_int(&out.headers, "x-cascade-refused-since", NOW - 60000);
+	expect_hdr_int(&out.headers, "x-cascade-due", NOW - 5);
+	/* Delivered at last: none of it reaches the target. */
+	r.action = ROUTE_DELIVER;
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_no_cascade_state(&out.headers);
+}
+
+Test(router, a_garbled_refused_count_is_ignored)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW + 1000);
+	tb_str(&t, "x-cascade-routing-key", "invoices");
+	tb_str(&t, "x-cascade-refused", "many");
+	tb_i64(&t, "x-cascade-refused-since", NOW);
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "ignored", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.refused, 0);
+}
+
+Test(router, target_exchange_not_utf8_is_parked)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	tb_i32(&t, "x-remaining-delay", 0);
+	tb_str(&t, "x-target-exchange", "\xff\xfe" "billing");
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "not valid UTF-8");
+	cr_assert_eq(r.park, PARK_bad_header);
+}
+
+Test(router, a_parked_copy_drops_the_brokers_delivery_count)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	tb_str(&t, "tenant", "a");
+	tb_i64(&t, "x-delivery-count", 12);
+	p = props_of(&t);
+	memset(&r, 0, sizeof(r));
+	r.fresh = 1;
+	r.in_routing_key = amqp_cstring_bytes("orders");
+	router_park(&r, PARK_redelivered, "seen 12 times");
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_no_hdr(&out.headers, "x-delivery-count");
+	expect_hdr_str(&out.headers, "tenant", "a");
+	expect_hdr_str(&out.headers, "x-cascade-error", "seen 12 times");
+}
+
+Test(router, a_stripped_parked_copy_keeps_our_state_and_names_the_rest)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	tb_str(&t, "pad", "xxxxxxxx");
+	tb_str(&t, "trace", "t-1");
+	tb_i64(&t, "x-cascade-due", NOW);
+	tb_str(&t, "x-cascade-routing-key", "invoices");
+	p = props_of(&t);
+	props_fill(&p);
+	memset(&r, 0, sizeof(r));
+	router_park(&r, PARK_too_large, "properties too large");
+	r.strip_headers = 1;
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_no_hdr(&out.headers, "pad");
+	expect_no_hdr(&out.headers, "trace");
+	expect_hdr_int(&out.headers, "x-cascade-due", NOW);
+	expect_hdr_str(&out.headers, "x-cascade-routing-key", "invoices");
+	expect_hdr_str(&out.headers, "x-cascade-error", "properties too large");
+	const amqp_field_value_t *v =
+		headers_find(&out.headers, "x-cascade-dropped-headers");
+	amqp_bytes_t note;
+	cr_assert_not_null(v);
+	cr_assert_eq(headers_string(v, &note), 0);
+	cr_assert(strncmp(note.bytes, "pad, trace (", 12) == 0, "%.*s",
+		  (int)note.len, (const char *)note.bytes);
+	/* The other properties stay: only headers are dropped. */
+	expect_same_props(&p, &out);
+}
