@@ -11,6 +11,9 @@
  */
 #include <amqp.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include "config.h"
 #include "duration.h"
 #include "headers.h"
+#include "httpd.h"
 #include "ladder.h"
 #include "park.h"
 #include "topology.h"
@@ -446,6 +450,203 @@ format_about(int64_t ms, char *buf, size_t size)
 	snprintf(buf, size, "%" PRId64 "ms", ms);
 }
 
+/*
+ * Targets that refused deliveries: the daemon keeps them in memory only,
+ * so status asks the daemon at [metrics] listen for its /metrics.
+ */
+#define TARGETS_SHOWN 50
+#define METRICS_MAX (512 * 1024)
+
+struct refusing {
+	char exchange[KEY_MAX], routing_key[KEY_MAX];
+	double refusals, diverted, backoff;
+};
+
+/* GET /metrics from listen into a malloc'd string; NULL with why. */
+static char *
+metrics_fetch(const char *listen, char *why, size_t whysize)
+{
+	char host[256], port[16], req[512];
+	const char *perr;
+	struct addrinfo hints, *res = NULL;
+	struct timeval tv = {2, 0};
+	char *buf = NULL, *body;
+	size_t len = 0;
+	ssize_t n;
+	int fd = -1, rc;
+
+	if (httpd_parse_listen(listen, host, sizeof(host), port, sizeof(port),
+	                       &perr) < 0) {
+		snprintf(why, whysize, "%s", perr);
+		return NULL;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
+		snprintf(why, whysize, "%s", gai_strerror(rc));
+		return NULL;
+	}
+	fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
+		snprintf(why, whysize, "no daemon answers there");
+		goto fail;
+	}
+	snprintf(req, sizeof(req),
+	         "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
+	    (buf = malloc(METRICS_MAX + 1)) == NULL) {
+		snprintf(why, whysize, "cannot ask");
+		goto fail;
+	}
+	while (len < METRICS_MAX &&
+	       (n = read(fd, buf + len, METRICS_MAX - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	body = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 200 ") == NULL ||
+	    body == NULL) {
+		snprintf(why, whysize, "no /metrics there");
+		goto fail;
+	}
+	memmove(buf, body + 4, strlen(body + 4) + 1);
+	close(fd);
+	freeaddrinfo(res);
+	return buf;
+fail:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return NULL;
+}
+
+/* A quoted label value at *p (after the opening quote), unescaped. */
+static int
+label_value(const char **p, char *out, size_t size)
+{
+	const char *s = *p;
+	size_t n = 0;
+
+	for (; *s && *s != '"'; s++) {
+		char c = *s;
+		if (c == '\\' && s[1] != '\0') {
+			c = *++s == 'n' ? '\n' : *s;
+		}
+		if (n + 1 < size)
+			out[n++] = c;
+	}
+	if (*s != '"')
+		return -1;
+	out[n] = '\0';
+	*p = s + 1;
+	return 0;
+}
+
+/* The cascade_target_* samples of a /metrics text, one row per target. */
+static size_t
+targets_parse(char *text, struct refusing *t, size_t max)
+{
+	static const char *const names[] = {
+	    "cascade_target_refusals_total{", "cascade_target_diverted_total{",
+	    "cascade_target_backoff_seconds{"};
+	size_t count = 0;
+
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		struct refusing r;
+		const char *p = NULL;
+		size_t f, i;
+		for (f = 0; f < 3 && p == NULL; f++)
+			if (strncmp(line, names[f], strlen(names[f])) == 0)
+				p = line + strlen(names[f]);
+		if (p == NULL || strncmp(p, "exchange=\"", 10) != 0)
+			continue;
+		p += 10;
+		if (label_value(&p, r.exchange, sizeof(r.exchange)) < 0 ||
+		    strncmp(p, ",routing_key=\"", 14) != 0)
+			continue;
+		p += 14;
+		if (label_value(&p, r.routing_key, sizeof(r.routing_key)) < 0 ||
+		    strncmp(p, "} ", 2) != 0)
+			continue;
+		for (i = 0; i < count; i++)
+			if (strcmp(t[i].exchange, r.exchange) == 0 &&
+			    strcmp(t[i].routing_key, r.routing_key) == 0)
+				break;
+		if (i == count) {
+			if (count == max)
+				continue;
+			t[count] = r;
+			t[count].refusals = t[count].diverted = 0;
+			t[count].backoff = 0;
+			count++;
+		}
+		double v = strtod(p + 2, NULL);
+		if (f == 1)
+			t[i].refusals = v;
+		else if (f == 2)
+			t[i].diverted = v;
+		else
+			t[i].backoff = v;
+	}
+	return count;
+}
+
+/* The targets section of status: text, or a JSON member. */
+static void
+status_targets(const struct ctl *c)
+{
+	static struct refusing t[TARGETS_SHOWN];
+	const char *listen = c->cfg.metrics_listen;
+	char why[256] = "[metrics] listen is empty", *text = NULL;
+	size_t n = 0;
+
+	if (listen[0] != '\0')
+		text = metrics_fetch(listen, why, sizeof(why));
+	if (text != NULL)
+		n = targets_parse(text, t, TARGETS_SHOWN);
+	free(text);
+	if (c->json) {
+		printf(",\"targets\":");
+		if (text == NULL) {
+			printf("null");
+			return;
+		}
+		putchar('[');
+		for (size_t i = 0; i < n; i++) {
+			printf("%s{\"exchange\":", i ? "," : "");
+			json_str(stdout, t[i].exchange);
+			printf(",\"routing_key\":");
+			json_str(stdout, t[i].routing_key);
+			printf(",\"refusals\":%.0f,\"diverted\":%.0f,"
+			       "\"backoff_seconds\":%.3f}",
+			       t[i].refusals, t[i].diverted, t[i].backoff);
+		}
+		putchar(']');
+		return;
+	}
+	if (text == NULL) {
+		printf("\nrefusing targets: unknown (the daemon's /metrics at "
+		       "%s: %s)\n", listen[0] ? listen : "-", why);
+		return;
+	}
+	if (n == 0) {
+		printf("\nno target has refused a delivery (daemon at %s)\n",
+		       listen);
+		return;
+	}
+	printf("\ntargets that refused deliveries (daemon at %s):\n", listen);
+	printf("%-24s %-24s %10s %10s %9s\n", "exchange", "routing key",
+	       "refusals", "diverted", "backoff");
+	for (size_t i = 0; i < n; i++)
+		printf("%-24s %-24s %10.0f %10.0f %8.1fs\n",
+		       t[i].exchange[0] ? t[i].exchange : "(default)",
+		       t[i].routing_key, t[i].refusals, t[i].diverted,
+		       t[i].backoff);
+}
+
 #define STATUS_ROW "%-8s %-*s %10s %7s %10s %10s\n"
 
 static void
@@ -514,7 +715,9 @@ ctl_status(struct ctl *c)
 			printf(",\"%s\":", labels[i]);
 			status_json_queue(&other[i]);
 		}
-		printf(",\"missing\":%u}\n", missing);
+		printf(",\"missing\":%u", missing);
+		status_targets(c);
+		printf("}\n");
 	} else {
 		for (unsigned k = 0; k < n; k++)
 			if ((int)strlen(levels[k].name) > width)
@@ -541,6 +744,7 @@ ctl_status(struct ctl *c)
 		       " parked in %s\n",
 		       waiting, waiting == 1 ? "" : "s", other[3].messages,
 		       other[3].name);
+		status_targets(c);
 	}
 	if (missing > 0)
 		fprintf(stderr,

@@ -1,5 +1,6 @@
 """Never stuck (issue 13): one full target or one poison message must not
 hold up the others, and must not take the connection down."""
+import json
 import random
 import sys
 import time
@@ -7,6 +8,7 @@ import uuid
 
 import pika
 
+from test_ctl import ctl
 from test_production import metrics_daemon, scrape, wait_for
 
 FRAME_MAX = 131072
@@ -75,6 +77,12 @@ def test_full_target_holds_up_no_other_target(client, daemon_factory):
     # The refused ones wait in the ladder, not in the daemon.
     assert m["cascade_retrying_messages"] == 0
     assert m["cascade_paused_messages"] == 0
+    # An operator sees which target is the problem.
+    status = json.loads(ctl(d, "status", "--json").stdout)
+    refusing = {t["routing_key"]: t for t in status["targets"]}
+    assert refusing[full]["refusals"] > 0 and refusing[full]["diverted"] > 0
+    assert healthy not in refusing
+    assert full in ctl(d, "status").stdout
     drained = {}
     deadline = time.time() + 30
     while len(drained) < 200 and time.time() < deadline:
