@@ -11,6 +11,7 @@
 
 #include "ladder.h"
 #include "router.h"
+#include "targets.h"
 
 /* Upper bounds of the lateness histogram's buckets, in ms (+Inf follows). */
 #define METRICS_LATENESS_BUCKETS_MS                                            \
@@ -61,5 +62,15 @@ void metrics_observe_lateness(struct metrics *m, int64_t late_ms);
  */
 int metrics_render(const struct metrics *m, const struct metrics_labels *l,
                    char *buf, size_t size);
+
+/*
+ * Prometheus text for the destinations that ever refused a publish (at
+ * most TARGETS_RENDER_MAX, the most recently refused): three families,
+ * cascade_target_refusals_total, cascade_target_diverted_total and
+ * cascade_target_backoff_seconds, labelled exchange and routing_key.
+ * Returns the length written, or -1 when buf is too small.
+ */
+int metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
+                           size_t size);
 
 #endif

@@ -70,14 +70,4 @@ void targets_diverted(struct targets *ts, amqp_bytes_t exchange,
 /* Destinations backing off at now. */
 size_t targets_backing_off(const struct targets *ts, int64_t now);
 
-/*
- * Prometheus text for the destinations that ever refused (at most
- * TARGETS_RENDER_MAX, the most recently refused), appended as three
- * families: cascade_target_refusals_total, cascade_target_diverted_total
- * and cascade_target_backoff_seconds, labelled exchange and routing_key.
- * Returns the length written, or -1 when buf is too small.
- */
-int targets_render(const struct targets *ts, int64_t now, char *buf,
-		   size_t size);
-
 #endif

@@ -1953,7 +1953,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		n = metrics_render(&d->m, &l, buf, size);
 		if (n < 0)
 			return n;
-		t = targets_render(&d->targets, mono_ms(), buf + n,
+		t = metrics_render_targets(&d->targets, mono_ms(), buf + n,
 				   size - (size_t)n);
 		return t < 0 ? t : n + t;
 	}

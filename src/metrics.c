@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const double lateness_bounds_ms[METRICS_NBUCKETS] = {
@@ -177,5 +178,88 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	           "cascade_lateness_seconds_count %" PRIu64 "\n",
 	           m->lateness_count, m->lateness_sum_ms / 1000.0,
 	           m->lateness_count);
+	return o.full ? -1 : (int)o.len;
+}
+
+/* A label value: backslash, double quote and line feed escaped. */
+static void
+out_label(struct out *o, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len && !o->full; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\' || c == '"')
+			out_printf(o, "\\%c", c);
+		else if (c == '\n')
+			out_printf(o, "\\n");
+		else
+			out_printf(o, "%c", c);
+	}
+}
+
+static int
+by_last_refused(const void *a, const void *b)
+{
+	const struct target *x = *(const struct target *const *)a;
+	const struct target *y = *(const struct target *const *)b;
+
+	return (x->last_refused < y->last_refused) -
+	       (x->last_refused > y->last_refused);
+}
+
+int
+metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
+                       size_t size)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{"cascade_target_refusals_total", "counter",
+		 "Publishes the destination refused (basic.nack)."},
+		{"cascade_target_diverted_total", "counter",
+		 "Messages sent round the ladder while the destination "
+		 "backed off."},
+		{"cascade_target_backoff_seconds", "gauge",
+		 "How long the destination still backs off; 0: accepting."},
+	};
+	const struct target *list[TARGETS_RENDER_MAX];
+	const struct target **all;
+	struct out o = {buf, size, 0, 0};
+	size_t n = 0;
+
+	if (size == 0)
+		return -1;
+	buf[0] = '\0';
+	all = ts->n ? malloc(ts->n * sizeof(*all)) : NULL;
+	if (ts->n && all == NULL)
+		return -1;
+	for (size_t i = 0; i < ts->n; i++)
+		all[i] = &ts->t[i];
+	qsort(all, ts->n, sizeof(*all), by_last_refused);
+	for (size_t i = 0; i < ts->n && n < TARGETS_RENDER_MAX; i++)
+		list[n++] = all[i];
+	free(all);
+	for (size_t f = 0; f < 3; f++) {
+		out_printf(&o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
+			   fam[f].help, fam[f].name, fam[f].type);
+		for (size_t i = 0; i < n; i++) {
+			const struct target *t = list[i];
+			out_printf(&o, "%s{exchange=\"", fam[f].name);
+			out_label(&o, t->exchange, t->exchange_len);
+			out_printf(&o, "\",routing_key=\"");
+			out_label(&o, t->routing_key, t->routing_key_len);
+			if (f == 0)
+				out_printf(&o, "\"} %" PRIu64 "\n",
+					   t->refused_total);
+			else if (f == 1)
+				out_printf(&o, "\"} %" PRIu64 "\n",
+					   t->diverted_total);
+			else
+				out_printf(&o, "\"} %.3f\n",
+					   t->refusals && now < t->until
+						   ? (double)(t->until - now) /
+							     1000.0
+						   : 0.0);
+		}
+	}
 	return o.full ? -1 : (int)o.len;
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "targets.h"
 
 #define B(s) amqp_cstring_bytes(s)
@@ -104,11 +105,11 @@ Test(targets, metrics_name_the_destination_with_escaped_labels)
 	targets_refused(&ts, B("bill\"ing"), B("in\nv"), 0);
 	targets_refused(&ts, B("bill\"ing"), B("in\nv"), 10);
 	targets_diverted(&ts, B("bill\"ing"), B("in\nv"));
-	n = targets_render(&ts, 500, buf, sizeof(buf));
+	n = metrics_render_targets(&ts, 500, buf, sizeof(buf));
 	cr_assert_gt(n, 0);
 	cr_assert(strstr(buf, "cascade_target_refusals_total{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 2\n"), "%s", buf);
 	cr_assert(strstr(buf, "cascade_target_diverted_total{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 1\n"), "%s", buf);
 	cr_assert(strstr(buf, "cascade_target_backoff_seconds{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 0.500\n"), "%s", buf);
-	cr_assert_eq(targets_render(&ts, 500, buf, 10), -1);
+	cr_assert_eq(metrics_render_targets(&ts, 500, buf, 10), -1);
 	targets_free(&ts);
 }
