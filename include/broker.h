@@ -64,6 +64,13 @@ int broker_publish(amqp_connection_state_t conn, amqp_channel_t ch,
 void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
 			 size_t size);
 
+/* The reply code of a channel.close or connection.close that answered the
+ * last RPC (406 PRECONDITION_FAILED, ...); 0 for any other reply. */
+int broker_reply_code(amqp_connection_state_t conn);
+
+/* RabbitMQ's major version from the server properties; 0 when unknown. */
+int broker_major_version(amqp_connection_state_t conn);
+
 /* The reply of the last RPC in words; 0 when it succeeded. */
 int broker_check(amqp_connection_state_t conn, const char *what, char *err,
 		 size_t errsize);

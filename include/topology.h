@@ -27,10 +27,22 @@ struct topology {
 void topology_names(struct topology *t, const char *prefix,
 		    const struct ladder *l);
 
+/* topology_declare: a queue exists with other arguments (406). */
+#define TOPOLOGY_MISMATCH (-2)
+
 /*
- * Declare everything on channel ch (blocking; only while connecting).  A
- * queue that exists with other arguments fails with the broker's words, which
- * name the queue and the argument, in err; nothing is changed.
+ * Declare everything on channel ch (blocking; only while connecting).
+ * Returns 0, -1 with the reason in err, or TOPOLOGY_MISMATCH when a queue
+ * exists with other arguments: err has the broker's words, which name the
+ * queue and the argument; nothing is changed.
+ *
+ * On RabbitMQ 4.x a quorum queue drops a message returned (nack, or a
+ * channel closed while holding it) 20 times.  The queues cascade consumes
+ * or browses (ingress, return, retry, error) are therefore declared there
+ * with x-delivery-limit -1 (unlimited; on 3.x the same value would drop at
+ * the first return, and there is no limit by default).  Such a queue made
+ * by an older cascade keeps its arguments, and a warning says which policy
+ * lifts the limit.
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		     const struct config *cfg, const struct topology *t,

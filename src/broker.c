@@ -1,6 +1,8 @@
 /* Connection set-up: socket, login, channels. */
 #include "broker.h"
 
+#include "headers.h"
+
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <arpa/inet.h>
@@ -47,6 +49,39 @@ broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
 		return;
 	}
 	snprintf(buf, size, "%s: unknown reply", what);
+}
+
+int
+broker_reply_code(amqp_connection_state_t conn)
+{
+	amqp_rpc_reply_t r = amqp_get_rpc_reply(conn);
+
+	if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION)
+		return 0;
+	if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD)
+		return ((amqp_channel_close_t *)r.reply.decoded)->reply_code;
+	if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD)
+		return ((amqp_connection_close_t *)r.reply.decoded)->reply_code;
+	return 0;
+}
+
+int
+broker_major_version(amqp_connection_state_t conn)
+{
+	const amqp_table_t *p = amqp_get_server_properties(conn);
+	const amqp_field_value_t *v = headers_find(p, "version");
+	amqp_bytes_t b;
+	int major = 0;
+
+	if (v == NULL || headers_string(v, &b) < 0)
+		return 0;
+	for (size_t i = 0; i < b.len && i < 6; i++) {
+		char c = ((const char *)b.bytes)[i];
+		if (c < '0' || c > '9')
+			break;
+		major = major * 10 + (c - '0');
+	}
+	return major;
 }
 
 int

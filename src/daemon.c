@@ -1729,7 +1729,7 @@ static void
 daemon_connect(struct daemon *d)
 {
 	char err[512], url[CONFIG_STR_MAX], raw[CONFIG_STR_MAX];
-	int hb;
+	int hb, rc;
 
 	/* With several URLs (a cluster's nodes), each attempt after a
 	 * failure or a lost connection goes to the next one. */
@@ -1743,10 +1743,11 @@ daemon_connect(struct daemon *d)
 		sd_notifyf(0, "STATUS=cannot connect to %s: %s", url, err);
 		goto retry;
 	}
-	if (topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
-			     &d->ladder, err, sizeof(err)) < 0) {
+	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
+			      &d->ladder, err, sizeof(err));
+	if (rc < 0) {
 		/* PRECONDITION_FAILED names the queue and the argument. */
-		if (strstr(err, "PRECONDITION_FAILED") != NULL) {
+		if (rc == TOPOLOGY_MISMATCH) {
 			log_error("topology_mismatch",
 				  " reason=\"%s\" fix=\"delete the queue or "
 				  "change the configuration to match it\"",

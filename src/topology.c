@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "broker.h"
+#include "log.h"
 
 void
 topology_names(struct topology *t, const char *prefix, const struct ladder *l)
@@ -46,7 +47,64 @@ topology_queue(amqp_connection_state_t conn, amqp_channel_t ch,
 	amqp_queue_declare(conn, ch, amqp_cstring_bytes(name), 0, 1, 0, 0,
 			   args);
 	snprintf(what, sizeof(what), "declare queue %s", name);
-	return broker_check(conn, what, err, errsize);
+	if (broker_check(conn, what, err, errsize) == 0)
+		return 0;
+	return broker_reply_code(conn) == AMQP_PRECONDITION_FAILED
+		       ? TOPOLOGY_MISMATCH
+		       : -1;
+}
+
+/* The broker closed ch over a failed declare: open it again. */
+static int
+topology_reopen(amqp_connection_state_t conn, amqp_channel_t ch, char *err,
+		size_t errsize)
+{
+	amqp_channel_close_ok_t ok = {0};
+
+	if (amqp_send_method(conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
+	    AMQP_STATUS_OK) {
+		snprintf(err, errsize, "cannot reopen channel %u", ch);
+		return -1;
+	}
+	amqp_channel_open(conn, ch);
+	return broker_check(conn, "channel.open", err, errsize);
+}
+
+/*
+ * A queue cascade consumes or browses.  With unlimited (quorum queues on
+ * RabbitMQ 4.x): x-delivery-limit -1, or, for a queue an older cascade
+ * made without it, the queue as it is and a warning.
+ */
+static int
+topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
+		  const char *name, int quorum, int unlimited, char *err,
+		  size_t errsize)
+{
+	amqp_table_entry_t e[2];
+	int n = 0, rc;
+
+	if (quorum)
+		arg_str(&e[n++], "x-queue-type", "quorum");
+	if (!quorum || !unlimited)
+		return topology_queue(conn, ch, name, (amqp_table_t){n, e}, err,
+				      errsize);
+	arg_i64(&e[n++], "x-delivery-limit", -1);
+	rc = topology_queue(conn, ch, name, (amqp_table_t){n, e}, err, errsize);
+	if (rc != TOPOLOGY_MISMATCH)
+		return rc;
+	if (topology_reopen(conn, ch, err, errsize) < 0)
+		return -1;
+	rc = topology_queue(conn, ch, name, (amqp_table_t){n - 1, e}, err,
+			    errsize);
+	if (rc == 0)
+		log_warn("delivery_limit",
+			 " queue=%s reason=\"declared without x-delivery-limit "
+			 "(by an older cascade or RabbitMQ 3.x): RabbitMQ 4.x "
+			 "drops a message returned 20 times\" fix=\"rabbitmqctl "
+			 "set_policy --apply-to quorum_queues cascade-unlimited "
+			 "'^%s$' '{\\\"delivery-limit\\\":-1}'\"",
+			 name, name);
+	return rc;
 }
 
 int
@@ -55,16 +113,13 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		 const struct ladder *l, char *err, size_t errsize)
 {
 	amqp_table_entry_t e[8];
-	amqp_table_t plain = {0, e}, args;
-	int quorum = cfg->topology_queue_type == QUEUE_TYPE_QUORUM;
-	char what[TOPOLOGY_NAME_MAX + 32];
-
+	amqp_table_t args;
 	/* Classic queues are declared without x-queue-type, as clients
 	 * that predate quorum queues do, so either form matches. */
-	if (quorum) {
-		arg_str(&e[0], "x-queue-type", "quorum");
-		plain.num_entries = 1;
-	}
+	int quorum = cfg->topology_queue_type == QUEUE_TYPE_QUORUM;
+	int unlimited = broker_major_version(conn) >= 4;
+	char what[TOPOLOGY_NAME_MAX + 32];
+	int rc;
 
 	amqp_exchange_declare(conn, ch, amqp_cstring_bytes(t->exchange),
 			      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
@@ -72,10 +127,13 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "declare exchange %s", t->exchange);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if (topology_queue(conn, ch, t->ingress, plain, err, errsize) < 0 ||
-	    topology_queue(conn, ch, t->ret, plain, err, errsize) < 0 ||
-	    topology_queue(conn, ch, t->error, plain, err, errsize) < 0)
-		return -1;
+	if ((rc = topology_consumed(conn, ch, t->ingress, quorum, unlimited,
+				    err, errsize)) < 0 ||
+	    (rc = topology_consumed(conn, ch, t->ret, quorum, unlimited, err,
+				    errsize)) < 0 ||
+	    (rc = topology_consumed(conn, ch, t->error, quorum, unlimited, err,
+				    errsize)) < 0)
+		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->ingress),
 			amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
 			amqp_empty_table);
@@ -88,9 +146,11 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 			      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
 			      amqp_empty_table);
 	snprintf(what, sizeof(what), "declare exchange %s", t->retry);
-	if (broker_check(conn, what, err, errsize) < 0 ||
-	    topology_queue(conn, ch, t->retry, plain, err, errsize) < 0)
+	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
+	if ((rc = topology_consumed(conn, ch, t->retry, quorum, unlimited, err,
+				    errsize)) < 0)
+		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
 			amqp_cstring_bytes(t->retry), amqp_empty_bytes,
 			amqp_empty_table);
@@ -113,9 +173,9 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		}
 		args.num_entries = n;
 		args.entries = e;
-		if (topology_queue(conn, ch, t->delay[k], args, err, errsize) <
-		    0)
-			return -1;
+		if ((rc = topology_queue(conn, ch, t->delay[k], args, err,
+					 errsize)) < 0)
+			return rc;
 	}
 	return 0;
 }
