@@ -1531,11 +1531,22 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			daemon_pub_kick(d);
 		}
 		return;
-	case AMQP_BASIC_CANCEL_METHOD:
-		/* The broker cancelled a consumer: its queue was deleted or
-		 * a quorum queue lost its leader.  Start over. */
-		daemon_fail(d, "consumer cancelled by the broker");
+	case AMQP_BASIC_CANCEL_METHOD: {
+		/* The broker cancelled a consumer (we announce
+		 * consumer_cancel_notify): its queue was deleted, a quorum
+		 * queue lost its leader, or (RabbitMQ 4.3) a delivery was
+		 * held past the consumer timeout.  Start over: reconnecting
+		 * declares the queues again and consumes them all; nothing
+		 * is lost, for the consumed queues have no delivery limit. */
+		amqp_basic_cancel_t *c = dec;
+		char why[320];
+		snprintf(why, sizeof(why),
+			 "consumer %.*s cancelled by the broker",
+			 (int)c->consumer_tag.len,
+			 (const char *)c->consumer_tag.bytes);
+		daemon_fail(d, why);
 		return;
+	}
 	case AMQP_EXCHANGE_DECLARE_OK_METHOD:
 		if (ch == BROKER_CH_CHECK)
 			daemon_lookup_done(d, 1, NULL);

@@ -62,3 +62,16 @@ def test_reading_errors_any_number_of_times_leaves_them_parked(
         assert len(out["messages"]) == 3, out
     assert json.loads(ctl(daemon, "status", "--json").stdout)[
         "error"]["messages"] == 3
+
+
+def test_consumer_cancelled_by_the_broker_consumes_again(client, daemon):
+    """A broker-sent basic.cancel (here: P.return deleted under the daemon;
+    on 4.3 also the consumer timeout) is logged with the consumer and the
+    daemon consumes again, never going quiet."""
+    client.ch.queue_delete(daemon.prefix + ".return")
+    daemon.wait_log("consumer return cancelled by the broker", timeout=15)
+    daemon.wait_log("msg=ready", timeout=30, count=2)
+    target = client.queue()
+    client.publish(daemon.prefix, target, b"after", {"x-remaining-delay": 500})
+    got = client.collect(target, 1, 10)
+    assert [b for _, _, b in got] == [b"after"]
