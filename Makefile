@@ -71,6 +71,17 @@ integration: all
 	CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx $(PYTEST_ARGS) \
 		tests/integration
 
+# `make test` on Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15, gcc 14): in a
+# cached chroot that tools/debian13-root builds on first use (as root), in
+# its own build directory, warnings as errors.  Single-broker tests only
+# unless PYTEST_ARGS says otherwise.
+BUILD_RABBITMQ4 ?= build-deb13
+PYTEST_ARGS_RABBITMQ4 ?= $(if $(PYTEST_ARGS),$(PYTEST_ARGS),-k "not three_node")
+.PHONY: test-rabbitmq4
+test-rabbitmq4:
+	tools/debian13-root run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
+		PYTEST_ARGS='$(PYTEST_ARGS_RABBITMQ4)' test
+
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
 run: deps all

@@ -6,7 +6,7 @@
 #ifndef CASCADE_BROKER_H
 #define CASCADE_BROKER_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stddef.h>
 
 #include "config.h"

@@ -5,7 +5,7 @@
 #ifndef CASCADE_HEADERS_H
 #define CASCADE_HEADERS_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stdint.h>
 
 /* The entry named key, or NULL. */

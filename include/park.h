@@ -17,7 +17,7 @@
 #ifndef CASCADE_PARK_H
 #define CASCADE_PARK_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stdint.h>
 
 struct park_target {

@@ -6,7 +6,7 @@
 #ifndef CASCADE_RETRY_H
 #define CASCADE_RETRY_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stdint.h>
 
 #define RETRY_MAX_DELAYS 32

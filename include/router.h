@@ -6,7 +6,7 @@
 #ifndef CASCADE_ROUTER_H
 #define CASCADE_ROUTER_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stdint.h>
 
 #include "ladder.h"

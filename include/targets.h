@@ -12,7 +12,7 @@
 #ifndef CASCADE_TARGETS_H
 #define CASCADE_TARGETS_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stddef.h>
 #include <stdint.h>
 

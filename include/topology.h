@@ -5,7 +5,7 @@
 #ifndef CASCADE_TOPOLOGY_H
 #define CASCADE_TOPOLOGY_H
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stddef.h>
 
 #include "config.h"

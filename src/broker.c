@@ -3,8 +3,13 @@
 
 #include "headers.h"
 
+#ifdef CASCADE_RABBITMQ_C_NEW_HEADERS
+#include <rabbitmq-c/ssl_socket.h>
+#include <rabbitmq-c/tcp_socket.h>
+#else
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#endif
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <errno.h>
 #include <fnmatch.h>
 #include <ini.h>

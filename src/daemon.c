@@ -14,7 +14,7 @@
  */
 #include "daemon.h"
 
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <ev.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
  * moving the messages (--mover-pid) and of the broker (beam.smp).
  */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -9,7 +9,7 @@
  * Everything it learns comes from the broker (passive queue.declare and
  * basic.get): it works whether the daemon runs or not.
  */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/socket.h>

@@ -6,7 +6,7 @@
  *   seq 100 | cascade-publish --at 2026-12-01T09:00:00Z -r orders
  */
 #define _XOPEN_SOURCE 700 /* strptime */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>

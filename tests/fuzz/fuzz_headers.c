@@ -3,7 +3,7 @@
  * rabbitmq-c, then routed from each source and turned into the properties
  * of the next publish, which must encode again.
  */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Header tables: delays and times of any field type, filtering, equality. */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <string.h>

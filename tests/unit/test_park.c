@@ -4,7 +4,7 @@
  * route the result from ingress again: the target, the due time and the
  * publisher's properties must come out as they went in.
  */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>

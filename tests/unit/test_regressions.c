@@ -2,7 +2,7 @@
  * Regression tests for bugs found while the unit tests were written: each
  * failed on the code as it stood and passes since the fix.
  */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>

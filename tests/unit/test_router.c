@@ -1,5 +1,5 @@
 /* Routing decisions and the properties a message is published with. */
-#include <amqp.h>
+#include "amqp_compat.h"
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
