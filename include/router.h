@@ -55,7 +55,8 @@ enum route_action {
 	X(refused)                                                             \
 	X(too_large)                                                           \
 	X(redelivered)                                                         \
-	X(broker_refused)
+	X(broker_refused)                                                      \
+	X(undecodable)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,

@@ -40,12 +40,16 @@ void topology_names(struct topology *t, const char *prefix,
  * channel closed while holding it) 20 times.  The queues cascade consumes
  * or browses (ingress, return, retry, error) are therefore declared there
  * with x-delivery-limit -1 (unlimited; on 3.x the same value would drop at
- * the first return, and there is no limit by default).  Such a queue made
- * by an older cascade keeps its arguments, and a warning says which policy
- * lifts the limit.
+ * the first return, and there is no limit by default).  Ingress, return
+ * and retry also dead-letter into P.error (at least once on quorum
+ * queues): what the daemon rejects goes there.  reject_parks[i] (ingress,
+ * return, retry) says whether that holds.  A queue made by an older
+ * cascade keeps its arguments, and a warning gives the policy that adds
+ * them.
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		     const struct config *cfg, const struct topology *t,
-		     const struct ladder *l, char *err, size_t errsize);
+		     const struct ladder *l, int reject_parks[3], char *err,
+		     size_t errsize);
 
 #endif

@@ -139,6 +139,8 @@ struct daemon {
 	 */
 	int probing;
 	int frame_max;
+	/* Rejecting a delivery from this source parks it (topology.h). */
+	int reject_parks[METRICS_NSOURCES];
 	uint64_t last_seq;
 	struct message *assembling;
 	struct message_list inflight;
@@ -1525,6 +1527,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			daemon_confirm(d, n->delivery_tag, n->multiple, 1);
 		return;
 	}
+	case AMQP_BASIC_CONSUME_OK_METHOD:
+		return; /* see daemon_consume */
 	case AMQP_CONFIRM_SELECT_OK_METHOD:
 		if (ch == BROKER_CH_PUB) {
 			d->pub_ready = 1;
@@ -1643,6 +1647,34 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 	}
 }
 
+/*
+ * rabbitmq-c could not decode a frame (0.14 and later refuse headers nested
+ * more than 100 deep, which RabbitMQ accepts): the connection is lost, and
+ * the broker would hand the same message back first every time.  When the
+ * frame was the content header of a delivery seen before (redelivered), and
+ * its queue dead-letters into P.error, reject it there before going.
+ */
+static void
+daemon_undecodable(struct daemon *d, int st)
+{
+	struct message *m = d->assembling;
+
+	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL || m->is_return ||
+	    m->have_header || !m->redelivered || m->src >= METRICS_NSOURCES ||
+	    !d->reject_parks[m->src])
+		return;
+	if (amqp_basic_reject(d->conn, BROKER_CH_WORK, m->delivery_tag, 0) !=
+	    AMQP_STATUS_OK)
+		return;
+	d->m.parked[PARK_undecodable]++;
+	log_error("parked",
+		  " queue=%s reason=\"its headers cannot be decoded by this "
+		  "AMQP library; rejected, the broker dead-letters it\" "
+		  "source=%s routing_key=\"%.*s\"",
+		  d->topo.error, consumer_queue(d, m->src),
+		  (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+}
+
 /* Read and handle frames until the socket and rabbitmq-c's buffer are dry. */
 static void
 daemon_drain(struct daemon *d)
@@ -1656,6 +1688,7 @@ daemon_drain(struct daemon *d)
 		if (st == AMQP_STATUS_TIMEOUT)
 			break;
 		if (st != AMQP_STATUS_OK) {
+			daemon_undecodable(d, st);
 			daemon_fail(d, amqp_error_string2(st));
 			break;
 		}
@@ -1722,16 +1755,24 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 	amqp_confirm_select(d->conn, BROKER_CH_PUB);
 	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
 		return -1;
+	/* Not waiting for consume-ok: deliveries start at once, and the
+	 * loop, not a blocking call, must be the one to read them (see
+	 * daemon_undecodable).  A consume the broker refuses closes the
+	 * channel, which the loop handles like any other failure. */
 	for (size_t i = 0; i < NCONSUMERS; i++) {
-		char what[64];
-		amqp_basic_consume(d->conn, BROKER_CH_WORK,
-				   amqp_cstring_bytes(consumer_queue(
-					   d, consumers[i].src)),
-				   amqp_cstring_bytes(consumers[i].tag), 0, 0,
-				   0, amqp_empty_table);
-		snprintf(what, sizeof(what), "consume %s", consumers[i].tag);
-		if (broker_check(d->conn, what, err, errsize) < 0)
+		amqp_basic_consume_t c;
+		memset(&c, 0, sizeof(c));
+		c.queue = amqp_cstring_bytes(consumer_queue(d, consumers[i].src));
+		c.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
+		c.arguments = amqp_empty_table;
+		if (amqp_send_method(d->conn, BROKER_CH_WORK,
+				     AMQP_BASIC_CONSUME_METHOD,
+				     &c) != AMQP_STATUS_OK) {
+			snprintf(err, errsize, "consume %s: %s",
+				 consumers[i].tag,
+				 amqp_error_string2(AMQP_STATUS_SOCKET_ERROR));
 			return -1;
+		}
 	}
 	return 0;
 }
@@ -1755,7 +1796,7 @@ daemon_connect(struct daemon *d)
 		goto retry;
 	}
 	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
-			      &d->ladder, err, sizeof(err));
+			      &d->ladder, d->reject_parks, err, sizeof(err));
 	if (rc < 0) {
 		/* PRECONDITION_FAILED names the queue and the argument. */
 		if (rc == TOPOLOGY_MISMATCH) {

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "duration.h"
@@ -314,21 +315,36 @@ router_drops(const struct route *r, amqp_bytes_t key)
  * and why, in words an operator reads ("pad, trace (131052 bytes encoded)
  * did not fit in one frame"), names cut short past 512 bytes.
  */
+static int
+key_order(const void *a, const void *b)
+{
+	const amqp_bytes_t *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = n ? memcmp(x->bytes, y->bytes, n) : 0;
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
 static char *
 router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
 {
 	const size_t cap = 640;
 	char *note = amqp_pool_alloc(pool, cap);
 	size_t len = 0;
-	int i, n = h ? h->num_entries : 0;
+	int i, n = 0, all = h ? h->num_entries : 0;
+	amqp_bytes_t *keys = amqp_pool_alloc(pool, sizeof(*keys) *
+							   (size_t)(all + 1));
 
-	if (note == NULL)
+	if (note == NULL || keys == NULL)
 		return NULL;
 	note[0] = '\0';
+	/* In name order: RabbitMQ 4.x hands headers on sorted anyway. */
+	for (i = 0; i < all; i++)
+		if (!headers_key_prefix(h->entries[i].key, "x-cascade-"))
+			keys[n++] = h->entries[i].key;
+	qsort(keys, (size_t)n, sizeof(*keys), key_order);
 	for (i = 0; i < n && len < 512; i++) {
-		amqp_bytes_t k = h->entries[i].key;
-		if (headers_key_prefix(k, "x-cascade-"))
-			continue;
+		amqp_bytes_t k = keys[i];
 		len += (size_t)snprintf(note + len, cap - len, "%s%.*s",
 					len ? ", " : "", (int)(k.len < 100 ? k.len : 100),
 					(const char *)k.bytes);

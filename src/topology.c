@@ -71,53 +71,110 @@ topology_reopen(amqp_connection_state_t conn, amqp_channel_t ch, char *err,
 }
 
 /*
- * A queue cascade consumes or browses.  With unlimited (quorum queues on
- * RabbitMQ 4.x): x-delivery-limit -1, or, for a queue an older cascade
- * made without it, the queue as it is and a warning.
+ * The policy that gives an existing queue the arguments below, as JSON with
+ * its double quotes escaped for a log line's quoted value.
+ */
+static void
+topology_policy(char *buf, size_t size, const struct topology *t,
+		int to_error, int quorum, int v4)
+{
+	char json[512];
+	size_t j = 0;
+
+	snprintf(json, sizeof(json), "{%s%s%s%s%s}",
+		 to_error ? "\"dead-letter-exchange\":\"\","
+			    "\"dead-letter-routing-key\":\""
+			  : "",
+		 to_error ? t->error : "", to_error ? "\"" : "",
+		 to_error && quorum ? ",\"dead-letter-strategy\":"
+				      "\"at-least-once\",\"overflow\":"
+				      "\"reject-publish\""
+				    : "",
+		 !quorum || !v4 ? ""
+		 : to_error     ? ",\"delivery-limit\":-1"
+				: "\"delivery-limit\":-1");
+	for (size_t i = 0; json[i] != '\0' && j + 3 < size; i++) {
+		if (json[i] == '"')
+			buf[j++] = '\\';
+		buf[j++] = json[i];
+	}
+	buf[j] = '\0';
+}
+
+/*
+ * A queue cascade consumes (to_error: ingress, return, retry) or the error
+ * queue.  A consumed queue dead-letters what cascade rejects, or the broker
+ * gives up on, into P.error (at least once on quorum queues), so that a
+ * message the daemon's AMQP library cannot even decode has a way out; on
+ * RabbitMQ 4.x every one of them also has no delivery limit.  A queue that
+ * an older cascade made without these arguments stays as it is (they cannot
+ * change on an existing queue) and a warning gives the policy that adds
+ * them.  *safe is 1 when rejecting a message parks it.
  */
 static int
 topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
-		  const char *name, int quorum, int unlimited, char *err,
-		  size_t errsize)
+		  const struct topology *t, const char *name, int to_error,
+		  int quorum, int v4, int *safe, char *err, size_t errsize)
 {
-	amqp_table_entry_t e[2];
+	amqp_table_entry_t e[6];
+	char policy[512];
 	int n = 0, rc;
 
+	*safe = 0;
 	if (quorum)
 		arg_str(&e[n++], "x-queue-type", "quorum");
-	if (!quorum || !unlimited)
+	int plain = n;
+	if (to_error) {
+		arg_str(&e[n++], "x-dead-letter-exchange", "");
+		arg_str(&e[n++], "x-dead-letter-routing-key", t->error);
+		if (quorum) {
+			arg_str(&e[n++], "x-dead-letter-strategy",
+				"at-least-once");
+			arg_str(&e[n++], "x-overflow", "reject-publish");
+		}
+	}
+	if (quorum && v4)
+		arg_i64(&e[n++], "x-delivery-limit", -1);
+	if (n == plain)
 		return topology_queue(conn, ch, name, (amqp_table_t){n, e}, err,
 				      errsize);
-	arg_i64(&e[n++], "x-delivery-limit", -1);
 	rc = topology_queue(conn, ch, name, (amqp_table_t){n, e}, err, errsize);
+	if (rc == 0)
+		*safe = to_error;
 	if (rc != TOPOLOGY_MISMATCH)
 		return rc;
 	if (topology_reopen(conn, ch, err, errsize) < 0)
 		return -1;
-	rc = topology_queue(conn, ch, name, (amqp_table_t){n - 1, e}, err,
+	rc = topology_queue(conn, ch, name, (amqp_table_t){plain, e}, err,
 			    errsize);
-	if (rc == 0)
-		log_warn("delivery_limit",
-			 " queue=%s reason=\"declared without x-delivery-limit "
-			 "(by an older cascade or RabbitMQ 3.x): RabbitMQ 4.x "
-			 "drops a message returned 20 times\" fix=\"rabbitmqctl "
-			 "set_policy --apply-to quorum_queues cascade-unlimited "
-			 "'^%s$' '{\\\"delivery-limit\\\":-1}'\"",
-			 name, name);
-	return rc;
+	if (rc < 0)
+		return rc;
+	topology_policy(policy, sizeof(policy), t, to_error, quorum, v4);
+	log_warn("queue_arguments",
+		 " queue=%s reason=\"declared by an older cascade without "
+		 "%s: it keeps working; a policy adds them\" fix=\"rabbitmqctl "
+		 "set_policy --apply-to queues cascade-%s '^%s$' '%s'\"",
+		 name,
+		 to_error ? "a dead-letter target (P.error) for what cannot be "
+			    "read, nor, on RabbitMQ 4.x, x-delivery-limit -1"
+			  : "x-delivery-limit -1 (RabbitMQ 4.x drops a "
+			    "message returned 20 times)",
+		 name, name, policy);
+	return 0;
 }
 
 int
 topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		 const struct config *cfg, const struct topology *t,
-		 const struct ladder *l, char *err, size_t errsize)
+		 const struct ladder *l, int reject_parks[3], char *err,
+		 size_t errsize)
 {
 	amqp_table_entry_t e[8];
 	amqp_table_t args;
 	/* Classic queues are declared without x-queue-type, as clients
 	 * that predate quorum queues do, so either form matches. */
 	int quorum = cfg->topology_queue_type == QUEUE_TYPE_QUORUM;
-	int unlimited = broker_major_version(conn) >= 4;
+	int v4 = broker_major_version(conn) >= 4, none;
 	char what[TOPOLOGY_NAME_MAX + 32];
 	int rc;
 
@@ -127,12 +184,12 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "declare exchange %s", t->exchange);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if ((rc = topology_consumed(conn, ch, t->ingress, quorum, unlimited,
-				    err, errsize)) < 0 ||
-	    (rc = topology_consumed(conn, ch, t->ret, quorum, unlimited, err,
-				    errsize)) < 0 ||
-	    (rc = topology_consumed(conn, ch, t->error, quorum, unlimited, err,
-				    errsize)) < 0)
+	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4,
+				    &none, err, errsize)) < 0 ||
+	    (rc = topology_consumed(conn, ch, t, t->ingress, 1, quorum, v4,
+				    &reject_parks[0], err, errsize)) < 0 ||
+	    (rc = topology_consumed(conn, ch, t, t->ret, 1, quorum, v4,
+				    &reject_parks[1], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->ingress),
 			amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
@@ -148,8 +205,8 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "declare exchange %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if ((rc = topology_consumed(conn, ch, t->retry, quorum, unlimited, err,
-				    errsize)) < 0)
+	if ((rc = topology_consumed(conn, ch, t, t->retry, 1, quorum, v4,
+				    &reject_parks[2], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
 			amqp_cstring_bytes(t->retry), amqp_empty_bytes,

@@ -227,7 +227,7 @@ def test_parked_copy_too_large_names_the_dropped_headers(client,
     h = p.headers
     assert "properties too large" in h["x-cascade-error"]
     assert "pad" not in h
-    assert "x-remaining-delay, pad" in h["x-cascade-dropped-headers"]
+    assert "pad, x-remaining-delay (" in h["x-cascade-dropped-headers"]
     assert "did not fit in one frame" in h["x-cascade-dropped-headers"]
     assert_connection_kept(d)
 
@@ -235,24 +235,40 @@ def test_parked_copy_too_large_names_the_dropped_headers(client,
 def test_deeply_nested_headers_do_not_stall_the_others(client,
                                                        daemon_factory):
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(100000)
+    sys.setrecursionlimit(100000)  # pika encodes and decodes recursively
     try:
-        d = daemon_factory()
-        target = client.queue()
-        for delay in (0, 1000):
-            deep = "leaf"
-            for _ in range(5000):
-                deep = [deep]
-            client.publish(d.prefix, target, b"deep-%d" % delay,
-                           {"x-remaining-delay": delay, "deep": deep})
-            for i in range(5):
-                client.publish(d.prefix, target, b"ok-%d-%d" % (delay, i),
-                               {"x-remaining-delay": delay})
-        got = consume_timed(client, target, 12, 10)
-        assert len(got) == 12, sorted(got)
+        deeply_nested(client, daemon_factory)
     finally:
         sys.setrecursionlimit(limit)
-    assert_connection_kept(d)
+
+
+def deeply_nested(client, daemon_factory):
+    d = daemon_factory()
+    target = client.queue()
+    for delay in (0, 1000):
+        deep = "leaf"
+        for _ in range(5000):
+            deep = [deep]
+        client.publish(d.prefix, target, b"deep-%d" % delay,
+                       {"x-remaining-delay": delay, "deep": deep})
+        for i in range(5):
+            client.publish(d.prefix, target, b"ok-%d-%d" % (delay, i),
+                           {"x-remaining-delay": delay})
+    got = consume_timed(client, target, 12, 10)
+    ok = {b"ok-%d-%d" % (delay, i) for delay in (0, 1000) for i in range(5)}
+    assert ok <= set(got), sorted(ok - set(got))
+    missing = {b"deep-0", b"deep-1000"} - set(got)
+    if not missing:
+        assert_connection_kept(d)
+        return
+    # rabbitmq-c 0.14 and later refuse more than 100 levels: the daemon
+    # cannot read such a message at all, rejects it when it comes back,
+    # and P.ingress dead-letters it into P.error.
+    parked_now = client.collect(d.prefix + ".error", len(missing), 15)
+    assert {b for _, _, b in parked_now} == missing
+    for _, p, _ in parked_now:
+        assert p.headers["x-death"][0]["reason"] == "rejected"
+    assert "cannot be decoded by this AMQP library" in d.log()
 
 
 def test_redelivered_too_often_is_parked(broker, client, daemon_factory):
