@@ -21,6 +21,50 @@ park_string(const amqp_table_t *h, const char *key, amqp_bytes_t *out)
 	return v != NULL && headers_string(v, out) == 0;
 }
 
+/*
+ * Parked by the broker, not by cascade: a queue cascade consumes
+ * dead-lettered it into P.error (x-death).  Say why in words, and take the
+ * routing key it had from x-death, for the broker replaced it with P.error.
+ */
+static void
+park_dead_lettered(const amqp_table_t *h, struct park_target *t)
+{
+	static const struct {
+		const char *reason, *words;
+	} why[] = {
+		{"rejected", "dead-lettered by RabbitMQ: cascade rejected it, "
+			     "for its AMQP library could not decode its "
+			     "headers"},
+		{"delivery_limit", "dead-lettered by RabbitMQ: returned too "
+				   "often without being settled (delivery "
+				   "limit)"},
+		{"expired", "dead-lettered by RabbitMQ: its expiration passed "
+			    "before cascade read it"},
+	};
+	const amqp_field_value_t *v = headers_find(h, "x-death");
+	const amqp_table_t *death;
+	amqp_bytes_t r;
+
+	if (v == NULL || v->kind != AMQP_FIELD_KIND_ARRAY ||
+	    v->value.array.num_entries == 0 ||
+	    v->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
+		return;
+	death = &v->value.array.entries[0].value.table;
+	if (!park_string(death, "reason", &r))
+		return;
+	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
+		if (headers_key_is(r, why[i].reason))
+			t->reason = amqp_cstring_bytes(why[i].words);
+	v = headers_find(death, "routing-keys");
+	if (t->routing_key_parked && v != NULL &&
+	    v->kind == AMQP_FIELD_KIND_ARRAY &&
+	    v->value.array.num_entries > 0 &&
+	    headers_string(&v->value.array.entries[0], &r) == 0) {
+		t->routing_key = r;
+		t->routing_key_parked = 0;
+	}
+}
+
 void
 park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
             struct park_target *t)
@@ -56,6 +100,8 @@ park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
 	v = headers_find(h, "x-cascade-due");
 	if (v != NULL && headers_epoch_ms(v, &t->due, &why) == 0)
 		t->has_due = 1;
+	if (t->reason.len == 0)
+		park_dead_lettered(h, t);
 }
 
 /* Whether header key of a parked message stays in the requeued one. */
