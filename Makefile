@@ -56,31 +56,41 @@ $(BUILD)/tests/%: tests/unit/%.c $(PURE_OBJS)
 		-MMD -MP -o $@ $< $(PURE_OBJS) $(LDFLAGS) $(LDLIBS) \
 		$(shell pkg-config --libs criterion)
 
-# Installs what is missing (Debian packages), builds, runs every test.
+# The fast tier: installs what is missing (Debian packages), builds, runs
+# the unit tests and the integration tests that need one broker.
 test: deps
 	$(MAKE) unit integration
+
+# Every test: the fast tier, the tests that start a RabbitMQ cluster, and
+# both again on Debian 13's RabbitMQ 4.0.5 and rabbitmq-c 0.15.
+check: deps
+	$(MAKE) unit integration test-cluster
+	$(MAKE) test-rabbitmq4
 
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
 		done; exit $$rc
 
 # -rfEx: failures, errors and expected failures, with their reasons, in the
-# summary, so a CI log says why the three-node test was an expected failure.
+# summary, so a CI log says why a fault test was an expected failure.
 PYTEST_ARGS ?=
+PYTEST := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx
 integration: all
-	CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx $(PYTEST_ARGS) \
-		tests/integration
+	$(PYTEST) -m "not cluster" $(PYTEST_ARGS) tests/integration
 
-# `make test` on Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15, gcc 14): in a
-# cached chroot that tools/debian13-root builds on first use (as root), in
-# its own build directory, warnings as errors.  Single-broker tests only
-# unless PYTEST_ARGS says otherwise.
+# The tests that start several RabbitMQ nodes (a few minutes each).
+test-cluster: deps all
+	$(PYTEST) -m cluster $(PYTEST_ARGS) tests/integration
+
+# The fast tier and the cluster tests on Debian 13 (RabbitMQ 4.0.5,
+# rabbitmq-c 0.15, gcc 14): in a cached root that tools/debian13-root
+# builds on first use (as root, about a minute), in its own build
+# directory, warnings as errors.
 BUILD_RABBITMQ4 ?= build-deb13
-PYTEST_ARGS_RABBITMQ4 ?= $(if $(PYTEST_ARGS),$(PYTEST_ARGS),-k "not three_node")
-.PHONY: test-rabbitmq4
+.PHONY: test-rabbitmq4 test-cluster check
 test-rabbitmq4:
 	tools/debian13-root run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
-		PYTEST_ARGS='$(PYTEST_ARGS_RABBITMQ4)' test
+		PYTEST_ARGS='$(PYTEST_ARGS)' test test-cluster
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.

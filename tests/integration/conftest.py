@@ -11,6 +11,12 @@ import uuid
 import pika
 import pytest
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "cluster: starts several RabbitMQ nodes (make "
+        "test-cluster); make test leaves it out")
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("CASCADE_BUILD", "build"))
 CASCADE = os.path.join(BUILD, "cascade")

@@ -472,6 +472,7 @@ def test_two_daemons_one_killed(fault_broker, tmp_path):
     assert a.stop() == 0
 
 
+@pytest.mark.cluster
 def test_three_node_cluster_one_node_stopped(tmp_path):
     cookie = uuid.uuid4().hex.upper()[:20]
     tag = uuid.uuid4().hex[:6]
