@@ -6,6 +6,8 @@ limit of 20, drops it when it has no dead-letter target.  Nothing cascade
 holds or parks may be lost that way."""
 import json
 import os
+import re
+import shlex
 import signal
 import time
 
@@ -75,3 +77,31 @@ def test_consumer_cancelled_by_the_broker_consumes_again(client, daemon):
     client.publish(daemon.prefix, target, b"after", {"x-remaining-delay": 500})
     got = client.collect(target, 1, 10)
     assert [b for _, _, b in got] == [b"after"]
+
+
+def test_queues_of_an_older_cascade_keep_working(broker, client,
+                                                 daemon_factory):
+    """Queues an older cascade declared (x-queue-type only) cannot take
+    the new arguments: the daemon keeps them, says which policy adds them,
+    and that policy is accepted by the broker."""
+    d = daemon_factory(start=False)
+    for q in ("ingress", "return", "retry", "error"):
+        client.ch.queue_declare("%s.%s" % (d.prefix, q), durable=True,
+                                arguments={"x-queue-type": "quorum"})
+    d.start()
+    target = client.queue()
+    client.publish(d.prefix, target, b"old", {"x-remaining-delay": 300})
+    assert [b for _, _, b in client.collect(target, 1, 10)] == [b"old"]
+    fixes = re.findall(r'msg=queue_arguments queue=(\S+) .* fix="(.*)"$',
+                       d.log(), re.M)
+    queues = {q for q, _ in fixes}
+    assert {d.prefix + ".ingress", d.prefix + ".return",
+            d.prefix + ".retry"} <= queues, d.log()
+    for _, fix in fixes:
+        args = shlex.split(fix.replace('\\"', '"'))
+        assert args[:2] == ["rabbitmqctl", "set_policy"]
+        broker.ctl(*args[1:])
+    out = broker.ctl("list_queues", "name", "policy").stdout
+    for q in queues:
+        assert re.search(r"^%s\s+cascade-%s$" % (re.escape(q), re.escape(q)),
+                         out, re.M), out
