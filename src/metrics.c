@@ -234,7 +234,8 @@ metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
 		return -1;
 	for (size_t i = 0; i < ts->n; i++)
 		all[i] = &ts->t[i];
-	qsort(all, ts->n, sizeof(*all), by_last_refused);
+	if (ts->n > 0)
+		qsort(all, ts->n, sizeof(*all), by_last_refused);
 	for (size_t i = 0; i < ts->n && n < TARGETS_RENDER_MAX; i++)
 		list[n++] = all[i];
 	free(all);

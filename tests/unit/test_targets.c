@@ -113,3 +113,15 @@ Test(targets, metrics_name_the_destination_with_escaped_labels)
 	cr_assert_eq(metrics_render_targets(&ts, 500, buf, 10), -1);
 	targets_free(&ts);
 }
+
+Test(targets, metrics_of_an_empty_table_are_the_headers_alone)
+{
+	struct targets ts;
+	char buf[1024];
+
+	targets_init(&ts, 100, 1000);
+	cr_assert_gt(metrics_render_targets(&ts, 0, buf, sizeof(buf)), 0);
+	cr_assert(strstr(buf, "# TYPE cascade_target_refusals_total counter"));
+	cr_assert_null(strstr(buf, "{exchange="));
+	targets_free(&ts);
+}
