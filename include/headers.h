@@ -31,6 +31,32 @@ int headers_integer(const amqp_field_value_t *v, int64_t *out);
 /* A string field (UTF-8 or bytes) as bytes; -1 for any other type. */
 int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
 
+/* What a header is to cascade (the table is in headers.c). */
+enum header_class {
+	HEADER_OTHER,	     /* the publisher's own */
+	HEADER_DISTRIBUTION, /* CC, BCC */
+	HEADER_DELAY,	     /* x-remaining-delay, x-delay, x-deliver-at */
+	HEADER_TARGET,	     /* x-target-exchange, x-target-routing-key */
+	HEADER_BROKER,	     /* x-death, x-*-death-*, x-delivery-count */
+	HEADER_USER_ID,	     /* x-cascade-user-id */
+	HEADER_ATTEMPT,	     /* x-cascade-attempt */
+	HEADER_PARK_NOTE,    /* x-cascade-error, x-cascade-dropped-headers */
+	HEADER_STATE,	     /* every other x-cascade-*: routing state */
+	HEADER_CLASSES
+};
+
+/* Where a message is published: a hop or delivery, a park, a requeue. */
+enum header_use { HEADER_FORWARD, HEADER_PARK, HEADER_REQUEUE, HEADER_USES };
+
+/* What becomes of a header there; HEADER_ASK: the caller decides. */
+enum header_fate { HEADER_KEEP, HEADER_DROP, HEADER_ASK };
+
+enum header_class headers_class(amqp_bytes_t key);
+
+/* The fate of key for use, and its class in *cls (unless NULL). */
+enum header_fate headers_fate(amqp_bytes_t key, enum header_use use,
+			      enum header_class *cls);
+
 /* Whether a header is routing state that must not reach the target. */
 int headers_is_routing(amqp_bytes_t key);
 

@@ -5,22 +5,6 @@
 
 #include "duration.h"
 
-static int
-bytes_eq(amqp_bytes_t b, const char *s)
-{
-	size_t n = strlen(s);
-
-	return b.len == n && memcmp(b.bytes, s, n) == 0;
-}
-
-static int
-bytes_prefix(amqp_bytes_t b, const char *s)
-{
-	size_t n = strlen(s);
-
-	return b.len >= n && memcmp(b.bytes, s, n) == 0;
-}
-
 const amqp_field_value_t *
 headers_find(const amqp_table_t *t, const char *key)
 {
@@ -146,38 +130,100 @@ headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms, const char **why)
 	return 0;
 }
 
-#define NAME(s) {s, sizeof(s) - 1}
+/*
+ * The one table of the headers cascade treats specially: each name (or
+ * prefix) and its class.  What becomes of a class on each publish is in
+ * header_fates below; everything else is the publisher's and goes
+ * everywhere.
+ */
+static const struct {
+	const char *name;
+	size_t len;
+	int prefix;
+	enum header_class cls;
+} header_rules[] = {
+#define EXACT(s, c) {s, sizeof(s) - 1, 0, c}
+#define PREFIX(s, c) {s, sizeof(s) - 1, 1, c}
+	/* sender-selected distribution; x-cascade-cc carries CC */
+	EXACT("CC", HEADER_DISTRIBUTION),
+	EXACT("BCC", HEADER_DISTRIBUTION),
+	/* the publisher's request, read on first sight */
+	EXACT("x-remaining-delay", HEADER_DELAY),
+	EXACT("x-delay", HEADER_DELAY),
+	EXACT("x-deliver-at", HEADER_DELAY),
+	EXACT("x-target-exchange", HEADER_TARGET),
+	EXACT("x-target-routing-key", HEADER_TARGET),
+	/* set by the broker on dead-lettering and quorum-queue delivery */
+	EXACT("x-death", HEADER_BROKER),
+	PREFIX("x-first-death-", HEADER_BROKER),
+	PREFIX("x-last-death-", HEADER_BROKER),
+	EXACT("x-delivery-count", HEADER_BROKER),
+	/* cascade's own: kept for the publisher and the worker */
+	EXACT("x-cascade-user-id", HEADER_USER_ID),
+	EXACT("x-cascade-attempt", HEADER_ATTEMPT),
+	/* why it was parked: written afresh on each park */
+	EXACT("x-cascade-error", HEADER_PARK_NOTE),
+	EXACT("x-cascade-dropped-headers", HEADER_PARK_NOTE),
+	/* the rest of x-cascade-*: routing state */
+	PREFIX("x-cascade-", HEADER_STATE),
+#undef EXACT
+#undef PREFIX
+};
+
+/*
+ * What becomes of each class on a hop or delivery, on a park, and when a
+ * parked message is sent back (cascade-ctl requeue).  HEADER_ASK: it
+ * depends on the message, and the caller decides (see router.c, park.c).
+ */
+static const enum header_fate header_fates[HEADER_CLASSES][HEADER_USES] = {
+	/*                     forward      park         requeue */
+	[HEADER_OTHER] = {HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+	[HEADER_DISTRIBUTION] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	[HEADER_DELAY] = {HEADER_DROP, HEADER_KEEP, HEADER_ASK},
+	[HEADER_TARGET] = {HEADER_DROP, HEADER_KEEP, HEADER_KEEP},
+	[HEADER_BROKER] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	[HEADER_USER_ID] = {HEADER_ASK, HEADER_ASK, HEADER_KEEP},
+	[HEADER_ATTEMPT] = {HEADER_ASK, HEADER_KEEP, HEADER_ASK},
+	[HEADER_PARK_NOTE] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	[HEADER_STATE] = {HEADER_DROP, HEADER_KEEP, HEADER_DROP},
+};
+
+enum header_class
+headers_class(amqp_bytes_t key)
+{
+	const char *k = key.bytes;
+
+	/* Called for every header of every hop: most are not ours. */
+	if (key.len < 2 || (k[0] != 'x' && k[0] != 'C' && k[0] != 'B'))
+		return HEADER_OTHER;
+	for (size_t i = 0; i < sizeof(header_rules) / sizeof(header_rules[0]);
+	     i++) {
+		size_t n = header_rules[i].len;
+		if ((header_rules[i].prefix ? key.len >= n : key.len == n) &&
+		    memcmp(k, header_rules[i].name, n) == 0)
+			return header_rules[i].cls;
+	}
+	return HEADER_OTHER;
+}
+
+enum header_fate
+headers_fate(amqp_bytes_t key, enum header_use use, enum header_class *cls)
+{
+	enum header_class c = headers_class(key);
+
+	if (cls != NULL)
+		*cls = c;
+	return header_fates[c][use];
+}
 
 int
 headers_is_routing(amqp_bytes_t key)
 {
-	static const struct {
-		const char *name;
-		size_t len;
-	} exact[] = {
-		NAME("x-remaining-delay"), NAME("x-delay"),
-		NAME("x-deliver-at"),	   NAME("x-target-exchange"),
-		NAME("x-target-routing-key"), NAME("x-death"),
-		/* set by quorum queues on each delivery, not by publishers */
-		NAME("x-delivery-count"),
-	};
-	const char *k = key.bytes;
+	enum header_class c = headers_class(key);
 
-	/* Called for every header of every hop: most are not ours. */
-	if (key.len < 7 || k[0] != 'x' || k[1] != '-')
-		return 0;
-	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-		if (key.len == exact[i].len &&
-		    memcmp(k, exact[i].name, key.len) == 0)
-			return 1;
-	if (bytes_prefix(key, "x-first-death-") ||
-	    bytes_prefix(key, "x-last-death-"))
-		return 1;
-	/* Our own state, but for what we keep for the publisher and the
-	 * worker: the user-id and the retry attempt. */
-	return bytes_prefix(key, "x-cascade-") &&
-	       !bytes_eq(key, "x-cascade-user-id") &&
-	       !bytes_eq(key, "x-cascade-attempt");
+	/* The user-id and the attempt stay; CC and BCC are the caller's. */
+	return c != HEADER_OTHER && c != HEADER_DISTRIBUTION &&
+	       header_fates[c][HEADER_FORWARD] == HEADER_DROP;
 }
 
 int

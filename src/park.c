@@ -108,26 +108,21 @@ park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
 static int
 park_keeps(const struct park_target *t, amqp_bytes_t key)
 {
-	const char *k = key.bytes;
+	enum header_class c;
+	enum header_fate f = headers_fate(key, HEADER_REQUEUE, &c);
 
-	if (headers_key_is(key, "CC") || headers_key_is(key, "BCC"))
-		return 0; /* x-cascade-cc has the CC that counts */
-	if (key.len < 2 || k[0] != 'x' || k[1] != '-')
-		return 1;
-	if (headers_key_is(key, "x-death") || headers_key_is(key, "x-delivery-count") ||
-	    headers_key_prefix(key, "x-first-death-") ||
-	    headers_key_prefix(key, "x-last-death-"))
-		return 0;
-	if (t->has_due &&
-	    (headers_key_is(key, "x-remaining-delay") || headers_key_is(key, "x-delay") ||
-	     headers_key_is(key, "x-deliver-at")))
-		return 0;
-	if (headers_key_is(key, "x-cascade-attempt"))
+	if (f != HEADER_ASK)
+		return f == HEADER_KEEP;
+	switch (c) {
+	case HEADER_DELAY:
+		/* The due time goes as x-deliver-at instead. */
+		return !t->has_due;
+	case HEADER_ATTEMPT:
+		/* A retry that gave up gets its policy's retries afresh. */
 		return !t->retry_gave_up;
-	/* The daemon's state; what the publisher and worker keep (the
-	 * user-id) stays. */
-	return !headers_key_prefix(key, "x-cascade-") ||
-	       headers_key_is(key, "x-cascade-user-id");
+	default:
+		return 1;
+	}
 }
 
 int

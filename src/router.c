@@ -289,25 +289,26 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 static int
 router_drops(const struct route *r, amqp_bytes_t key)
 {
-	/* Sender-selected distribution: CC and BCC would copy the message
-	 * into other queues on every hop; x-cascade-cc carries CC. */
-	if (headers_key_is(key, "CC") || headers_key_is(key, "BCC"))
+	enum header_class c;
+	enum header_fate f = headers_fate(
+		key, r->action == ROUTE_PARK ? HEADER_PARK : HEADER_FORWARD, &c);
+
+	/* Parked without the publisher's headers: cascade's own stay. */
+	if (r->action == ROUTE_PARK && r->strip_headers &&
+	    c != HEADER_STATE && c != HEADER_USER_ID && c != HEADER_ATTEMPT)
 		return 1;
-	/* A publisher cannot name itself: only a checked user-id counts. */
-	if (r->fresh && headers_key_is(key, "x-cascade-user-id"))
-		return 1;
-	if (r->action == ROUTE_PARK)
-		return headers_key_is(key, "x-cascade-error") ||
-		       headers_key_is(key, "x-cascade-dropped-headers") ||
-		       headers_key_is(key, "x-death") ||
-		       headers_key_is(key, "x-delivery-count") ||
-		       headers_key_prefix(key, "x-first-death-") ||
-		       headers_key_prefix(key, "x-last-death-") ||
-		       (r->strip_headers &&
-			!headers_key_prefix(key, "x-cascade-"));
-	if (r->attempt > 0 && headers_key_is(key, "x-cascade-attempt"))
-		return 1;
-	return headers_is_routing(key);
+	if (f != HEADER_ASK)
+		return f == HEADER_DROP;
+	switch (c) {
+	case HEADER_USER_ID:
+		/* A publisher cannot name itself: only a checked one counts. */
+		return r->fresh;
+	case HEADER_ATTEMPT:
+		/* A retry stamps the new attempt in its place. */
+		return r->attempt > 0;
+	default:
+		return 0;
+	}
 }
 
 /*

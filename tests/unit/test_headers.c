@@ -782,3 +782,58 @@ Test(headers, utf8_validity_as_rabbitmq_checks_names)
 		cr_assert_eq(headers_utf8_valid(amqp_cstring_bytes(cases[i].s)),
 			     cases[i].ok, "case %zu", i);
 }
+
+/* The one table of special headers: every use agrees with it. */
+Test(headers, rules_table_classes_and_fates)
+{
+	static const struct {
+		const char *key;
+		enum header_class cls;
+		enum header_fate forward, park, requeue;
+	} cases[] = {
+		{"tenant", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+		{"x-custom", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP,
+		 HEADER_KEEP},
+		{"CC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"BCC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"x-delay", HEADER_DELAY, HEADER_DROP, HEADER_KEEP, HEADER_ASK},
+		{"x-target-exchange", HEADER_TARGET, HEADER_DROP, HEADER_KEEP,
+		 HEADER_KEEP},
+		{"x-death", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"x-last-death-queue", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"x-delivery-count", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"x-cascade-user-id", HEADER_USER_ID, HEADER_ASK, HEADER_ASK,
+		 HEADER_KEEP},
+		{"x-cascade-attempt", HEADER_ATTEMPT, HEADER_ASK, HEADER_KEEP,
+		 HEADER_ASK},
+		{"x-cascade-error", HEADER_PARK_NOTE, HEADER_DROP, HEADER_DROP,
+		 HEADER_DROP},
+		{"x-cascade-due", HEADER_STATE, HEADER_DROP, HEADER_KEEP,
+		 HEADER_DROP},
+		/* state added later needs no new rule */
+		{"x-cascade-refused-since", HEADER_STATE, HEADER_DROP,
+		 HEADER_KEEP, HEADER_DROP},
+		/* near misses are the publisher's */
+		{"x-deat", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+		{"CCX", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+		{"x-cascade", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP,
+		 HEADER_KEEP},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		amqp_bytes_t k = amqp_cstring_bytes(cases[i].key);
+		enum header_class c;
+		cr_assert_eq(headers_fate(k, HEADER_FORWARD, &c),
+			     cases[i].forward, "%s forward", cases[i].key);
+		cr_assert_eq(c, cases[i].cls, "%s class", cases[i].key);
+		cr_assert_eq(headers_fate(k, HEADER_PARK, NULL), cases[i].park,
+			     "%s park", cases[i].key);
+		cr_assert_eq(headers_fate(k, HEADER_REQUEUE, NULL),
+			     cases[i].requeue, "%s requeue", cases[i].key);
+	}
+}
