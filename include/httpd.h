@@ -36,4 +36,7 @@ void httpd_stop(struct httpd *h);
 int httpd_parse_listen(const char *listen, char *host, size_t hostsize,
                        char *port, size_t portsize, const char **why);
 
+/* The TCP port h listens on: the one chosen when listen said port 0. */
+int httpd_port(const struct httpd *h);
+
 #endif

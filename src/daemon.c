@@ -2106,7 +2106,8 @@ daemon_run(const struct config *cfg)
 			fatalx("metrics_listen_failed",
 			       " listen=%s reason=\"%s\"", cfg->metrics_listen,
 			       err);
-		log_info("metrics_listening", " listen=%s", cfg->metrics_listen);
+		log_info("metrics_listening", " listen=%s port=%d",
+			 cfg->metrics_listen, httpd_port(d->httpd));
 	}
 	daemon_watchdog_start(d);
 

@@ -52,8 +52,8 @@ httpd_parse_listen(const char *listen, char *host, size_t hostsize, char *port,
 	}
 	p = colon + 1;
 	n = strtol(p, &end, 10);
-	if (*p < '0' || *p > '9' || *end != '\0' || n < 1 || n > 65535) {
-		*why = "port must be a number from 1 to 65535";
+	if (*p < '0' || *p > '9' || *end != '\0' || n < 0 || n > 65535) {
+		*why = "port must be a number from 0 (any free one) to 65535";
 		return -1;
 	}
 	if (hlen >= hostsize || strlen(p) >= portsize) {
@@ -219,6 +219,15 @@ httpd_start(struct ev_loop *loop, const char *listen, httpd_handler handler,
 	ev_io_start(loop, &h->io);
 	ev_init(&h->timer, on_httpd_timer);
 	return h;
+}
+
+int
+httpd_port(const struct httpd *h)
+{
+	const union MHD_DaemonInfo *info =
+	    MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+
+	return info != NULL ? (int)info->port : -1;
 }
 
 void

@@ -480,6 +480,11 @@ metrics_fetch(const char *listen, char *why, size_t whysize)
 		snprintf(why, whysize, "%s", perr);
 		return NULL;
 	}
+	if (strcmp(port, "0") == 0) {
+		snprintf(why, whysize, "port 0: the daemon logs the port it "
+		                       "took (msg=metrics_listening)");
+		return NULL;
+	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
 	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {

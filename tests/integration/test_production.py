@@ -307,3 +307,13 @@ def test_tools_take_the_password_from_the_environment(broker, client, daemon):
     assert r.returncode == 1
     assert password not in r.stdout + r.stderr
     broker.ctl("delete_user", user)
+
+
+def test_metrics_on_port_0_takes_a_free_port_and_logs_it(daemon_factory):
+    """No free-port race for whoever starts many daemons at once."""
+    import re
+    d = daemon_factory({"metrics": {"listen": "127.0.0.1:0"}})
+    port = int(re.search(r"msg=metrics_listening listen=127.0.0.1:0 "
+                         r"port=(\d+)", d.log()).group(1))
+    assert port > 0
+    assert http_get("http://127.0.0.1:%d/healthz" % port)[0] == 200

@@ -141,7 +141,11 @@ Test(httpd, parse_listen)
 	                                sizeof(port), &why),
 	             0);
 	cr_assert_str_empty(host);
+	/* Port 0: any free one, which the daemon logs. */
 	cr_assert_eq(httpd_parse_listen("host:0", host, sizeof(host), port,
+	                                sizeof(port), &why),
+	             0);
+	cr_assert_eq(httpd_parse_listen("host:-1", host, sizeof(host), port,
 	                                sizeof(port), &why),
 	             -1);
 	cr_assert_eq(httpd_parse_listen("host:65536", host, sizeof(host), port,
