@@ -1,4 +1,5 @@
-# cascade: see README.md.  `make` builds, `make test` runs every test.
+# cascade: see README.md.  `make` builds, `make check` runs every test,
+# `make test` the fast tier.
 PREFIX ?= /usr/local
 BUILD ?= build
 CC ?= cc
@@ -6,10 +7,11 @@ SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
 SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	broker.c topology.c metrics.c httpd.c daemon.c main.c
-# Linked into the unit tests and the tools (everything but the event loop).
+	broker.c topology.c metrics.c listen.c httpd.c daemon.c main.c
+# libcascade.a: everything but the event loop and main.  The daemon, the
+# tools and the unit tests link it, and so take only the modules they use.
 PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	topology.c broker.c metrics.c httpd.c
+	topology.c broker.c metrics.c listen.c httpd.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -31,6 +33,7 @@ OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
+LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration run install clean deps format fuzz
 
@@ -38,22 +41,27 @@ TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
 
 all: $(BUILD)/cascade $(TOOLS)
 
-$(BUILD)/cascade-%: tools/cascade-%.c $(PURE_OBJS)
+$(LIB): $(PURE_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $(PURE_OBJS)
+
+$(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(PURE_OBJS) \
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) \
 		$(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/cascade: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
+$(BUILD)/cascade: $(BUILD)/obj/daemon.o $(BUILD)/obj/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/obj/daemon.o $(BUILD)/obj/main.o \
+		$(LIB) $(LDLIBS)
 
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(PURE_OBJS)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(shell pkg-config --cflags criterion) \
-		-MMD -MP -o $@ $< $(PURE_OBJS) $(LDFLAGS) $(LDLIBS) \
+		-MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) \
 		$(shell pkg-config --libs criterion)
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
