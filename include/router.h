@@ -109,6 +109,14 @@ void router_decide(const struct router_params *p, enum route_source src,
  */
 void router_step(const struct router_params *p, struct route *r, int64_t now);
 
+/*
+ * A hop to level with r->due kept: r->left from the clock.  For a level
+ * lower than router_step chose (a refusing queue above it) or a diverted
+ * delivery.
+ */
+void router_hop(const struct router_params *p, struct route *r, int level,
+		int64_t now);
+
 /* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
 void router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

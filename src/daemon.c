@@ -730,7 +730,6 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 	daemon_resume(d);
 }
 
-/* The broker confirmed m's publish (or refused it, when nack). */
 /*
  * A hop to r's level: when that delay queue backs off (it refused a
  * publish: full), take the largest lower level that does not; a lower level
@@ -740,27 +739,23 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 static int64_t
 daemon_hop_level(struct daemon *d, struct route *r)
 {
-	int64_t mono = mono_ms(), now, remaining, wait, first = INT64_MAX;
+	int64_t mono = mono_ms(), wait, first = INT64_MAX;
+	int level = r->level;
 
-	while (r->level >= 0) {
+	while (level >= 0) {
 		wait = targets_wait(&d->targets, amqp_empty_bytes,
-				    amqp_cstring_bytes(d->topo.delay[r->level]),
+				    amqp_cstring_bytes(d->topo.delay[level]),
 				    mono);
 		if (wait == 0)
 			break;
 		if (wait < first)
 			first = wait;
-		r->level--;
+		level--;
 	}
-	if (r->level < 0) {
-		r->level = 0;
+	if (level < 0)
 		return first;
-	}
-	now = now_ms();
-	remaining = r->due > now ? r->due - now : 0;
-	r->left = remaining > d->ladder.ttl[r->level]
-			  ? remaining - d->ladder.ttl[r->level]
-			  : 0;
+	if (level != r->level)
+		router_hop(&d->rp, r, level, now_ms());
 	return 0;
 }
 
@@ -775,6 +770,7 @@ daemon_divert(struct daemon *d, struct message *m, int64_t wait)
 	struct route *r = &m->route;
 	int64_t now = now_ms(), after = d->cfg->router_refused_park_after;
 	char a[32];
+	int level;
 
 	if (r->refused == 0 || r->refused_since <= 0)
 		r->refused_since = now;
@@ -791,11 +787,8 @@ daemon_divert(struct daemon *d, struct message *m, int64_t wait)
 		return;
 	}
 	targets_diverted(&d->targets, r->exchange, r->routing_key);
-	r->action = ROUTE_HOP;
-	r->level = ladder_pick(&d->ladder, wait);
-	if (r->level < 0)
-		r->level = 0;
-	r->left = 0;
+	level = ladder_pick(&d->ladder, wait);
+	router_hop(&d->rp, r, level < 0 ? 0 : level, now);
 	daemon_dispatch(d, m);
 }
 
@@ -956,6 +949,27 @@ daemon_stuck(struct daemon *d, struct message *m, const char *why)
 	TAILQ_INSERT_TAIL(&d->stuck, m, link);
 }
 
+/*
+ * m cannot be published as it is (too large, or refused by the broker):
+ * park it with the reason; a parked copy goes again without the
+ * publisher's headers; if even that fails, m is stuck.
+ */
+static void
+daemon_unpublishable(struct daemon *d, struct message *m, enum park_kind kind,
+		     const char *reason)
+{
+	struct route *r = &m->route;
+
+	if (r->action != ROUTE_PARK) {
+		daemon_park(d, m, kind, "%s", reason);
+	} else if (!r->strip_headers) {
+		r->strip_headers = 1;
+		daemon_publish(d, m);
+	} else {
+		daemon_stuck(d, m, reason);
+	}
+}
+
 static void
 daemon_publish(struct daemon *d, struct message *m)
 {
@@ -1004,18 +1018,13 @@ daemon_publish(struct daemon *d, struct message *m)
 	 * connection half-way through the publish: check first. */
 	size = headers_props_size(&props) + HEADERS_FRAME_OVERHEAD;
 	if (size > (size_t)d->frame_max) {
+		char why[160];
 		recycle_amqp_pool(&d->scratch);
-		if (r->action != ROUTE_PARK)
-			daemon_park(d, m, PARK_too_large,
-				    "properties too large: %zu bytes with "
-				    "cascade's headers, one frame holds %d "
-				    "(frame_max)",
-				    size, d->frame_max);
-		else if (!r->strip_headers) {
-			r->strip_headers = 1;
-			daemon_publish(d, m);
-		} else
-			daemon_stuck(d, m, "parked copy too large");
+		snprintf(why, sizeof(why),
+			 "properties too large: %zu bytes with cascade's "
+			 "headers, one frame holds %d (frame_max)",
+			 size, d->frame_max);
+		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
 	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max,
@@ -1355,6 +1364,7 @@ daemon_blame(struct daemon *d, struct message *m,
 	     const amqp_channel_close_t *c, const char *why)
 {
 	struct route *r = &m->route;
+	char reason[340];
 
 	log_warn("publish_refused_by_broker",
 		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\"", why,
@@ -1366,15 +1376,9 @@ daemon_blame(struct daemon *d, struct message *m,
 	    (c->reply_code == AMQP_ACCESS_REFUSED ||
 	     c->reply_code == AMQP_NOT_FOUND))
 		xcache_add(d, r->exchange.bytes, r->exchange.len, why);
-	if (r->action != ROUTE_PARK) {
-		daemon_park(d, m, PARK_broker_refused,
-			    "the broker refused the publish: %s", why);
-	} else if (!r->strip_headers) {
-		r->strip_headers = 1;
-		daemon_publish(d, m);
-	} else {
-		daemon_stuck(d, m, why);
-	}
+	snprintf(reason, sizeof(reason), "the broker refused the publish: %s",
+		 why);
+	daemon_unpublishable(d, m, PARK_broker_refused, reason);
 }
 
 /*
@@ -1765,12 +1769,11 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 		c.queue = amqp_cstring_bytes(consumer_queue(d, consumers[i].src));
 		c.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
 		c.arguments = amqp_empty_table;
-		if (amqp_send_method(d->conn, BROKER_CH_WORK,
-				     AMQP_BASIC_CONSUME_METHOD,
-				     &c) != AMQP_STATUS_OK) {
+		int st = amqp_send_method(d->conn, BROKER_CH_WORK,
+					  AMQP_BASIC_CONSUME_METHOD, &c);
+		if (st != AMQP_STATUS_OK) {
 			snprintf(err, errsize, "consume %s: %s",
-				 consumers[i].tag,
-				 amqp_error_string2(AMQP_STATUS_SOCKET_ERROR));
+				 consumers[i].tag, amqp_error_string2(st));
 			return -1;
 		}
 	}
@@ -2007,7 +2010,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		if (n < 0)
 			return n;
 		t = metrics_render_targets(&d->targets, mono_ms(), buf + n,
-				   size - (size_t)n);
+					   size - (size_t)n);
 		return t < 0 ? t : n + t;
 	}
 	*status = 404;
@@ -2071,7 +2074,8 @@ daemon_run(const struct config *cfg)
 	TAILQ_INIT(&d->outq);
 	TAILQ_INIT(&d->suspects);
 	TAILQ_INIT(&d->stuck);
-	targets_init(&d->targets, d->ladder.ttl[0], cfg->router_target_backoff_max);
+	targets_init(&d->targets, d->ladder.ttl[0],
+		     cfg->router_target_backoff_max);
 	TAILQ_INIT(&d->retry);
 	TAILQ_INIT(&d->paused);
 	TAILQ_INIT(&d->held);

@@ -278,11 +278,28 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 		r->left = remaining;
 		return;
 	}
-	if (r->level < 0)
-		r->level = 0; /* round the tail up: late, never early */
-	r->left = remaining - p->ladder->ttl[r->level];
-	if (r->left < 0)
-		r->left = 0;
+	/* Below level 0: round the tail up, late, never early. */
+	router_hop(p, r, r->level < 0 ? 0 : r->level, now);
+}
+
+void
+router_hop(const struct router_params *p, struct route *r, int level,
+	   int64_t now)
+{
+	int64_t remaining = r->due > now ? r->due - now : 0;
+
+	r->action = ROUTE_HOP;
+	r->level = level;
+	r->left = remaining > p->ladder->ttl[level]
+			  ? remaining - p->ladder->ttl[level]
+			  : 0;
+}
+
+/* A parked copy without the publisher's headers leaves these out. */
+static int
+router_strips(enum header_class c)
+{
+	return c == HEADER_OTHER || c == HEADER_DELAY || c == HEADER_TARGET;
 }
 
 /* Whether an input header is left out of the publish for route r. */
@@ -294,8 +311,7 @@ router_drops(const struct route *r, amqp_bytes_t key)
 		key, r->action == ROUTE_PARK ? HEADER_PARK : HEADER_FORWARD, &c);
 
 	/* Parked without the publisher's headers: cascade's own stay. */
-	if (r->action == ROUTE_PARK && r->strip_headers &&
-	    c != HEADER_STATE && c != HEADER_USER_ID && c != HEADER_ATTEMPT)
+	if (r->action == ROUTE_PARK && r->strip_headers && router_strips(c))
 		return 1;
 	if (f != HEADER_ASK)
 		return f == HEADER_DROP;
@@ -311,11 +327,6 @@ router_drops(const struct route *r, amqp_bytes_t key)
 	}
 }
 
-/*
- * For a parked copy without the publisher's headers: which were dropped
- * and why, in words an operator reads ("pad, trace (131052 bytes encoded)
- * did not fit in one frame"), names cut short past 512 bytes.
- */
 static int
 key_order(const void *a, const void *b)
 {
@@ -326,6 +337,11 @@ key_order(const void *a, const void *b)
 	return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
+/*
+ * For a parked copy without the publisher's headers: which were dropped
+ * and why, in words an operator reads ("pad, trace (131052 bytes encoded)
+ * did not fit in one frame"), names cut short past 512 bytes.
+ */
 static char *
 router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
 {
@@ -341,7 +357,7 @@ router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
 	note[0] = '\0';
 	/* In name order: RabbitMQ 4.x hands headers on sorted anyway. */
 	for (i = 0; i < all; i++)
-		if (!headers_key_prefix(h->entries[i].key, "x-cascade-"))
+		if (router_strips(headers_class(h->entries[i].key)))
 			keys[n++] = h->entries[i].key;
 	qsort(keys, (size_t)n, sizeof(*keys), key_order);
 	for (i = 0; i < n && len < 512; i++) {

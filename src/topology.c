@@ -71,34 +71,33 @@ topology_reopen(amqp_connection_state_t conn, amqp_channel_t ch, char *err,
 }
 
 /*
- * The policy that gives an existing queue the arguments below, as JSON with
- * its double quotes escaped for a log line's quoted value.
+ * The policy that gives an existing queue the arguments e[0..n), as JSON
+ * with its double quotes escaped for a log line's quoted value.
  */
 static void
-topology_policy(char *buf, size_t size, const struct topology *t,
-		int to_error, int quorum, int v4)
+topology_policy(char *buf, size_t size, const amqp_table_entry_t *e, int n)
 {
-	char json[512];
 	size_t j = 0;
 
-	snprintf(json, sizeof(json), "{%s%s%s%s%s}",
-		 to_error ? "\"dead-letter-exchange\":\"\","
-			    "\"dead-letter-routing-key\":\""
-			  : "",
-		 to_error ? t->error : "", to_error ? "\"" : "",
-		 to_error && quorum ? ",\"dead-letter-strategy\":"
-				      "\"at-least-once\",\"overflow\":"
-				      "\"reject-publish\""
-				    : "",
-		 !quorum || !v4 ? ""
-		 : to_error     ? ",\"delivery-limit\":-1"
-				: "\"delivery-limit\":-1");
-	for (size_t i = 0; json[i] != '\0' && j + 3 < size; i++) {
-		if (json[i] == '"')
-			buf[j++] = '\\';
-		buf[j++] = json[i];
+	/* Each argument x-KEY is the policy key KEY. */
+	j += (size_t)snprintf(buf, size, "{");
+	for (int i = 0; i < n && j < size; i++) {
+		const char *k = (const char *)e[i].key.bytes + 2;
+		int klen = (int)e[i].key.len - 2;
+		if (e[i].value.kind == AMQP_FIELD_KIND_I64)
+			j += (size_t)snprintf(buf + j, size - j,
+					      "%s\\\"%.*s\\\":%" PRId64,
+					      i ? "," : "", klen, k,
+					      e[i].value.value.i64);
+		else
+			j += (size_t)snprintf(
+				buf + j, size - j, "%s\\\"%.*s\\\":\\\"%.*s\\\"",
+				i ? "," : "", klen, k,
+				(int)e[i].value.value.bytes.len,
+				(const char *)e[i].value.value.bytes.bytes);
 	}
-	buf[j] = '\0';
+	if (j < size)
+		snprintf(buf + j, size - j, "}");
 }
 
 /*
@@ -149,7 +148,7 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 			    errsize);
 	if (rc < 0)
 		return rc;
-	topology_policy(policy, sizeof(policy), t, to_error, quorum, v4);
+	topology_policy(policy, sizeof(policy), e + plain, n - plain);
 	log_warn("queue_arguments",
 		 " queue=%s reason=\"declared by an older cascade without "
 		 "%s: it keeps working; a policy adds them\" fix=\"rabbitmqctl "
