@@ -16,8 +16,8 @@
 #include "retry.h"
 #include "router.h"
 
-#define NOW INT64_C(1700000000000)
-#define DAY INT64_C(86400000)
+#include "helpers.h"
+
 #define ERROR_QUEUE "cascade.error"
 
 static struct ladder ladder;
@@ -25,18 +25,13 @@ static struct retry_table retries;
 static struct router_params params;
 static amqp_pool_t pool;
 
+/* The default router with the default retry policy. */
 static void
 setup(void)
 {
-	const char *why = NULL;
-
-	cr_assert_eq(ladder_init(&ladder, 2000, 4, 12, &why), 0);
+	default_router(&ladder, &params);
 	memset(&retries, 0, sizeof(retries));
 	retry_defaults(&retries.def);
-	memset(&params, 0, sizeof(params));
-	params.ladder = &ladder;
-	params.max_delay = 365 * DAY;
-	params.default_exchange = amqp_empty_bytes;
 	params.retry = &retries;
 	init_amqp_pool(&pool, 4096);
 }
@@ -48,160 +43,6 @@ teardown(void)
 }
 
 TestSuite(park, .init = setup, .fini = teardown);
-
-/* A header table under construction. */
-struct tb {
-	amqp_table_entry_t e[32];
-	int n;
-};
-
-static amqp_field_value_t *
-tb_add(struct tb *t, const char *key, uint8_t kind)
-{
-	amqp_table_entry_t *e = &t->e[t->n++];
-
-	memset(e, 0, sizeof(*e));
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = kind;
-	return &e->value;
-}
-
-static void
-tb_str(struct tb *t, const char *key, const char *v)
-{
-	tb_add(t, key, AMQP_FIELD_KIND_UTF8)->value.bytes =
-	    amqp_cstring_bytes(v);
-}
-
-static void
-tb_i64(struct tb *t, const char *key, int64_t v)
-{
-	tb_add(t, key, AMQP_FIELD_KIND_I64)->value.i64 = v;
-}
-
-static amqp_basic_properties_t
-props_of(struct tb *t)
-{
-	amqp_basic_properties_t p;
-
-	memset(&p, 0, sizeof(p));
-	if (t != NULL) {
-		p._flags |= AMQP_BASIC_HEADERS_FLAG;
-		p.headers.num_entries = t->n;
-		p.headers.entries = t->e;
-	}
-	return p;
-}
-
-/* Every basic property a publisher can set but user-id and headers. */
-static void
-props_fill(amqp_basic_properties_t *p)
-{
-	p->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG |
-	             AMQP_BASIC_CONTENT_ENCODING_FLAG |
-	             AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG |
-	             AMQP_BASIC_CORRELATION_ID_FLAG | AMQP_BASIC_REPLY_TO_FLAG |
-	             AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-	             AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_TYPE_FLAG |
-	             AMQP_BASIC_APP_ID_FLAG;
-	p->content_type = amqp_cstring_bytes("application/json");
-	p->content_encoding = amqp_cstring_bytes("gzip");
-	p->delivery_mode = 2;
-	p->priority = 5;
-	p->correlation_id = amqp_cstring_bytes("corr-1");
-	p->reply_to = amqp_cstring_bytes("replies");
-	p->expiration = amqp_cstring_bytes("60000");
-	p->message_id = amqp_cstring_bytes("msg-1");
-	p->timestamp = 1700000000;
-	p->type = amqp_cstring_bytes("order.paid");
-	p->app_id = amqp_cstring_bytes("shop-api");
-}
-
-static int
-bytes_is(amqp_bytes_t b, const char *s)
-{
-	size_t n = strlen(s);
-
-	return b.len == n && (n == 0 || memcmp(b.bytes, s, n) == 0);
-}
-
-#define expect_bytes(b, s)                                                     \
-	cr_assert(bytes_is((b), (s)), "%s is \"%.*s\", want \"%s\"", #b,       \
-	          (int)(b).len, (b).len ? (const char *)(b).bytes : "", (s))
-
-static int
-count_key(const amqp_table_t *t, const char *key)
-{
-	int n = 0;
-
-	for (int i = 0; i < t->num_entries; i++)
-		if (bytes_is(t->entries[i].key, key))
-			n++;
-	return n;
-}
-
-static void
-expect_hdr_str(const amqp_table_t *t, const char *key, const char *want)
-{
-	const amqp_field_value_t *v = headers_find(t, key);
-	amqp_bytes_t b;
-
-	cr_assert_not_null(v, "header %s missing", key);
-	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
-	             count_key(t, key));
-	cr_assert_eq(headers_string(v, &b), 0, "header %s is not a string",
-	             key);
-	cr_assert(bytes_is(b, want), "header %s is \"%.*s\", want \"%s\"", key,
-	          (int)b.len, b.len ? (const char *)b.bytes : "", want);
-}
-
-static void
-expect_hdr_int(const amqp_table_t *t, const char *key, int64_t want)
-{
-	const amqp_field_value_t *v = headers_find(t, key);
-	int64_t n = 0;
-
-	cr_assert_not_null(v, "header %s missing", key);
-	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
-	             count_key(t, key));
-	cr_assert_eq(headers_integer(v, &n), 1, "header %s is no integer", key);
-	cr_assert_eq(n, want, "header %s is %lld, want %lld", key, (long long)n,
-	             (long long)want);
-}
-
-static void
-expect_no_hdr(const amqp_table_t *t, const char *key)
-{
-	cr_assert_null(headers_find(t, key), "header %s should be gone", key);
-}
-
-/* No x-cascade-* header but the user-id. */
-static void
-expect_no_cascade_state(const amqp_table_t *t)
-{
-	for (int i = 0; i < t->num_entries; i++) {
-		amqp_bytes_t k = t->entries[i].key;
-		if (k.len >= 10 && memcmp(k.bytes, "x-cascade-", 10) == 0)
-			cr_assert(bytes_is(k, "x-cascade-user-id"),
-			          "left over: %.*s", (int)k.len,
-			          (const char *)k.bytes);
-	}
-}
-
-static void
-expect_same_props(const amqp_basic_properties_t *out)
-{
-	expect_bytes(out->content_type, "application/json");
-	expect_bytes(out->content_encoding, "gzip");
-	cr_assert_eq(out->delivery_mode, 2);
-	cr_assert_eq(out->priority, 5);
-	expect_bytes(out->correlation_id, "corr-1");
-	expect_bytes(out->reply_to, "replies");
-	expect_bytes(out->message_id, "msg-1");
-	cr_assert_eq(out->timestamp, 1700000000);
-	expect_bytes(out->type, "order.paid");
-	expect_bytes(out->app_id, "shop-api");
-}
 
 /* The daemon parks m as router_props does, with kind and reason. */
 static void
@@ -233,7 +74,7 @@ Test(park, parked_after_hops_goes_back_to_its_target_and_due_time)
 	cc = tb_add(&t, "CC", AMQP_FIELD_KIND_ARRAY);
 	cc->value.array.num_entries = 0;
 	p = props_of(&t);
-	props_fill(&p);
+	props_fill(&p, NULL);
 
 	router_decide(&params, ROUTE_FROM_INGRESS, &p,
 	              amqp_cstring_bytes("orders"), NOW, &r);
@@ -269,7 +110,7 @@ Test(park, parked_after_hops_goes_back_to_its_target_and_due_time)
 	cr_assert_not_null(headers_find(&back.headers, "CC"));
 	cr_assert(back._flags & AMQP_BASIC_EXPIRATION_FLAG);
 	expect_bytes(back.expiration, "60000");
-	expect_same_props(&back);
+	expect_filled_props(&back);
 
 	/* Requeued before its due time: it waits for the rest of it. */
 	router_decide(&params, ROUTE_FROM_INGRESS, &back,
@@ -289,7 +130,7 @@ Test(park, parked_after_hops_goes_back_to_its_target_and_due_time)
 	expect_no_hdr(&out.headers, "x-target-exchange");
 	expect_no_hdr(&out.headers, "x-deliver-at");
 	expect_bytes(out.expiration, "60000");
-	expect_same_props(&out);
+	expect_filled_props(&out);
 }
 
 /* The target's routing key defaults to the one the publisher used. */
@@ -338,7 +179,7 @@ Test(park, parked_on_ingress_keeps_the_publishers_headers)
 	tb_str(&t, "x-target-routing-key", "invoice");
 	tb_str(&t, "tenant", "acme");
 	p = props_of(&t);
-	props_fill(&p);
+	props_fill(&p, NULL);
 	router_decide(&params, ROUTE_FROM_INGRESS, &p,
 	              amqp_cstring_bytes("orders"), NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK);
@@ -358,7 +199,7 @@ Test(park, parked_on_ingress_keeps_the_publishers_headers)
 	expect_hdr_str(&back.headers, "tenant", "acme");
 	expect_no_hdr(&back.headers, "x-deliver-at");
 	expect_bytes(back.expiration, "60000");
-	expect_same_props(&back);
+	expect_filled_props(&back);
 
 	/* Once max_delay allows it, it goes on its way. */
 	params.max_delay = 500 * DAY;
@@ -493,7 +334,7 @@ Test(park, retry_gave_up_goes_back_to_its_work_queue_now)
 	tb_i64(&t, "x-cascade-attempt", 5);
 	death_of(&t, "work", death, &arr);
 	p = props_of(&t);
-	props_fill(&p);
+	props_fill(&p, NULL);
 	router_decide(&params, ROUTE_FROM_RETRY, &p, amqp_cstring_bytes("job"),
 	              NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK, "%s", r.reason);
@@ -519,7 +360,7 @@ Test(park, retry_gave_up_goes_back_to_its_work_queue_now)
 	expect_hdr_str(&back.headers, "x-target-routing-key", "work");
 	expect_hdr_int(&back.headers, "x-remaining-delay", 0);
 	expect_hdr_str(&back.headers, "tenant", "acme");
-	expect_same_props(&back);
+	expect_filled_props(&back);
 
 	router_decide(&params, ROUTE_FROM_INGRESS, &back,
 	              amqp_cstring_bytes("work"), NOW + 1000, &r);

@@ -14,8 +14,7 @@
 #include "ladder.h"
 #include "router.h"
 
-#define NOW INT64_C(1700000000000)
-
+#include "helpers.h"
 
 /*
  * duration_parse: every int64 value of ms that does not overflow must
@@ -154,13 +153,7 @@ static amqp_pool_t pool;
 static void
 router_setup(void)
 {
-	const char *why = NULL;
-
-	cr_assert_eq(ladder_init(&ladder, 2000, 4, 12, &why), 0);
-	memset(&params, 0, sizeof(params));
-	params.ladder = &ladder;
-	params.max_delay = INT64_C(365) * 86400000;
-	params.default_exchange = amqp_empty_bytes;
+	default_router(&ladder, &params);
 	init_amqp_pool(&pool, 4096);
 }
 
@@ -172,34 +165,6 @@ router_teardown(void)
 
 TestSuite(bug_router, .init = router_setup, .fini = router_teardown);
 
-static void
-entry_str(amqp_table_entry_t *e, const char *key, const char *v)
-{
-	memset(e, 0, sizeof(*e));
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = AMQP_FIELD_KIND_UTF8;
-	e->value.value.bytes = amqp_cstring_bytes(v);
-}
-
-static void
-entry_i64(amqp_table_entry_t *e, const char *key, int64_t v)
-{
-	memset(e, 0, sizeof(*e));
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = AMQP_FIELD_KIND_I64;
-	e->value.value.i64 = v;
-}
-
-static int
-hdr_is(const amqp_table_t *t, const char *key, const char *want)
-{
-	const amqp_field_value_t *v = headers_find(t, key);
-	amqp_bytes_t b;
-
-	return v != NULL && headers_string(v, &b) == 0 &&
-	       b.len == strlen(want) && memcmp(b.bytes, want, b.len) == 0;
-}
-
 /*
  * router_props: the user-id property is the broker-checked identity of the
  * publisher, moved into x-cascade-user-id.  When the message also carries
@@ -209,65 +174,56 @@ hdr_is(const amqp_table_t *t, const char *key, const char *want)
  */
 Test(bug_router, user_id_beats_a_forged_header)
 {
-	amqp_table_entry_t e[2];
+	struct tb t = {0};
 	amqp_basic_properties_t in, out;
 	struct route r;
 
-	entry_i64(&e[0], "x-remaining-delay", 0);
-	entry_str(&e[1], "x-cascade-user-id", "admin");
-	memset(&in, 0, sizeof(in));
-	in._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG;
-	in.headers.num_entries = 2;
-	in.headers.entries = e;
+	tb_i64(&t, "x-remaining-delay", 0);
+	tb_str(&t, "x-cascade-user-id", "admin");
+	in = props_of(&t);
+	in._flags |= AMQP_BASIC_USER_ID_FLAG;
 	in.user_id = amqp_cstring_bytes("mallory");
 	router_decide(&params, ROUTE_FROM_INGRESS, &in,
 	              amqp_cstring_bytes("orders"), NOW, &r);
 	cr_assert_eq(r.action, ROUTE_DELIVER);
 	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
-	cr_assert(hdr_is(&out.headers, "x-cascade-user-id", "mallory"),
-	          "x-cascade-user-id is not the checked user-id");
+	expect_hdr_str(&out.headers, "x-cascade-user-id", "mallory");
 }
 
 /* The same forgery on the way into the ladder. */
 Test(bug_router, user_id_beats_a_forged_header_on_hop)
 {
-	amqp_table_entry_t e[2];
+	struct tb t = {0};
 	amqp_basic_properties_t in, out;
 	struct route r;
 
-	entry_i64(&e[0], "x-remaining-delay", 5000);
-	entry_str(&e[1], "x-cascade-user-id", "admin");
-	memset(&in, 0, sizeof(in));
-	in._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG;
-	in.headers.num_entries = 2;
-	in.headers.entries = e;
+	tb_i64(&t, "x-remaining-delay", 5000);
+	tb_str(&t, "x-cascade-user-id", "admin");
+	in = props_of(&t);
+	in._flags |= AMQP_BASIC_USER_ID_FLAG;
 	in.user_id = amqp_cstring_bytes("mallory");
 	router_decide(&params, ROUTE_FROM_INGRESS, &in,
 	              amqp_cstring_bytes("orders"), NOW, &r);
 	cr_assert_eq(r.action, ROUTE_HOP);
 	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
-	cr_assert(hdr_is(&out.headers, "x-cascade-user-id", "mallory"),
-	          "x-cascade-user-id is not the checked user-id");
+	expect_hdr_str(&out.headers, "x-cascade-user-id", "mallory");
 }
 
 /* A publisher's message with a sender-selected CC header. */
 static amqp_field_value_t cc_list[1];
 
 static void
-cc_message(amqp_table_entry_t *e, amqp_basic_properties_t *in, int64_t delay)
+cc_message(struct tb *t, amqp_basic_properties_t *in, int64_t delay)
 {
+	amqp_field_value_t *cc;
+
 	cc_list[0].kind = AMQP_FIELD_KIND_UTF8;
 	cc_list[0].value.bytes = amqp_cstring_bytes("audit");
-	entry_i64(&e[0], "x-remaining-delay", delay);
-	memset(&e[1], 0, sizeof(e[1]));
-	e[1].key = amqp_cstring_bytes("CC");
-	e[1].value.kind = AMQP_FIELD_KIND_ARRAY;
-	e[1].value.value.array.num_entries = 1;
-	e[1].value.value.array.entries = cc_list;
-	memset(in, 0, sizeof(*in));
-	in->_flags = AMQP_BASIC_HEADERS_FLAG;
-	in->headers.num_entries = 2;
-	in->headers.entries = e;
+	tb_i64(t, "x-remaining-delay", delay);
+	cc = tb_add(t, "CC", AMQP_FIELD_KIND_ARRAY);
+	cc->value.array.num_entries = 1;
+	cc->value.array.entries = cc_list;
+	*in = props_of(t);
 }
 
 /*
@@ -281,11 +237,11 @@ cc_message(amqp_table_entry_t *e, amqp_basic_properties_t *in, int64_t delay)
  */
 Test(bug_router, cc_not_sent_to_a_delay_queue)
 {
-	amqp_table_entry_t e[2];
+	struct tb t = {0};
 	amqp_basic_properties_t in, out;
 	struct route r;
 
-	cc_message(e, &in, 255000);
+	cc_message(&t, &in, 255000);
 	router_decide(&params, ROUTE_FROM_INGRESS, &in,
 	              amqp_cstring_bytes("orders"), NOW, &r);
 	cr_assert_eq(r.action, ROUTE_HOP);
@@ -297,12 +253,11 @@ Test(bug_router, cc_not_sent_to_a_delay_queue)
 
 Test(bug_router, cc_not_sent_to_the_error_queue)
 {
-	amqp_table_entry_t e[2];
+	struct tb t = {0};
 	amqp_basic_properties_t in, out;
 	struct route r;
 
-	cc_message(e, &in, 255000);
-	e[0].value.value.i64 = INT64_C(400) * 86400000; /* > max_delay */
+	cc_message(&t, &in, 400 * DAY); /* > max_delay */
 	router_decide(&params, ROUTE_FROM_INGRESS, &in,
 	              amqp_cstring_bytes("orders"), NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK);
@@ -314,13 +269,14 @@ Test(bug_router, cc_not_sent_to_the_error_queue)
 /* Without CC on the hop, it must still reach the delivery. */
 Test(bug_router, cc_restored_at_delivery)
 {
-	amqp_table_entry_t e[2], back[32];
+	struct tb t = {0};
+	amqp_table_entry_t back[32];
 	amqp_basic_properties_t in, cur, out;
 	struct route r;
 	int64_t now = NOW;
 	const amqp_field_value_t *v;
 
-	cc_message(e, &in, 9000);
+	cc_message(&t, &in, 9000);
 	router_decide(&params, ROUTE_FROM_INGRESS, &in,
 	              amqp_cstring_bytes("orders"), now, &r);
 	cur = in;
@@ -329,9 +285,7 @@ Test(bug_router, cc_restored_at_delivery)
 		cr_assert_eq(router_props(&cur, &r, &pool, &out), 0);
 		/* Dead-lettering with a routing key removes CC. */
 		for (int i = 0; i < out.headers.num_entries && n < 32; i++)
-			if (!(out.headers.entries[i].key.len == 2 &&
-			      memcmp(out.headers.entries[i].key.bytes, "CC",
-			             2) == 0))
+			if (!bytes_is(out.headers.entries[i].key, "CC"))
 				back[n++] = out.headers.entries[i];
 		cur = out;
 		cur.headers.entries = back;

@@ -9,8 +9,7 @@
 #include "ladder.h"
 #include "router.h"
 
-#define NOW INT64_C(1700000000000)
-#define DAY INT64_C(86400000)
+#include "helpers.h"
 
 static struct ladder ladder;
 static struct router_params params;
@@ -20,14 +19,7 @@ static amqp_pool_t pool;
 static void
 setup(void)
 {
-	const char *why = NULL;
-
-	cr_assert_eq(ladder_init(&ladder, 2000, 4, 12, &why), 0);
-	memset(&params, 0, sizeof(params));
-	params.ladder = &ladder;
-	params.max_delay = 365 * DAY;
-	params.default_exchange = amqp_empty_bytes;
-	params.hold_tail = 0;
+	default_router(&ladder, &params);
 	init_amqp_pool(&pool, 4096);
 }
 
@@ -38,153 +30,6 @@ teardown(void)
 }
 
 TestSuite(router, .init = setup, .fini = teardown);
-
-/* A header table under construction. */
-struct tb {
-	amqp_table_entry_t e[32];
-	int n;
-};
-
-static amqp_field_value_t *
-tb_add(struct tb *t, const char *key, uint8_t kind)
-{
-	amqp_table_entry_t *e = &t->e[t->n++];
-
-	memset(e, 0, sizeof(*e));
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = kind;
-	return &e->value;
-}
-
-static void
-tb_str(struct tb *t, const char *key, const char *v)
-{
-	tb_add(t, key, AMQP_FIELD_KIND_UTF8)->value.bytes =
-	    amqp_cstring_bytes(v);
-}
-
-static void
-tb_i64(struct tb *t, const char *key, int64_t v)
-{
-	tb_add(t, key, AMQP_FIELD_KIND_I64)->value.i64 = v;
-}
-
-static void
-tb_i32(struct tb *t, const char *key, int32_t v)
-{
-	tb_add(t, key, AMQP_FIELD_KIND_I32)->value.i32 = v;
-}
-
-/* Properties carrying t as headers (t NULL: no headers property). */
-static amqp_basic_properties_t
-props_of(struct tb *t)
-{
-	amqp_basic_properties_t p;
-
-	memset(&p, 0, sizeof(p));
-	if (t != NULL) {
-		p._flags |= AMQP_BASIC_HEADERS_FLAG;
-		p.headers.num_entries = t->n;
-		p.headers.entries = t->e;
-	}
-	return p;
-}
-
-/* Every basic property a publisher can set, besides headers. */
-static void
-props_fill(amqp_basic_properties_t *p)
-{
-	p->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG |
-	             AMQP_BASIC_CONTENT_ENCODING_FLAG |
-	             AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG |
-	             AMQP_BASIC_CORRELATION_ID_FLAG | AMQP_BASIC_REPLY_TO_FLAG |
-	             AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-	             AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_TYPE_FLAG |
-	             AMQP_BASIC_USER_ID_FLAG | AMQP_BASIC_APP_ID_FLAG;
-	p->content_type = amqp_cstring_bytes("application/json");
-	p->content_encoding = amqp_cstring_bytes("gzip");
-	p->delivery_mode = 2;
-	p->priority = 5;
-	p->correlation_id = amqp_cstring_bytes("corr-1");
-	p->reply_to = amqp_cstring_bytes("replies");
-	p->expiration = amqp_cstring_bytes("60000");
-	p->message_id = amqp_cstring_bytes("msg-1");
-	p->timestamp = 1700000000;
-	p->type = amqp_cstring_bytes("order.paid");
-	p->user_id = amqp_cstring_bytes("alice");
-	p->app_id = amqp_cstring_bytes("shop-api");
-}
-
-static int
-bytes_is(amqp_bytes_t b, const char *s)
-{
-	size_t n = strlen(s);
-
-	return b.len == n && (n == 0 || memcmp(b.bytes, s, n) == 0);
-}
-
-#define expect_bytes(b, s)                                                     \
-	cr_assert(bytes_is((b), (s)), "%s is \"%.*s\", want \"%s\"", #b,       \
-	          (int)(b).len, (b).len ? (const char *)(b).bytes : "", (s))
-
-static int
-count_key(const amqp_table_t *t, const char *key)
-{
-	int n = 0;
-
-	for (int i = 0; i < t->num_entries; i++)
-		if (bytes_is(t->entries[i].key, key))
-			n++;
-	return n;
-}
-
-static void
-expect_hdr_str(const amqp_table_t *t, const char *key, const char *want)
-{
-	const amqp_field_value_t *v = headers_find(t, key);
-	amqp_bytes_t b;
-
-	cr_assert_not_null(v, "header %s missing", key);
-	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
-	             count_key(t, key));
-	cr_assert_eq(headers_string(v, &b), 0, "header %s is not a string",
-	             key);
-	cr_assert(bytes_is(b, want), "header %s is \"%.*s\", want \"%s\"", key,
-	          (int)b.len, b.len ? (const char *)b.bytes : "", want);
-}
-
-static void
-expect_hdr_int(const amqp_table_t *t, const char *key, int64_t want)
-{
-	const amqp_field_value_t *v = headers_find(t, key);
-	int64_t n = 0;
-
-	cr_assert_not_null(v, "header %s missing", key);
-	cr_assert_eq(count_key(t, key), 1, "header %s given %d times", key,
-	             count_key(t, key));
-	cr_assert_eq(headers_integer(v, &n), 1, "header %s is no integer", key);
-	cr_assert_eq(n, want, "header %s is %lld, want %lld", key, (long long)n,
-	             (long long)want);
-}
-
-static void
-expect_no_hdr(const amqp_table_t *t, const char *key)
-{
-	cr_assert_null(headers_find(t, key), "header %s should be gone", key);
-}
-
-/* No header named x-cascade-* but those allowed. */
-static void
-expect_no_cascade_state(const amqp_table_t *t)
-{
-	for (int i = 0; i < t->num_entries; i++) {
-		amqp_bytes_t k = t->entries[i].key;
-		if (k.len >= 10 && memcmp(k.bytes, "x-cascade-", 10) == 0)
-			cr_assert(bytes_is(k, "x-cascade-user-id"),
-			          "left over: %.*s", (int)k.len,
-			          (const char *)k.bytes);
-	}
-}
 
 /* Every property but headers, expiration and user-id is as published. */
 static void
@@ -197,16 +42,7 @@ expect_same_props(const amqp_basic_properties_t *in,
 
 	cr_assert_eq(out->_flags & keep, in->_flags & keep, "flags %x vs %x",
 	             (unsigned)out->_flags, (unsigned)in->_flags);
-	expect_bytes(out->content_type, "application/json");
-	expect_bytes(out->content_encoding, "gzip");
-	cr_assert_eq(out->delivery_mode, 2);
-	cr_assert_eq(out->priority, 5);
-	expect_bytes(out->correlation_id, "corr-1");
-	expect_bytes(out->reply_to, "replies");
-	expect_bytes(out->message_id, "msg-1");
-	cr_assert_eq(out->timestamp, 1700000000);
-	expect_bytes(out->type, "order.paid");
-	expect_bytes(out->app_id, "shop-api");
+	expect_filled_props(out);
 }
 
 static void
@@ -817,7 +653,7 @@ publisher_message(struct tb *t, amqp_basic_properties_t *p, int64_t delay)
 	tb_str(t, "x-last-death-reason", "expired");
 	tb_i32(t, "tenant", 7);
 	*p = props_of(t);
-	props_fill(p);
+	props_fill(p, "alice");
 }
 
 Test(router, props_on_hop)
@@ -963,7 +799,7 @@ Test(router, props_on_park)
 	v->value.array.num_entries = 0;
 	tb_str(&t, "x-first-death-queue", "old");
 	in = props_of(&t);
-	props_fill(&in);
+	props_fill(&in, "alice");
 	decide(ROUTE_FROM_INGRESS, &in, "orders", NOW, &r);
 	expect_park(&r, "x-remaining-delay");
 	cr_assert_eq(router_props(&in, &r, &pool, &out), 0);
@@ -1244,7 +1080,7 @@ Test(router, a_stripped_parked_copy_keeps_our_state_and_names_the_rest)
 	tb_i64(&t, "x-cascade-due", NOW);
 	tb_str(&t, "x-cascade-routing-key", "invoices");
 	p = props_of(&t);
-	props_fill(&p);
+	props_fill(&p, "alice");
 	memset(&r, 0, sizeof(r));
 	router_park(&r, PARK_too_large, "properties too large");
 	r.strip_headers = 1;
