@@ -24,17 +24,17 @@
 #define BROKER_SETUP_TIMEOUT 10
 
 /*
- * Open a connection to url (one of cfg's), log in (announcing connection.blocked and
- * publisher confirms), and open both channels.  Returns NULL with a reason in
- * err on failure.
+ * Open a connection to url (one of cfg's), log in (announcing
+ * connection.blocked and publisher confirms), and open both channels.  Returns
+ * NULL with a reason in err on failure.
  */
 amqp_connection_state_t broker_connect_url(const struct config *cfg,
-					   const char *url, char *err,
-					   size_t errsize);
+                                           const char *url, char *err,
+                                           size_t errsize);
 
 /* The same with each URL of [broker] url in turn, until one connects. */
 amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
-				       size_t errsize);
+                                       size_t errsize);
 
 /*
  * The broker sends content-header frames larger than the negotiated
@@ -56,13 +56,13 @@ int broker_frame_max(amqp_connection_state_t conn);
  * that the content header fits.
  */
 int broker_publish(amqp_connection_state_t conn, amqp_channel_t ch,
-		   int frame_max, amqp_bytes_t exchange,
-		   amqp_bytes_t routing_key, int mandatory,
-		   const amqp_basic_properties_t *props, amqp_bytes_t body);
+                   int frame_max, amqp_bytes_t exchange,
+                   amqp_bytes_t routing_key, int mandatory,
+                   const amqp_basic_properties_t *props, amqp_bytes_t body);
 
 /* A reply that is not AMQP_RESPONSE_NORMAL, in words, prefixed by what. */
 void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
-			 size_t size);
+                         size_t size);
 
 /* The reply code of a channel.close or connection.close that answered the
  * last RPC (406 PRECONDITION_FAILED, ...); 0 for any other reply. */
@@ -73,6 +73,6 @@ int broker_major_version(amqp_connection_state_t conn);
 
 /* The reply of the last RPC in words; 0 when it succeeded. */
 int broker_check(amqp_connection_state_t conn, const char *what, char *err,
-		 size_t errsize);
+                 size_t errsize);
 
 #endif

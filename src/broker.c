@@ -23,7 +23,7 @@
 
 void
 broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
-		    size_t size)
+                    size_t size)
 {
 	switch (r.reply_type) {
 	case AMQP_RESPONSE_NORMAL:
@@ -34,22 +34,22 @@ broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
 		return;
 	case AMQP_RESPONSE_LIBRARY_EXCEPTION:
 		snprintf(buf, size, "%s: %s", what,
-			 amqp_error_string2(r.library_error));
+		         amqp_error_string2(r.library_error));
 		return;
 	case AMQP_RESPONSE_SERVER_EXCEPTION:
 		if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
 			amqp_connection_close_t *c = r.reply.decoded;
 			snprintf(buf, size, "%s: connection closed: %u %.*s",
-				 what, c->reply_code, (int)c->reply_text.len,
-				 (const char *)c->reply_text.bytes);
+			         what, c->reply_code, (int)c->reply_text.len,
+			         (const char *)c->reply_text.bytes);
 		} else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
 			amqp_channel_close_t *c = r.reply.decoded;
 			snprintf(buf, size, "%s: channel closed: %u %.*s", what,
-				 c->reply_code, (int)c->reply_text.len,
-				 (const char *)c->reply_text.bytes);
+			         c->reply_code, (int)c->reply_text.len,
+			         (const char *)c->reply_text.bytes);
 		} else {
 			snprintf(buf, size, "%s: unexpected method 0x%08x",
-				 what, r.reply.id);
+			         what, r.reply.id);
 		}
 		return;
 	}
@@ -91,7 +91,7 @@ broker_major_version(amqp_connection_state_t conn)
 
 int
 broker_check(amqp_connection_state_t conn, const char *what, char *err,
-	     size_t errsize)
+             size_t errsize)
 {
 	amqp_rpc_reply_t r = amqp_get_rpc_reply(conn);
 
@@ -126,8 +126,8 @@ broker_tls_detail(char *err, size_t errsize)
  */
 static amqp_socket_t *
 broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
-		  const struct amqp_connection_info *info, char *err,
-		  size_t errsize)
+                  const struct amqp_connection_info *info, char *err,
+                  size_t errsize)
 {
 	amqp_socket_t *sock = amqp_ssl_socket_new(conn);
 	int verify = cfg->broker_tls_verify == TLS_VERIFY_YES;
@@ -153,11 +153,11 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 			SSL_CTX *ctx = amqp_ssl_socket_get_context(sock);
 			if (ctx == NULL ||
 			    X509_VERIFY_PARAM_set1_ip_asc(
-				    SSL_CTX_get0_param(ctx), info->host) != 1) {
+			        SSL_CTX_get0_param(ctx), info->host) != 1) {
 				snprintf(err, errsize,
-					 "cannot set up the check of IP "
-					 "address %s",
-					 info->host);
+				         "cannot set up the check of IP "
+				         "address %s",
+				         info->host);
 				return NULL;
 			}
 			amqp_ssl_socket_set_verify_hostname(sock, 0);
@@ -167,27 +167,28 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 		if (amqp_ssl_socket_set_cacert(sock, cfg->broker_tls_ca_file) !=
 		    AMQP_STATUS_OK) {
 			snprintf(err, errsize,
-				 "broker.tls_ca_file %s: cannot read PEM "
-				 "certificates",
-				 cfg->broker_tls_ca_file);
+			         "broker.tls_ca_file %s: cannot read PEM "
+			         "certificates",
+			         cfg->broker_tls_ca_file);
 			return NULL;
 		}
 	} else if (verify) {
 		SSL_CTX *ctx = amqp_ssl_socket_get_context(sock);
 		if (ctx == NULL || SSL_CTX_set_default_verify_paths(ctx) != 1) {
-			snprintf(err, errsize, "cannot load the system's CA "
-					       "certificates");
+			snprintf(err, errsize,
+			         "cannot load the system's CA "
+			         "certificates");
 			return NULL;
 		}
 	}
 	if (cfg->broker_tls_cert_file[0] != '\0' &&
 	    amqp_ssl_socket_set_key(sock, cfg->broker_tls_cert_file,
-				    cfg->broker_tls_key_file) !=
-		    AMQP_STATUS_OK) {
+	                            cfg->broker_tls_key_file) !=
+	        AMQP_STATUS_OK) {
 		snprintf(err, errsize,
-			 "broker.tls_cert_file %s / tls_key_file %s: cannot "
-			 "read a certificate and its key",
-			 cfg->broker_tls_cert_file, cfg->broker_tls_key_file);
+		         "broker.tls_cert_file %s / tls_key_file %s: cannot "
+		         "read a certificate and its key",
+		         cfg->broker_tls_cert_file, cfg->broker_tls_key_file);
 		return NULL;
 	}
 	return sock;
@@ -210,16 +211,16 @@ broker_connect(const struct config *cfg, char *err, size_t errsize)
 		if (conn == NULL && len < errsize) {
 			config_mask_url(url, masked, sizeof(masked));
 			len += (size_t)snprintf(err + len, errsize - len,
-						"%s%s: %s", i ? "; " : "",
-						masked, why);
+			                        "%s%s: %s", i ? "; " : "",
+			                        masked, why);
 		}
 	}
 	return conn;
 }
 
 amqp_connection_state_t
-broker_connect_url(const struct config *cfg, const char *broker_url,
-		   char *err, size_t errsize)
+broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
+                   size_t errsize)
 {
 	struct amqp_connection_info info;
 	struct timeval tv = {BROKER_SETUP_TIMEOUT, 0};
@@ -244,7 +245,7 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	if (info.ssl)
 		ERR_clear_error();
 	sock = info.ssl ? broker_tls_socket(conn, cfg, &info, err, errsize)
-			: amqp_tcp_socket_new(conn);
+	                : amqp_tcp_socket_new(conn);
 	if (sock == NULL) {
 		if (!info.ssl)
 			snprintf(err, errsize, "cannot create socket");
@@ -253,7 +254,7 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	status = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
 	if (status != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "connect to %s:%d: %s", info.host,
-			 info.port, amqp_error_string2(status));
+		         info.port, amqp_error_string2(status));
 		if (info.ssl)
 			broker_tls_detail(err, errsize);
 		goto fail;
@@ -264,8 +265,8 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	/* Without these capabilities the broker sends neither
 	 * connection.blocked nor basic.nack. */
 	const char *const cap_names[] = {
-		"publisher_confirms", "basic.nack", "connection.blocked",
-		"consumer_cancel_notify", "authentication_failure_close"};
+	    "publisher_confirms", "basic.nack", "connection.blocked",
+	    "consumer_cancel_notify", "authentication_failure_close"};
 	for (int i = 0; i < 5; i++) {
 		caps[i].key = amqp_cstring_bytes(cap_names[i]);
 		caps[i].value.kind = AMQP_FIELD_KIND_BOOLEAN;
@@ -275,7 +276,7 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 		snprintf(host, sizeof(host), "unknown");
 	host[sizeof(host) - 1] = '\0';
 	snprintf(name, sizeof(name), "cascade %s pid %ld", host,
-		 (long)getpid());
+	         (long)getpid());
 	props[0].key = amqp_cstring_bytes("capabilities");
 	props[0].value.kind = AMQP_FIELD_KIND_TABLE;
 	props[0].value.value.table = caps_t;
@@ -284,10 +285,9 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	props[1].value.value.bytes = amqp_cstring_bytes(name);
 
 	r = amqp_login_with_properties(
-		conn, info.vhost, 0, 131072,
-		(int)(cfg->broker_heartbeat / 1000), &props_t,
-		AMQP_SASL_METHOD_PLAIN, info.user,
-		cfg->broker_password_set ? cfg->broker_password : info.password);
+	    conn, info.vhost, 0, 131072, (int)(cfg->broker_heartbeat / 1000),
+	    &props_t, AMQP_SASL_METHOD_PLAIN, info.user,
+	    cfg->broker_password_set ? cfg->broker_password : info.password);
 	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
 		broker_reply_string(r, "login", err, errsize);
 		if (info.ssl)
@@ -296,9 +296,9 @@ broker_connect_url(const struct config *cfg, const char *broker_url,
 	}
 	/* Receive the larger frames RabbitMQ sends (see broker.h). */
 	if (amqp_tune_connection(conn, amqp_get_channel_max(conn),
-				 amqp_get_frame_max(conn) *
-					 BROKER_FRAME_READ_FACTOR,
-				 amqp_get_heartbeat(conn)) != AMQP_STATUS_OK) {
+	                         amqp_get_frame_max(conn) *
+	                             BROKER_FRAME_READ_FACTOR,
+	                         amqp_get_heartbeat(conn)) != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "out of memory");
 		goto fail;
 	}
@@ -325,8 +325,8 @@ broker_frame_max(amqp_connection_state_t conn)
 
 int
 broker_publish(amqp_connection_state_t conn, amqp_channel_t ch, int frame_max,
-	       amqp_bytes_t exchange, amqp_bytes_t routing_key, int mandatory,
-	       const amqp_basic_properties_t *props, amqp_bytes_t body)
+               amqp_bytes_t exchange, amqp_bytes_t routing_key, int mandatory,
+               const amqp_basic_properties_t *props, amqp_bytes_t body)
 {
 	/* 7 bytes of frame header and the frame-end octet. */
 	size_t room = (size_t)frame_max - 8, off = 0;

@@ -88,7 +88,7 @@ proc_cpu(long pid)
 	p = strrchr(buf, ')'); /* the command may hold spaces */
 	if (p == NULL ||
 	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-		   &ut, &st) != 2)
+	           &ut, &st) != 2)
 		return -1;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -160,13 +160,13 @@ static const char *target_type = "quorum";
 static void
 declare(amqp_connection_state_t conn, const char *name)
 {
-	amqp_table_entry_t e = {amqp_cstring_bytes("x-queue-type"),
-				{AMQP_FIELD_KIND_UTF8,
-				 {.bytes = amqp_cstring_bytes(target_type)}}};
+	amqp_table_entry_t e = {
+	    amqp_cstring_bytes("x-queue-type"),
+	    {AMQP_FIELD_KIND_UTF8, {.bytes = amqp_cstring_bytes(target_type)}}};
 	amqp_table_t args = {1, &e};
 
 	amqp_queue_declare(conn, CH_PUB, amqp_cstring_bytes(name), 0, 1, 0, 0,
-			   args);
+	                   args);
 	die_reply(conn, name);
 }
 
@@ -179,7 +179,7 @@ declare(amqp_connection_state_t conn, const char *name)
  */
 static void
 declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
-	      int64_t unit, const char *target, int chain)
+              int64_t unit, const char *target, int chain)
 {
 	char name[128], next[128];
 
@@ -210,7 +210,7 @@ declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
 		e[5].value.kind = AMQP_FIELD_KIND_UTF8;
 		e[5].value.value.bytes = amqp_cstring_bytes("reject-publish");
 		amqp_queue_declare(conn, CH_PUB, amqp_cstring_bytes(name), 0, 1,
-				   0, 0, args);
+		                   0, 0, args);
 		die_reply(conn, name);
 	}
 }
@@ -225,7 +225,7 @@ static int
 run_forwarder(struct opts *o)
 {
 	amqp_connection_state_t conn;
-	uint64_t *src; /* delivery tag of publish seq i */
+	uint64_t *src;  /* delivery tag of publish seq i */
 	uint8_t *acked; /* seq confirmed alone, ahead of a multiple ack */
 	uint64_t seq = 0, done = 0;
 	char err[512], q[128];
@@ -254,13 +254,13 @@ run_forwarder(struct opts *o)
 	amqp_confirm_select(conn, CH_PUB);
 	die_reply(conn, "confirm");
 	amqp_basic_consume(conn, CH_PUB, amqp_cstring_bytes("fwd.in"),
-			   amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+	                   amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
 	die_reply(conn, "consume");
 	amqp_basic_consume(conn, CH_PUB, amqp_cstring_bytes("fwd.return"),
-			   amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+	                   amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
 	die_reply(conn, "consume");
 	fprintf(stderr, "cascade-bench: forwarder ready pid=%ld\n",
-		(long)getpid());
+	        (long)getpid());
 	for (;;) {
 		if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
 			return 1;
@@ -268,8 +268,8 @@ run_forwarder(struct opts *o)
 			switch (f.payload.method.id) {
 			case AMQP_BASIC_DELIVER_METHOD:
 				tag = ((amqp_basic_deliver_t *)
-					       f.payload.method.decoded)
-					      ->delivery_tag;
+				           f.payload.method.decoded)
+				          ->delivery_tag;
 				stage = 1;
 				break;
 			case AMQP_BASIC_ACK_METHOD: {
@@ -278,14 +278,14 @@ run_forwarder(struct opts *o)
 				if (!a->multiple) {
 					acked[t & 0xfffff] = 1;
 					amqp_basic_ack(conn, CH_PUB,
-						       src[t & 0xfffff], 0);
+					               src[t & 0xfffff], 0);
 					break;
 				}
 				for (; done < t; done++) {
 					uint64_t s = (done + 1) & 0xfffff;
 					if (!acked[s])
 						amqp_basic_ack(conn, CH_PUB,
-							       src[s], 0);
+						               src[s], 0);
 					acked[s] = 0;
 				}
 				break;
@@ -296,12 +296,12 @@ run_forwarder(struct opts *o)
 		} else if (f.frame_type == AMQP_FRAME_HEADER && stage == 1) {
 			const amqp_field_value_t *v = NULL;
 			props = *(amqp_basic_properties_t *)
-					 f.payload.properties.decoded;
+			             f.payload.properties.decoded;
 			hops = 0;
 			for (int i = 0; i < props.headers.num_entries; i++)
 				if (props.headers.entries[i].key.len == 6 &&
 				    memcmp(props.headers.entries[i].key.bytes,
-					   "x-hops", 6) == 0)
+				           "x-hops", 6) == 0)
 					v = &props.headers.entries[i].value;
 			if (v != NULL)
 				hops = v->value.i64;
@@ -316,21 +316,21 @@ run_forwarder(struct opts *o)
 			got += f.payload.body_fragment.len;
 		}
 		if (stage == 2 && got == body.len) {
-			amqp_table_entry_t h = {amqp_cstring_bytes("x-hops"),
-						{AMQP_FIELD_KIND_I64,
-						 {.i64 = hops + 1}}};
+			amqp_table_entry_t h = {
+			    amqp_cstring_bytes("x-hops"),
+			    {AMQP_FIELD_KIND_I64, {.i64 = hops + 1}}};
 			amqp_basic_properties_t out = {0};
 			out._flags = AMQP_BASIC_HEADERS_FLAG;
 			out.headers.num_entries = 1;
 			out.headers.entries = &h;
 			if ((unsigned)hops < o->hops)
 				snprintf(q, sizeof(q), "fwd.delay.%u",
-					 (unsigned)hops);
+				         (unsigned)hops);
 			else
 				snprintf(q, sizeof(q), "%s", o->target);
 			broker_publish(conn, CH_PUB, broker_frame_max(conn),
-				       amqp_empty_bytes, amqp_cstring_bytes(q),
-				       0, &out, body);
+			               amqp_empty_bytes, amqp_cstring_bytes(q),
+			               0, &out, body);
 			seq++;
 			src[seq & 0xfffff] = tag;
 			acked[seq & 0xfffff] = 0;
@@ -375,7 +375,7 @@ plot(const struct opts *o, const int64_t *v, uint64_t n)
 	fp = fdopen(fd, "w");
 	for (uint64_t i = 0; i < n; i++)
 		fprintf(fp, "%.3f %.6f\n", (double)v[i] / 1000.0,
-			(double)(i + 1) / (double)n);
+		        (double)(i + 1) / (double)n);
 	fclose(fp);
 	gp = popen("gnuplot", "w");
 	if (gp == NULL) {
@@ -384,13 +384,13 @@ plot(const struct opts *o, const int64_t *v, uint64_t n)
 		return;
 	}
 	fprintf(gp,
-		"set terminal pngcairo size 900,500\nset output '%s'\n"
-		"set title 'cascade lateness, %" PRIu64 " messages'\n"
-		"set xlabel 'lateness (ms)'\nset ylabel 'fraction delivered'\n"
-		"set logscale x\nset grid\nset key bottom right\n"
-		"plot '%s' using ($1 > 0.01 ? $1 : 0.01):2 with lines lw 2 "
-		"title 'cumulative'\n",
-		o->plot, n, data);
+	        "set terminal pngcairo size 900,500\nset output '%s'\n"
+	        "set title 'cascade lateness, %" PRIu64 " messages'\n"
+	        "set xlabel 'lateness (ms)'\nset ylabel 'fraction delivered'\n"
+	        "set logscale x\nset grid\nset key bottom right\n"
+	        "plot '%s' using ($1 > 0.01 ? $1 : 0.01):2 with lines lw 2 "
+	        "title 'cumulative'\n",
+	        o->plot, n, data);
 	pclose(gp);
 	unlink(data);
 }
@@ -398,58 +398,59 @@ plot(const struct opts *o, const int64_t *v, uint64_t n)
 static void
 usage(FILE *fp)
 {
-	fprintf(fp,
-		"usage: cascade-bench run [options]\n"
-		"       cascade-bench forward [-c FILE] [--hops N] "
-		"[--queue TARGET]\n"
-		"\n"
-		"  -m, --mode MODE       cascade (default) | forward | dlx\n"
-		"  -n, --count N         messages (default 10000)\n"
-		"  -r, --rate R          messages per second (default: as fast "
-		"as confirms allow)\n"
-		"  -d, --delay D|LO-HI   fixed or uniform delay (default 0)\n"
-		"  -q, --queue NAME      target queue (default bench.target)\n"
-		"      --target-type T   its type: quorum (default) or "
-		"classic\n"
-		"  -p, --prefix P        cascade's exchange (default: config's)\n"
-		"      --hops N          hops per message, for hops/s "
-		"(default 4)\n"
-		"      --size BYTES      body size (default 16)\n"
-		"      --mover-pid PID   the daemon or forwarder, for CPU/RSS\n"
-		"      --broker-pid PID  beam.smp (default: the only one)\n"
-		"      --idle D          stop when nothing arrives for D "
-		"(default 10s)\n"
-		"      --unit D          forward/dlx: TTL of the shortest of "
-		"the hop queues\n"
-		"                        (TTLs unit*2^(hops-1) .. unit; "
-		"default 1ms)\n"
-		"      --json FILE       write the results as JSON\n"
-		"      --plot FILE.png   plot the lateness distribution\n"
-		"  -c, --config FILE     broker URL from cascade's config\n");
+	fprintf(
+	    fp,
+	    "usage: cascade-bench run [options]\n"
+	    "       cascade-bench forward [-c FILE] [--hops N] "
+	    "[--queue TARGET]\n"
+	    "\n"
+	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
+	    "  -n, --count N         messages (default 10000)\n"
+	    "  -r, --rate R          messages per second (default: as fast "
+	    "as confirms allow)\n"
+	    "  -d, --delay D|LO-HI   fixed or uniform delay (default 0)\n"
+	    "  -q, --queue NAME      target queue (default bench.target)\n"
+	    "      --target-type T   its type: quorum (default) or "
+	    "classic\n"
+	    "  -p, --prefix P        cascade's exchange (default: config's)\n"
+	    "      --hops N          hops per message, for hops/s "
+	    "(default 4)\n"
+	    "      --size BYTES      body size (default 16)\n"
+	    "      --mover-pid PID   the daemon or forwarder, for CPU/RSS\n"
+	    "      --broker-pid PID  beam.smp (default: the only one)\n"
+	    "      --idle D          stop when nothing arrives for D "
+	    "(default 10s)\n"
+	    "      --unit D          forward/dlx: TTL of the shortest of "
+	    "the hop queues\n"
+	    "                        (TTLs unit*2^(hops-1) .. unit; "
+	    "default 1ms)\n"
+	    "      --json FILE       write the results as JSON\n"
+	    "      --plot FILE.png   plot the lateness distribution\n"
+	    "  -c, --config FILE     broker URL from cascade's config\n");
 }
 
 int
 main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
-		{"mode", required_argument, NULL, 'm'},
-		{"count", required_argument, NULL, 'n'},
-		{"rate", required_argument, NULL, 'r'},
-		{"delay", required_argument, NULL, 'd'},
-		{"queue", required_argument, NULL, 'q'},
-		{"prefix", required_argument, NULL, 'p'},
-		{"config", required_argument, NULL, 'c'},
-		{"hops", required_argument, NULL, 'H'},
-		{"size", required_argument, NULL, 'S'},
-		{"mover-pid", required_argument, NULL, 'M'},
-		{"broker-pid", required_argument, NULL, 'B'},
-		{"idle", required_argument, NULL, 'I'},
-		{"unit", required_argument, NULL, 'U'},
-		{"json", required_argument, NULL, 'J'},
-		{"plot", required_argument, NULL, 'P'},
-		{"target-type", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"mode", required_argument, NULL, 'm'},
+	    {"count", required_argument, NULL, 'n'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"delay", required_argument, NULL, 'd'},
+	    {"queue", required_argument, NULL, 'q'},
+	    {"prefix", required_argument, NULL, 'p'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"hops", required_argument, NULL, 'H'},
+	    {"size", required_argument, NULL, 'S'},
+	    {"mover-pid", required_argument, NULL, 'M'},
+	    {"broker-pid", required_argument, NULL, 'B'},
+	    {"idle", required_argument, NULL, 'I'},
+	    {"unit", required_argument, NULL, 'U'},
+	    {"json", required_argument, NULL, 'J'},
+	    {"plot", required_argument, NULL, 'P'},
+	    {"target-type", required_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	static struct opts o;
 	static char err[8192];
@@ -466,8 +467,8 @@ main(int argc, char *argv[])
 	struct payload pl;
 	size_t got = 0;
 
-	if (argc < 2 || (strcmp(argv[1], "run") != 0 &&
-			 strcmp(argv[1], "forward") != 0)) {
+	if (argc < 2 ||
+	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0)) {
 		usage(stderr);
 		return 2;
 	}
@@ -482,7 +483,7 @@ main(int argc, char *argv[])
 	o.idle_ms = 10000;
 	o.unit = 1;
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
-				 NULL)) != -1) {
+	                         NULL)) != -1) {
 		switch (ch) {
 		case 'm':
 			if (strcmp(optarg, "cascade") == 0)
@@ -504,15 +505,15 @@ main(int argc, char *argv[])
 			break;
 		case 'd': {
 			const char *dash = strchr(optarg + 1, '-');
-			size_t len = dash ? (size_t)(dash - optarg)
-					  : strlen(optarg);
+			size_t len =
+			    dash ? (size_t)(dash - optarg) : strlen(optarg);
 			if (duration_parse(optarg, len, DURATION_BARE_MS,
-					   &o.delay_lo, &why) < 0 ||
+			                   &o.delay_lo, &why) < 0 ||
 			    (dash && duration_parse(dash + 1, strlen(dash + 1),
-						    DURATION_BARE_MS,
-						    &o.delay_hi, &why) < 0)) {
+			                            DURATION_BARE_MS,
+			                            &o.delay_hi, &why) < 0)) {
 				fprintf(stderr, "cascade-bench: --delay: %s\n",
-					why);
+				        why);
 				return 2;
 			}
 			if (!dash)
@@ -546,15 +547,16 @@ main(int argc, char *argv[])
 			o.broker_pid = strtol(optarg, NULL, 10);
 			break;
 		case 'I':
-			duration_parse(optarg, strlen(optarg),
-				       DURATION_BARE_MS, &o.idle_ms, &why);
+			duration_parse(optarg, strlen(optarg), DURATION_BARE_MS,
+			               &o.idle_ms, &why);
 			break;
 		case 'J':
 			o.json = optarg;
 			break;
 		case 'U':
 			if (duration_parse(optarg, strlen(optarg),
-					   DURATION_BARE_MS, &o.unit, &why) < 0 ||
+			                   DURATION_BARE_MS, &o.unit,
+			                   &why) < 0 ||
 			    o.unit < 1) {
 				fprintf(stderr, "cascade-bench: --unit: bad\n");
 				return 2;
@@ -567,7 +569,7 @@ main(int argc, char *argv[])
 			if (strcmp(optarg, "quorum") != 0 &&
 			    strcmp(optarg, "classic") != 0) {
 				fprintf(stderr, "cascade-bench: --target-type: "
-						"quorum or classic\n");
+				                "quorum or classic\n");
 				return 2;
 			}
 			target_type = optarg;
@@ -582,7 +584,7 @@ main(int argc, char *argv[])
 	}
 	if (getenv("CASCADE_BROKER_URL") != NULL)
 		snprintf(o.cfg.broker_url, sizeof(o.cfg.broker_url), "%s",
-			 getenv("CASCADE_BROKER_URL"));
+		         getenv("CASCADE_BROKER_URL"));
 	if (o.prefix == NULL)
 		o.prefix = o.cfg.topology_prefix;
 	if (o.hops < 1 || o.hops > 20) {
@@ -607,7 +609,7 @@ main(int argc, char *argv[])
 	amqp_confirm_select(conn, CH_PUB);
 	die_reply(conn, "confirm.select");
 	amqp_basic_consume(conn, CH_SUB, amqp_cstring_bytes(o.target),
-			   amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
+	                   amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
 	die_reply(conn, "consume");
 
 	seen = calloc(o.count + 1, 1);
@@ -628,20 +630,19 @@ main(int argc, char *argv[])
 		int st;
 
 		/* Publish what the rate and the confirm window allow. */
-		while (published < o.count &&
-		       published - confirmed < WINDOW &&
-		       (o.rate <= 0 || (double)published <
-						       o.rate * (double)(now - start) /
-							       1e6)) {
+		while (
+		    published < o.count && published - confirmed < WINDOW &&
+		    (o.rate <= 0 || (double)published <
+		                        o.rate * (double)(now - start) / 1e6)) {
 			amqp_table_entry_t h[2];
 			amqp_basic_properties_t props = {0};
 			int64_t d = o.delay_lo;
 			const char *ex, *rk;
 			if (o.delay_hi > o.delay_lo)
 				d += (int64_t)((double)(o.delay_hi -
-							 o.delay_lo + 1) *
-					       ((double)rand() /
-						((double)RAND_MAX + 1.0)));
+				                        o.delay_lo + 1) *
+				               ((double)rand() /
+				                ((double)RAND_MAX + 1.0)));
 			pl.id = published + 1;
 			pl.due_us = now_us() + d * 1000;
 			memcpy(buf, &pl, sizeof(pl));
@@ -649,7 +650,8 @@ main(int argc, char *argv[])
 			props.headers.entries = h;
 			props.headers.num_entries = 0;
 			if (o.mode == MODE_CASCADE) {
-				h[0].key = amqp_cstring_bytes("x-remaining-delay");
+				h[0].key =
+				    amqp_cstring_bytes("x-remaining-delay");
 				h[0].value.kind = AMQP_FIELD_KIND_I64;
 				h[0].value.value.i64 = d;
 				props.headers.num_entries = 1;
@@ -667,12 +669,12 @@ main(int argc, char *argv[])
 				rk = "dlx.delay.0";
 			}
 			if (broker_publish(conn, CH_PUB, broker_frame_max(conn),
-					   amqp_cstring_bytes(ex),
-					   amqp_cstring_bytes(rk), 0, &props,
-					   (amqp_bytes_t){o.size, buf}) !=
+			                   amqp_cstring_bytes(ex),
+			                   amqp_cstring_bytes(rk), 0, &props,
+			                   (amqp_bytes_t){o.size, buf}) !=
 			    AMQP_STATUS_OK) {
 				fprintf(stderr, "cascade-bench: publish "
-						"failed\n");
+				                "failed\n");
 				return 1;
 			}
 			published++;
@@ -685,21 +687,21 @@ main(int argc, char *argv[])
 				if (f.payload.method.id ==
 				    AMQP_BASIC_ACK_METHOD) {
 					amqp_basic_ack_t *a =
-						f.payload.method.decoded;
+					    f.payload.method.decoded;
 					confirmed = a->multiple
-							    ? a->delivery_tag
-							    : confirmed + 1;
+					                ? a->delivery_tag
+					                : confirmed + 1;
 				} else if (f.payload.method.id ==
-					   AMQP_BASIC_DELIVER_METHOD) {
+				           AMQP_BASIC_DELIVER_METHOD) {
 					stage = 1;
 					got = 0;
 				} else if (f.payload.method.id ==
-					   AMQP_BASIC_NACK_METHOD) {
+				           AMQP_BASIC_NACK_METHOD) {
 					fprintf(stderr, "cascade-bench: "
-							"nack\n");
+					                "nack\n");
 				}
 			} else if (f.frame_type == AMQP_FRAME_BODY &&
-				   stage == 1) {
+			           stage == 1) {
 				amqp_bytes_t b = f.payload.body_fragment;
 				if (got < sizeof(pl)) {
 					size_t n = sizeof(pl) - got;
@@ -730,7 +732,7 @@ main(int argc, char *argv[])
 				amqp_maybe_release_buffers(conn);
 		} else if (st != AMQP_STATUS_TIMEOUT) {
 			fprintf(stderr, "cascade-bench: connection: %s\n",
-				amqp_error_string2(st));
+			        amqp_error_string2(st));
 			return 1;
 		}
 		if (o.mover_pid > 0 && now - last_progress >= 1000000) {
@@ -740,10 +742,11 @@ main(int argc, char *argv[])
 		}
 		if (now - last_progress >= 1000000) {
 			fprintf(stderr,
-				"\r%6.1fs published %" PRIu64 " received %" PRIu64
-				" early %" PRIu64 " dup %" PRIu64 "   ",
-				(double)(now - start) / 1e6, published, received,
-				early, dups);
+			        "\r%6.1fs published %" PRIu64
+			        " received %" PRIu64 " early %" PRIu64
+			        " dup %" PRIu64 "   ",
+			        (double)(now - start) / 1e6, published,
+			        received, early, dups);
 			last_progress = now;
 		}
 		if (published == o.count && now - idle_since > o.idle_ms * 1000)
@@ -759,8 +762,7 @@ main(int argc, char *argv[])
 		if (rss > rss_max)
 			rss_max = rss;
 	}
-	secs = (double)((last_arrival ? last_arrival : now_us()) - start) /
-	       1e6;
+	secs = (double)((last_arrival ? last_arrival : now_us()) - start) / 1e6;
 	qsort(lat, nlat, sizeof(*lat), cmp_i64);
 
 	{
@@ -769,16 +771,21 @@ main(int argc, char *argv[])
 		double mcpu = o.mover_pid > 0 ? mcpu1 - mcpu0 : NAN;
 		double bcpu = o.broker_pid > 0 ? bcpu1 - bcpu0 : NAN;
 		const char *mode = o.mode == MODE_CASCADE   ? "cascade"
-				   : o.mode == MODE_FORWARD ? "forward"
-							    : "dlx";
+		                   : o.mode == MODE_FORWARD ? "forward"
+		                                            : "dlx";
 		char json[2048], v[12][32];
-		double nums[12] = {pct(lat, nlat, 0),   pct(lat, nlat, 0.5),
-				   pct(lat, nlat, 0.9), pct(lat, nlat, 0.99),
-				   pct(lat, nlat, 0.999), pct(lat, nlat, 1),
-				   mcpu, bcpu,
-				   mcpu * 1e6 / ((double)received * o.hops),
-				   bcpu * 1e6 / ((double)received * o.hops),
-				   msgs, hops};
+		double nums[12] = {pct(lat, nlat, 0),
+		                   pct(lat, nlat, 0.5),
+		                   pct(lat, nlat, 0.9),
+		                   pct(lat, nlat, 0.99),
+		                   pct(lat, nlat, 0.999),
+		                   pct(lat, nlat, 1),
+		                   mcpu,
+		                   bcpu,
+		                   mcpu * 1e6 / ((double)received * o.hops),
+		                   bcpu * 1e6 / ((double)received * o.hops),
+		                   msgs,
+		                   hops};
 		for (int i = 0; i < 12; i++) {
 			if (isnan(nums[i]) || isinf(nums[i]))
 				snprintf(v[i], sizeof(v[i]), "null");
@@ -786,19 +793,19 @@ main(int argc, char *argv[])
 				snprintf(v[i], sizeof(v[i]), "%.3f", nums[i]);
 		}
 		snprintf(json, sizeof(json),
-			 "{\"mode\": \"%s\", \"messages\": %" PRIu64
-			 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64
-			 ", \"early\": %" PRIu64 ", \"duplicates\": %" PRIu64
-			 ", \"seconds\": %.3f, \"msgs_per_s\": %s, "
-			 "\"hops_per_s\": %s, \"lateness_ms\": {\"min\": %s, "
-			 "\"p50\": %s, \"p90\": %s, \"p99\": %s, "
-			 "\"p999\": %s, \"max\": %s}, \"mover_cpu_s\": %s, "
-			 "\"broker_cpu_s\": %s, \"mover_cpu_per_hop_us\": %s, "
-			 "\"broker_cpu_per_hop_us\": %s, "
-			 "\"mover_rss_max_kib\": %ld}",
-			 mode, o.count, received, o.count - received, early,
-			 dups, secs, v[10], v[11], v[0], v[1], v[2], v[3], v[4],
-			 v[5], v[6], v[7], v[8], v[9], rss_max);
+		         "{\"mode\": \"%s\", \"messages\": %" PRIu64
+		         ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64
+		         ", \"early\": %" PRIu64 ", \"duplicates\": %" PRIu64
+		         ", \"seconds\": %.3f, \"msgs_per_s\": %s, "
+		         "\"hops_per_s\": %s, \"lateness_ms\": {\"min\": %s, "
+		         "\"p50\": %s, \"p90\": %s, \"p99\": %s, "
+		         "\"p999\": %s, \"max\": %s}, \"mover_cpu_s\": %s, "
+		         "\"broker_cpu_s\": %s, \"mover_cpu_per_hop_us\": %s, "
+		         "\"broker_cpu_per_hop_us\": %s, "
+		         "\"mover_rss_max_kib\": %ld}",
+		         mode, o.count, received, o.count - received, early,
+		         dups, secs, v[10], v[11], v[0], v[1], v[2], v[3], v[4],
+		         v[5], v[6], v[7], v[8], v[9], rss_max);
 		printf("%s\n", json);
 		if (o.json != NULL) {
 			FILE *fp = fopen(o.json, "w");

@@ -481,8 +481,9 @@ metrics_fetch(const char *listen, char *why, size_t whysize)
 		return NULL;
 	}
 	if (strcmp(port, "0") == 0) {
-		snprintf(why, whysize, "port 0: the daemon logs the port it "
-		                       "took (msg=metrics_listening)");
+		snprintf(why, whysize,
+		         "port 0: the daemon logs the port it "
+		         "took (msg=metrics_listening)");
 		return NULL;
 	}
 	memset(&hints, 0, sizeof(hints));
@@ -499,8 +500,8 @@ metrics_fetch(const char *listen, char *why, size_t whysize)
 		snprintf(why, whysize, "no daemon answers there");
 		goto fail;
 	}
-	snprintf(req, sizeof(req),
-	         "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
+	snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n",
+	         host);
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
 	    (buf = malloc(METRICS_MAX + 1)) == NULL) {
 		snprintf(why, whysize, "cannot ask");
@@ -554,9 +555,9 @@ label_value(const char **p, char *out, size_t size)
 static size_t
 targets_parse(char *text, struct refusing *t, size_t max)
 {
-	static const char *const names[] = {
-	    "cascade_target_refusals_total{", "cascade_target_diverted_total{",
-	    "cascade_target_backoff_seconds{"};
+	static const char *const names[] = {"cascade_target_refusals_total{",
+	                                    "cascade_target_diverted_total{",
+	                                    "cascade_target_backoff_seconds{"};
 	size_t count = 0;
 
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -634,7 +635,8 @@ status_targets(const struct ctl *c)
 	}
 	if (text == NULL) {
 		printf("\nrefusing targets: unknown (the daemon's /metrics at "
-		       "%s: %s)\n", listen[0] ? listen : "-", why);
+		       "%s: %s)\n",
+		       listen[0] ? listen : "-", why);
 		return;
 	}
 	if (n == 0) {
@@ -1081,10 +1083,9 @@ ctl_resend(struct ctl *c, const amqp_message_t *m, const char *rk, char *why,
 	}
 	/* P is a fanout: the routing key only names the target for people
 	 * looking at the ingress queue; x-target-routing-key decides. */
-	st = broker_publish(c->conn, BROKER_CH_WORK,
-	                    broker_frame_max(c->conn),
-	                    amqp_cstring_bytes(c->topo.exchange),
-	                    t.routing_key, 1, &props, m->body);
+	st = broker_publish(c->conn, BROKER_CH_WORK, broker_frame_max(c->conn),
+	                    amqp_cstring_bytes(c->topo.exchange), t.routing_key,
+	                    1, &props, m->body);
 	empty_amqp_pool(&pool);
 	if (st != AMQP_STATUS_OK) {
 		snprintf(c->err, sizeof(c->err), "publish: %s",

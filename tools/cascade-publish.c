@@ -30,27 +30,28 @@ struct publisher {
 static void
 usage(FILE *fp)
 {
-	fprintf(fp,
-		"usage: cascade-publish (--delay DURATION | --at TIME) "
-		"[options] [--body TEXT]\n"
-		"\n"
-		"Without --body, publishes one message per line of stdin.\n"
-		"\n"
-		"  -d, --delay DURATION    90s, 250ms, 15m, 2h, 3d (ms if bare)\n"
-		"  -a, --at TIME           2026-12-01T09:00:00Z (UTC, or +HH:MM), "
-		"or epoch ms\n"
-		"  -e, --exchange NAME     target exchange (x-target-exchange)\n"
-		"  -r, --routing-key KEY   routing key (the target queue for "
-		"the default exchange)\n"
-		"  -H, --header K=V        a header of the message; repeatable\n"
-		"  -b, --body TEXT         the message body\n"
-		"  -c, --config FILE       take the broker URL and prefix from "
-		"cascade's config\n"
-		"  -p, --prefix NAME       cascade's exchange (default: the "
-		"config's, or cascade)\n"
-		"\n"
-		"CASCADE_BROKER_URL, when set, overrides the URL, and "
-		"CASCADE_BROKER_PASSWORD\ngives the password.\n");
+	fprintf(
+	    fp,
+	    "usage: cascade-publish (--delay DURATION | --at TIME) "
+	    "[options] [--body TEXT]\n"
+	    "\n"
+	    "Without --body, publishes one message per line of stdin.\n"
+	    "\n"
+	    "  -d, --delay DURATION    90s, 250ms, 15m, 2h, 3d (ms if bare)\n"
+	    "  -a, --at TIME           2026-12-01T09:00:00Z (UTC, or +HH:MM), "
+	    "or epoch ms\n"
+	    "  -e, --exchange NAME     target exchange (x-target-exchange)\n"
+	    "  -r, --routing-key KEY   routing key (the target queue for "
+	    "the default exchange)\n"
+	    "  -H, --header K=V        a header of the message; repeatable\n"
+	    "  -b, --body TEXT         the message body\n"
+	    "  -c, --config FILE       take the broker URL and prefix from "
+	    "cascade's config\n"
+	    "  -p, --prefix NAME       cascade's exchange (default: the "
+	    "config's, or cascade)\n"
+	    "\n"
+	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
+	    "CASCADE_BROKER_PASSWORD\ngives the password.\n");
 }
 
 /* ISO 8601 in UTC ("Z") or with an offset, seconds optional fraction. */
@@ -99,8 +100,9 @@ pub_wait(struct publisher *p, uint64_t left)
 	while (p->sent - p->acked - p->nacked > left) {
 		st = amqp_simple_wait_frame(p->conn, &f);
 		if (st != AMQP_STATUS_OK) {
-			fprintf(stderr, "cascade-publish: connection lost: %s\n",
-				amqp_error_string2(st));
+			fprintf(stderr,
+			        "cascade-publish: connection lost: %s\n",
+			        amqp_error_string2(st));
 			return -1;
 		}
 		if (f.frame_type != AMQP_FRAME_METHOD)
@@ -116,29 +118,30 @@ pub_wait(struct publisher *p, uint64_t left)
 		}
 		case AMQP_BASIC_NACK_METHOD: {
 			amqp_basic_nack_t *n = f.payload.method.decoded;
-			p->nacked += n->multiple ? n->delivery_tag - p->acked -
-							    p->nacked
-						 : 1;
+			p->nacked +=
+			    n->multiple ? n->delivery_tag - p->acked - p->nacked
+			                : 1;
 			fprintf(stderr, "cascade-publish: the broker refused a "
-					"message (nack)\n");
+			                "message (nack)\n");
 			break;
 		}
 		case AMQP_BASIC_RETURN_METHOD: {
 			amqp_basic_return_t *r = f.payload.method.decoded;
 			p->returned++;
 			fprintf(stderr,
-				"cascade-publish: unroutable: %.*s (is cascade "
-				"running with this prefix?)\n",
-				(int)r->reply_text.len,
-				(const char *)r->reply_text.bytes);
+			        "cascade-publish: unroutable: %.*s (is cascade "
+			        "running with this prefix?)\n",
+			        (int)r->reply_text.len,
+			        (const char *)r->reply_text.bytes);
 			break;
 		}
 		case AMQP_CHANNEL_CLOSE_METHOD:
 		case AMQP_CONNECTION_CLOSE_METHOD: {
 			amqp_channel_close_t *c = f.payload.method.decoded;
-			fprintf(stderr, "cascade-publish: closed by broker: %.*s\n",
-				(int)c->reply_text.len,
-				(const char *)c->reply_text.bytes);
+			fprintf(stderr,
+			        "cascade-publish: closed by broker: %.*s\n",
+			        (int)c->reply_text.len,
+			        (const char *)c->reply_text.bytes);
 			return -1;
 		}
 		default:
@@ -153,16 +156,16 @@ int
 main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
-		{"delay", required_argument, NULL, 'd'},
-		{"at", required_argument, NULL, 'a'},
-		{"exchange", required_argument, NULL, 'e'},
-		{"routing-key", required_argument, NULL, 'r'},
-		{"header", required_argument, NULL, 'H'},
-		{"body", required_argument, NULL, 'b'},
-		{"config", required_argument, NULL, 'c'},
-		{"prefix", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"delay", required_argument, NULL, 'd'},
+	    {"at", required_argument, NULL, 'a'},
+	    {"exchange", required_argument, NULL, 'e'},
+	    {"routing-key", required_argument, NULL, 'r'},
+	    {"header", required_argument, NULL, 'H'},
+	    {"body", required_argument, NULL, 'b'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"prefix", required_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	static struct config cfg;
 	static char err[8192];
@@ -179,7 +182,7 @@ main(int argc, char *argv[])
 
 	config_defaults(&cfg);
 	while ((ch = getopt_long(argc, argv, "d:a:e:r:H:b:c:p:h", longopts,
-				 NULL)) != -1) {
+	                         NULL)) != -1) {
 		switch (ch) {
 		case 'd':
 			delay = optarg;
@@ -197,9 +200,9 @@ main(int argc, char *argv[])
 			char *eq = strchr(optarg, '=');
 			if (eq == NULL || eq == optarg || nh == MAX_HEADERS) {
 				fprintf(stderr,
-					"cascade-publish: --header wants K=V: "
-					"%s\n",
-					optarg);
+				        "cascade-publish: --header wants K=V: "
+				        "%s\n",
+				        optarg);
 				return 2;
 			}
 			*eq = '\0';
@@ -228,7 +231,7 @@ main(int argc, char *argv[])
 	}
 	if (optind != argc || (delay == NULL) == (at == NULL)) {
 		fprintf(stderr, "cascade-publish: give exactly one of --delay "
-				"and --at\n");
+		                "and --at\n");
 		usage(stderr);
 		return 2;
 	}
@@ -246,18 +249,18 @@ main(int argc, char *argv[])
 	}
 	if (delay != NULL) {
 		if (duration_parse(delay, strlen(delay), DURATION_BARE_MS, &ms,
-				   &why) < 0) {
+		                   &why) < 0) {
 			fprintf(stderr, "cascade-publish: --delay %s: %s\n",
-				delay, why);
+			        delay, why);
 			return 2;
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-remaining-delay");
 	} else {
 		if (parse_time(at, &ms) < 0) {
 			fprintf(stderr,
-				"cascade-publish: --at %s: not a time like "
-				"2026-12-01T09:00:00Z or epoch ms\n",
-				at);
+			        "cascade-publish: --at %s: not a time like "
+			        "2026-12-01T09:00:00Z or epoch ms\n",
+			        at);
 			return 2;
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-deliver-at");
@@ -303,11 +306,10 @@ main(int argc, char *argv[])
 			b.bytes = line;
 			b.len = (size_t)n;
 		}
-		if (broker_publish(p.conn, BROKER_CH_WORK,
-				   broker_frame_max(p.conn),
-				   amqp_cstring_bytes(prefix),
-				   amqp_cstring_bytes(rk), 1, &props,
-				   b) != AMQP_STATUS_OK) {
+		if (broker_publish(
+		        p.conn, BROKER_CH_WORK, broker_frame_max(p.conn),
+		        amqp_cstring_bytes(prefix), amqp_cstring_bytes(rk), 1,
+		        &props, b) != AMQP_STATUS_OK) {
 			fprintf(stderr, "cascade-publish: publish failed\n");
 			goto out;
 		}
@@ -321,10 +323,10 @@ main(int argc, char *argv[])
 		goto out;
 	if (p.nacked == 0 && p.returned == 0)
 		rc = 0;
-	fprintf(stderr, "cascade-publish: %" PRIu64 " published, %" PRIu64
-			" confirmed, %" PRIu64 " refused, %" PRIu64
-			" unroutable\n",
-		p.sent, p.acked, p.nacked, p.returned);
+	fprintf(stderr,
+	        "cascade-publish: %" PRIu64 " published, %" PRIu64
+	        " confirmed, %" PRIu64 " refused, %" PRIu64 " unroutable\n",
+	        p.sent, p.acked, p.nacked, p.returned);
 out:
 	free(line);
 	amqp_destroy_connection(p.conn);
