@@ -7,6 +7,7 @@
 #define CASCADE_ROUTER_H
 
 #include "amqp_compat.h"
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "ladder.h"
@@ -120,6 +121,18 @@ void router_hop(const struct router_params *p, struct route *r, int level,
 /* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
 void router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+void router_vpark(struct route *r, enum park_kind kind, const char *fmt,
+		  va_list ap) __attribute__((format(printf, 3, 0)));
+
+/*
+ * The guard against the unknown poison: a delivery seen max times or more
+ * without being settled (its daemons crashed or lost the connection while
+ * they held it) is parked before it can take them down once more.  Quorum
+ * queues count in x-delivery-count; classic queues do not count.  Returns
+ * 1 with r set to park it, else 0 and r untouched.
+ */
+int router_guard(enum route_source src, const amqp_basic_properties_t *props,
+		 amqp_bytes_t routing_key, uint64_t max, struct route *r);
 
 /*
  * The properties to publish with for r: routing headers dropped, our state

@@ -34,90 +34,22 @@
 #include "httpd.h"
 #include "ladder.h"
 #include "log.h"
+#include "message.h"
 #include "metrics.h"
+#include "outbox.h"
 #include "router.h"
 #include "targets.h"
 #include "topology.h"
 #include "version.h"
+#include "xcheck.h"
 
 #define RECONNECT_MIN_MS 500
-#define RETRY_MIN_MS 200
-#define RETRY_MAX_MS 10000
-#define XCACHE_SIZE 256		/* target exchanges remembered */
-#define XCACHE_TTL_MS 10000	/* how long "it exists" is believed */
 /*
  * Frames read per callback before the loop gets a turn: small enough that a
  * burst from the broker (a level expiring at once) cannot hold up the timers
  * of held messages for long, large enough to batch acks.
  */
 #define FRAMES_PER_CALLBACK 64
-
-enum message_state {
-	MESSAGE_ASSEMBLING,
-	MESSAGE_INFLIGHT,
-	MESSAGE_WAITING, /* for a passive declare of its target exchange */
-	MESSAGE_RETRY,	 /* nacked; published again at retry_at */
-	MESSAGE_PAUSED,	 /* held while the broker pushes back */
-	MESSAGE_HELD,	 /* sub-resolution tail, on its own timer */
-	MESSAGE_QUEUED,	 /* routed; waits for the publish channel */
-	MESSAGE_SUSPECT, /* published alone to find who closed the channel */
-	MESSAGE_STUCK,	 /* not even a parked copy could be published */
-};
-
-/* A delivery we hold until its next publish is confirmed. */
-struct message {
-	TAILQ_ENTRY(message) link;
-	enum message_state state;
-	enum route_source src;
-	int discard;	    /* arrived while stopping: never routed */
-	int routed;	    /* route is set */
-	int redelivered;    /* basic.deliver's flag */
-	int is_return;	    /* a basic.return, not a delivery */
-	uint64_t delivery_tag;
-	uint64_t ack_index; /* in d->acks */
-	amqp_bytes_t exchange;
-	amqp_bytes_t routing_key;
-	amqp_basic_properties_t props;
-	amqp_bytes_t body;	/* points into buf */
-	size_t body_got;
-	int have_header;
-	char *buf;		/* kept when the message is recycled */
-	size_t buf_cap;
-	amqp_pool_t pool;
-	struct route route;
-	/* the publish in flight */
-	uint64_t seq;
-	amqp_bytes_t pub_exchange;
-	amqp_bytes_t pub_routing_key;
-	int returned;
-	char return_text[160];
-	int64_t retry_at;
-	int64_t published_at; /* wall-clock ms of the last publish */
-	unsigned retries;
-	ev_timer hold;
-	struct daemon *daemon;
-};
-
-TAILQ_HEAD(message_list, message);
-
-/* A passive declare sent, or to send, on BROKER_CH_CHECK. */
-struct lookup {
-	TAILQ_ENTRY(lookup) link;
-	char name[256];
-	size_t len;
-	int sent;
-	struct message_list waiters;
-};
-
-TAILQ_HEAD(lookup_list, lookup);
-
-struct xcache_entry {
-	char name[256];
-	size_t len;
-	int64_t until; /* monotonic ms */
-	/* The broker refused a publish to it (closed the channel): why. */
-	char refused[300];
-};
 
 struct daemon {
 	struct ev_loop *loop;
@@ -127,42 +59,25 @@ struct daemon {
 	struct router_params rp;
 
 	amqp_connection_state_t conn;
-	int broken;	 /* connection failed; teardown pending */
+	int broken;	/* connection failed; teardown pending */
 	int consuming;
 	int check_open; /* BROKER_CH_CHECK usable */
-	int pub_ready;	/* BROKER_CH_PUB open and in confirm mode */
-	/*
-	 * The publish channel was closed by a publish among several in
-	 * flight: they are published again one at a time (suspects), each
-	 * after the last was confirmed, so the one that closes it again is
-	 * known; everything else waits in outq meanwhile.
-	 */
-	int probing;
 	int frame_max;
 	/* Rejecting a delivery from this source parks it (topology.h). */
 	int reject_parks[METRICS_NSOURCES];
-	uint64_t last_seq;
 	struct message *assembling;
-	struct message_list inflight;
-	struct message_list outq;
-	struct message_list suspects;
-	struct message_list stuck;
+	struct outbox out;	  /* publishes on BROKER_CH_PUB */
+	struct xcheck xc;	  /* target exchanges, BROKER_CH_CHECK */
+	struct message_list held; /* the sub-resolution tail */
 	struct targets targets;
-	struct message_list retry;
-	struct message_list paused;
-	struct message_list held;
-	struct lookup_list lookups;
-	struct xcache_entry xcache[XCACHE_SIZE];
-	unsigned xcache_next;
 	amqp_pool_t scratch;
 	struct acks acks;
 	unsigned reconnects;
-	int blocked;		   /* connection.blocked by the broker */
 	unsigned refused;	   /* nacks and returns not yet logged */
 	int64_t refused_logged_at; /* mono ms */
 
 	ev_io io;
-	ev_idle more;	    /* frames left in rabbitmq-c's buffer */
+	ev_idle more; /* frames left in rabbitmq-c's buffer */
 	ev_timer heartbeat;
 	ev_timer reconnect;
 	ev_timer teardown;
@@ -215,28 +130,6 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int
-bytes_eq(amqp_bytes_t a, amqp_bytes_t b)
-{
-	return a.len == b.len &&
-	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
-}
-
-static amqp_bytes_t
-pool_dup(amqp_pool_t *pool, amqp_bytes_t b)
-{
-	amqp_bytes_t out = {0, NULL};
-
-	if (b.len == 0)
-		return out;
-	out.bytes = amqp_pool_alloc(pool, b.len);
-	if (out.bytes == NULL)
-		return out;
-	memcpy(out.bytes, b.bytes, b.len);
-	out.len = b.len;
-	return out;
-}
-
 /* Jittered exponential backoff: base * 2^n, capped, 80-100% of it. */
 static double
 backoff_seconds(unsigned n, int64_t base, int64_t cap)
@@ -284,186 +177,45 @@ random_unit(void)
 }
 
 /*
- * Messages
+ * Connection failure and recovery.  Every failure, from connecting to a
+ * broken socket, takes one path: daemon_teardown_soon, then on_teardown,
+ * which drops what the daemon holds and schedules the next attempt.
  */
 
 /*
- * Messages are recycled: with its pool pages and body buffer kept, a
- * message costs no allocation in the steady state.  At most
- * MESSAGE_SPARE_MAX wait here, buffers above MESSAGE_BUF_KEEP are freed.
+ * Stop using the connection, and tear it down from a fresh loop iteration
+ * so that no caller walks a list we free.
  */
-#define MESSAGE_SPARE_MAX 4096
-#define MESSAGE_BUF_KEEP (64 * 1024)
-
-static struct message_list message_spare =
-	TAILQ_HEAD_INITIALIZER(message_spare);
-static unsigned message_nspare;
-
-static struct message *
-message_new(void)
-{
-	struct message *m = TAILQ_FIRST(&message_spare);
-	amqp_pool_t pool;
-	char *buf;
-	size_t cap;
-
-	if (m == NULL) {
-		m = calloc(1, sizeof(*m));
-		if (m == NULL)
-			return NULL;
-		init_amqp_pool(&m->pool, 1024);
-		return m;
-	}
-	TAILQ_REMOVE(&message_spare, m, link);
-	message_nspare--;
-	pool = m->pool;
-	buf = m->buf;
-	cap = m->buf_cap;
-	memset(m, 0, sizeof(*m));
-	m->pool = pool;
-	m->buf = buf;
-	m->buf_cap = cap;
-	return m;
-}
-
 static void
-message_destroy(struct message *m)
-{
-	empty_amqp_pool(&m->pool);
-	free(m->buf);
-	free(m);
-}
-
-static void
-message_spare_free(void)
-{
-	struct message *m;
-
-	while ((m = TAILQ_FIRST(&message_spare)) != NULL) {
-		TAILQ_REMOVE(&message_spare, m, link);
-		message_destroy(m);
-	}
-	message_nspare = 0;
-}
-
-/* Room for the body; the buffer is reused from an earlier message. */
-static int
-message_body(struct message *m, size_t len)
-{
-	if (len > m->buf_cap) {
-		char *buf = malloc(len);
-		if (buf == NULL)
-			return -1;
-		free(m->buf);
-		m->buf = buf;
-		m->buf_cap = len;
-	}
-	m->body.bytes = m->buf;
-	m->body.len = len;
-	return 0;
-}
-
-static void
-message_free(struct message *m)
-{
-	if (m == NULL)
-		return;
-	if (message_nspare >= MESSAGE_SPARE_MAX) {
-		message_destroy(m);
-		return;
-	}
-	recycle_amqp_pool(&m->pool);
-	if (m->buf_cap > MESSAGE_BUF_KEEP) {
-		free(m->buf);
-		m->buf = NULL;
-		m->buf_cap = 0;
-	}
-	TAILQ_INSERT_HEAD(&message_spare, m, link);
-	message_nspare++;
-}
-
-static void
-message_list_free(struct message_list *l)
-{
-	struct message *m;
-
-	while ((m = TAILQ_FIRST(l)) != NULL) {
-		TAILQ_REMOVE(l, m, link);
-		message_free(m);
-	}
-}
-
-/* Deep-copy the decoded properties out of the connection's frame pool. */
-static int
-message_set_props(struct message *m, const amqp_basic_properties_t *p)
-{
-	amqp_basic_properties_t *q = &m->props;
-	amqp_pool_t *pool = &m->pool;
-
-	*q = *p;
-#define DUP(flag, field)                                                       \
-	if (p->_flags & (flag)) {                                              \
-		q->field = pool_dup(pool, p->field);                           \
-		if (p->field.len && q->field.bytes == NULL)                    \
-			return -1;                                             \
-	}
-	DUP(AMQP_BASIC_CONTENT_TYPE_FLAG, content_type)
-	DUP(AMQP_BASIC_CONTENT_ENCODING_FLAG, content_encoding)
-	DUP(AMQP_BASIC_CORRELATION_ID_FLAG, correlation_id)
-	DUP(AMQP_BASIC_REPLY_TO_FLAG, reply_to)
-	DUP(AMQP_BASIC_EXPIRATION_FLAG, expiration)
-	DUP(AMQP_BASIC_MESSAGE_ID_FLAG, message_id)
-	DUP(AMQP_BASIC_TYPE_FLAG, type)
-	DUP(AMQP_BASIC_USER_ID_FLAG, user_id)
-	DUP(AMQP_BASIC_APP_ID_FLAG, app_id)
-	DUP(AMQP_BASIC_CLUSTER_ID_FLAG, cluster_id)
-#undef DUP
-	if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
-		if (amqp_table_clone(&p->headers, &q->headers, pool) !=
-		    AMQP_STATUS_OK)
-			return -1;
-	return 0;
-}
-
-/*
- * Connection failure and recovery
- */
-
-/*
- * The connection is unusable: log why once, stop using it, and tear it down
- * from a fresh loop iteration so no caller walks a list we free.
- */
-static unsigned
-list_length(const struct message_list *l)
-{
-	const struct message *m;
-	unsigned n = 0;
-
-	TAILQ_FOREACH(m, l, link)
-		n++;
-	return n;
-}
-
-static void
-daemon_fail(struct daemon *d, const char *why)
+daemon_teardown_soon(struct daemon *d)
 {
 	if (d->broken)
 		return;
 	d->broken = 1;
 	d->url_next++;
-	/* What we drop is redelivered by the broker: say how much. */
-	log_error("connection_lost",
-		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u"
-		  " queued=%u",
-		  why, list_length(&d->inflight), list_length(&d->held),
-		  list_length(&d->retry), list_length(&d->paused),
-		  list_length(&d->outq) + list_length(&d->suspects));
-	sd_notifyf(0, "STATUS=reconnecting: %s", why);
 	ev_io_stop(d->loop, &d->io);
 	ev_idle_stop(d->loop, &d->more);
 	ev_timer_stop(d->loop, &d->heartbeat);
 	ev_timer_set(&d->teardown, 0., 0.);
 	ev_timer_start(d->loop, &d->teardown);
+}
+
+/* The connection is unusable: say why, once, and what the broker gets back. */
+static void
+daemon_fail(struct daemon *d, const char *why)
+{
+	if (d->broken)
+		return;
+	/* What we drop is redelivered by the broker: say how much. */
+	log_error("connection_lost",
+		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u"
+		  " queued=%u",
+		  why, outbox_count(&d->out.inflight), message_count(&d->held),
+		  outbox_count(&d->out.retry), outbox_count(&d->out.paused),
+		  outbox_count(&d->out.queued) +
+			  outbox_count(&d->out.suspects));
+	sd_notifyf(0, "STATUS=reconnecting: %s", why);
+	daemon_teardown_soon(d);
 }
 
 static void
@@ -481,23 +233,11 @@ daemon_drop_held(struct daemon *d)
 static void
 daemon_drop_state(struct daemon *d)
 {
-	struct lookup *lk;
-
 	message_free(d->assembling);
 	d->assembling = NULL;
-	message_list_free(&d->inflight);
-	message_list_free(&d->retry);
-	message_list_free(&d->paused);
-	message_list_free(&d->outq);
-	message_list_free(&d->suspects);
-	message_list_free(&d->stuck);
-	d->probing = 0;
+	outbox_drop(&d->out, message_free_item, NULL);
+	xcheck_drop(&d->xc, message_free_item, NULL);
 	daemon_drop_held(d);
-	while ((lk = TAILQ_FIRST(&d->lookups)) != NULL) {
-		TAILQ_REMOVE(&d->lookups, lk, link);
-		message_list_free(&lk->waiters);
-		free(lk);
-	}
 	ev_timer_stop(d->loop, &d->retry_timer);
 }
 
@@ -518,12 +258,11 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 		amqp_destroy_connection(d->conn);
 		d->conn = NULL;
 	}
+	if (d->consuming)
+		d->m.reconnects++;
 	d->broken = 0;
 	d->consuming = 0;
 	d->check_open = 0;
-	d->pub_ready = 0;
-	d->blocked = 0;
-	d->m.reconnects++;
 	if (d->stopping) {
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
@@ -590,10 +329,8 @@ daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
 {
 	va_list ap;
 
-	m->route.action = ROUTE_PARK;
-	m->route.park = kind;
 	va_start(ap, fmt);
-	vsnprintf(m->route.reason, sizeof(m->route.reason), fmt, ap);
+	router_vpark(&m->route, kind, fmt, ap);
 	va_end(ap);
 	daemon_publish(d, m);
 }
@@ -611,16 +348,11 @@ daemon_log_park(const struct daemon *d, const struct message *m)
 static void
 daemon_retry_arm(struct daemon *d)
 {
-	struct message *m;
-	int64_t first = INT64_MAX, now = mono_ms();
+	int64_t first = outbox_retry_next(&d->out), now = mono_ms();
 
 	ev_timer_stop(d->loop, &d->retry_timer);
-	if (d->blocked)
-		return; /* connection.unblocked arms it again */
-	TAILQ_FOREACH(m, &d->retry, link)
-		if (m->retry_at < first)
-			first = m->retry_at;
-	if (first == INT64_MAX)
+	/* When blocked, connection.unblocked arms it again. */
+	if (d->out.blocked || first == INT64_MAX)
 		return;
 	ev_timer_set(&d->retry_timer,
 		     first > now ? (double)(first - now) / 1000.0 : 0., 0.);
@@ -628,28 +360,20 @@ daemon_retry_arm(struct daemon *d)
 }
 
 /*
- * Backpressure.  While the broker refuses publishes (a nack from a full
- * queue, or connection.blocked), new deliveries are held unrouted instead of
- * adding to the pile.  They count against the prefetch, so the broker stops
- * sending once it is reached: memory stays bounded and nothing spins.
+ * Backpressure.  While the connection is blocked (connection.blocked: the
+ * broker's alarm for the whole node), new deliveries are held unrouted
+ * instead of adding to the pile.  They count against the prefetch, so the
+ * broker stops sending once it is reached: memory stays bounded and
+ * nothing spins.  A refusing queue slows down the messages for that queue
+ * alone (see targets.h).
  */
-static int
-daemon_paused(const struct daemon *d)
-{
-	/* Only connection.blocked stops everything: it is the broker's
-	 * alarm for the whole node.  A refusing queue slows down the
-	 * messages for that queue alone (see targets.h). */
-	return d->blocked;
-}
-
 static void
 daemon_resume(struct daemon *d)
 {
-	struct message *m;
+	struct outbox_item *it;
 
-	while (!d->broken && !daemon_paused(d) &&
-	       (m = TAILQ_FIRST(&d->paused)) != NULL) {
-		TAILQ_REMOVE(&d->paused, m, link);
+	while (!d->broken && (it = outbox_resume(&d->out)) != NULL) {
+		struct message *m = MESSAGE_OF(it);
 		if (m->routed)
 			daemon_dispatch(d, m);
 		else
@@ -657,14 +381,7 @@ daemon_resume(struct daemon *d)
 	}
 }
 
-static void
-daemon_pause(struct daemon *d, struct message *m)
-{
-	m->state = MESSAGE_PAUSED;
-	TAILQ_INSERT_TAIL(&d->paused, m, link);
-}
-
-/* Publish m again later: a nack, or a hop refused by a missing queue. */
+/* A publish was refused: log it, one line a second at most. */
 static void
 daemon_log_refused(struct daemon *d, const struct message *m,
 		   const char *why, int64_t wait_ms)
@@ -678,10 +395,10 @@ daemon_log_refused(struct daemon *d, const struct message *m,
 	log_warn("publish_refused",
 		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\" "
 		 "count=%u backoff_ms=%" PRId64,
-		 why, (int)m->pub_exchange.len,
-		 (const char *)m->pub_exchange.bytes,
-		 (int)m->pub_routing_key.len,
-		 (const char *)m->pub_routing_key.bytes, d->refused, wait_ms);
+		 why, (int)m->out.exchange.len,
+		 (const char *)m->out.exchange.bytes,
+		 (int)m->out.routing_key.len,
+		 (const char *)m->out.routing_key.bytes, d->refused, wait_ms);
 	d->refused = 0;
 	d->refused_logged_at = now;
 }
@@ -694,13 +411,10 @@ daemon_log_refused(struct daemon *d, const struct message *m,
 static void
 daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 {
-	double s = backoff_seconds(m->retries++, RETRY_MIN_MS, RETRY_MAX_MS);
-	int64_t now = mono_ms();
+	int64_t wait = outbox_retry_later(&d->out, &m->out, mono_ms(),
+					  random_unit());
 
-	daemon_log_refused(d, m, why, (int64_t)(s * 1000));
-	m->state = MESSAGE_RETRY;
-	m->retry_at = now + (int64_t)(s * 1000);
-	TAILQ_INSERT_TAIL(&d->retry, m, link);
+	daemon_log_refused(d, m, why, wait);
 	daemon_retry_arm(d);
 }
 
@@ -710,17 +424,14 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 	struct daemon *d = (struct daemon *)((char *)w -
 					     offsetof(struct daemon,
 						      retry_timer));
-	struct message *m, *next;
+	struct outbox_item *it;
 	int64_t now = mono_ms();
 
 	(void)loop;
 	(void)revents;
-	for (m = TAILQ_FIRST(&d->retry); m != NULL && !d->broken && !d->blocked;
-	     m = next) {
-		next = TAILQ_NEXT(m, link);
-		if (m->retry_at > now)
-			continue;
-		TAILQ_REMOVE(&d->retry, m, link);
+	/* A message refused again goes back with a later retry_at. */
+	while (!d->broken && (it = outbox_retry_due(&d->out, now)) != NULL) {
+		struct message *m = MESSAGE_OF(it);
 		/* The due time may have come meanwhile: step afresh. */
 		if (m->route.action != ROUTE_PARK)
 			router_step(&d->rp, &m->route, now_ms());
@@ -812,7 +523,7 @@ daemon_nacked(struct daemon *d, struct message *m)
 		return;
 	case ROUTE_HOP:
 		wait = targets_refused(&d->targets, amqp_empty_bytes,
-				       m->pub_routing_key, mono_ms());
+				       m->out.routing_key, mono_ms());
 		daemon_log_refused(d, m, "delay queue refused the hop "
 					 "(full or unavailable)", wait);
 		/* Step afresh: a lower level, or deliver if due by now. */
@@ -835,14 +546,14 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		return;
 	}
 	d->m.confirms++;
-	if (!m->returned) {
+	if (!m->out.returned) {
 		if (m->route.action == ROUTE_PARK) {
 			d->m.parked[m->route.park]++;
 			daemon_log_park(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
 			targets_accepted(&d->targets, amqp_empty_bytes,
-					 m->pub_routing_key);
+					 m->out.routing_key);
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
@@ -853,77 +564,74 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		daemon_ack(d, m);
 		return;
 	}
-	m->returned = 0;
+	m->out.returned = 0;
 	if (m->route.action == ROUTE_DELIVER) {
-		daemon_park(d, m, PARK_unroutable, "unroutable: no queue bound to exchange "
-				  "'%.*s' for routing key '%.*s' (%s)",
+		daemon_park(d, m, PARK_unroutable,
+			    "unroutable: no queue bound to exchange "
+			    "'%.*s' for routing key '%.*s' (%s)",
 			    (int)m->route.exchange.len,
 			    (const char *)m->route.exchange.bytes,
 			    (int)m->route.routing_key.len,
 			    (const char *)m->route.routing_key.bytes,
-			    m->return_text);
+			    m->out.return_text);
 		return;
 	}
 	/* One of our own queues is gone (deleted by hand?): keep the message
 	 * and try again; a reconnect redeclares the topology. */
-	daemon_retry_later(d, m, m->return_text);
+	daemon_retry_later(d, m, m->out.return_text);
 }
 
 static void
 daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack)
 {
-	struct message *m, *next;
+	struct outbox_item *it;
 
-	for (m = TAILQ_FIRST(&d->inflight); m != NULL; m = next) {
-		next = TAILQ_NEXT(m, link);
-		if (m->seq > tag)
-			break;
-		if (!multiple && m->seq != tag)
-			continue;
-		TAILQ_REMOVE(&d->inflight, m, link);
-		daemon_confirmed(d, m, nack);
+	while ((it = outbox_confirmed(&d->out, tag, multiple)) != NULL) {
+		daemon_confirmed(d, MESSAGE_OF(it), nack);
 		if (d->broken)
 			return;
-		if (!multiple)
-			break;
 	}
 	daemon_pub_kick(d);
 }
 
-/*
- * A basic.return carries no publish sequence number.  Returns come in
- * publish order, before the confirm of the same message, so the returned
- * message is the first unconfirmed publish with the same exchange, routing
- * key, body and headers; two that match all four route alike.
- */
-static void
-daemon_match_return(struct daemon *d, struct message *r)
-{
-	struct message *m;
-	amqp_basic_properties_t props;
+struct return_match {
+	struct daemon *d;
+	const struct message *r; /* the basic.return */
+};
 
-	TAILQ_FOREACH(m, &d->inflight, link) {
-		if (m->returned || !bytes_eq(m->pub_exchange, r->exchange) ||
-		    !bytes_eq(m->pub_routing_key, r->routing_key) ||
-		    !bytes_eq(m->body, r->body))
-			continue;
-		if (router_props(&m->props, &m->route, &d->scratch, &props) <
-		    0)
-			continue;
-		int same = headers_equal(
-			(props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers
-								 : NULL,
-			(r->props._flags & AMQP_BASIC_HEADERS_FLAG)
-				? &r->props.headers
-				: NULL);
-		recycle_amqp_pool(&d->scratch);
-		if (!same)
-			continue;
-		m->returned = 1;
-		snprintf(m->return_text, sizeof(m->return_text), "%s",
-			 r->return_text);
+/* Was it published with the returned message's body and headers? */
+static int
+return_same(const struct outbox_item *it, void *ctx)
+{
+	const struct return_match *rm = ctx;
+	const struct message *m = MESSAGE_OF(it), *r = rm->r;
+	amqp_basic_properties_t props;
+	int same;
+
+	if (m->body.len != r->body.len ||
+	    (r->body.len > 0 &&
+	     memcmp(m->body.bytes, r->body.bytes, r->body.len) != 0))
+		return 0;
+	if (router_props(&m->props, &m->route, &rm->d->scratch, &props) < 0)
+		return 0;
+	same = headers_equal(
+		(props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers
+							 : NULL,
+		(r->props._flags & AMQP_BASIC_HEADERS_FLAG) ? &r->props.headers
+							    : NULL);
+	recycle_amqp_pool(&rm->d->scratch);
+	return same;
+}
+
+/* A basic.return: mark the publish it names (see outbox.h). */
+static void
+daemon_match_return(struct daemon *d, const struct message *r)
+{
+	struct return_match rm = {d, r};
+
+	if (outbox_returned(&d->out, r->exchange, r->routing_key,
+			    r->return_text, return_same, &rm) != NULL)
 		return;
-	}
 	log_warn("return_unmatched", " exchange=\"%.*s\" routing_key=\"%.*s\"",
 		 (int)r->exchange.len, (const char *)r->exchange.bytes,
 		 (int)r->routing_key.len, (const char *)r->routing_key.bytes);
@@ -945,8 +653,7 @@ daemon_stuck(struct daemon *d, struct message *m, const char *why)
 		  " reason=\"%s\" source=%s routing_key=\"%.*s\"", why,
 		  consumer_queue(d, m->src), (int)m->routing_key.len,
 		  (const char *)m->routing_key.bytes);
-	m->state = MESSAGE_STUCK;
-	TAILQ_INSERT_TAIL(&d->stuck, m, link);
+	outbox_stuck(&d->out, &m->out);
 }
 
 /*
@@ -974,6 +681,7 @@ static void
 daemon_publish(struct daemon *d, struct message *m)
 {
 	amqp_basic_properties_t props;
+	amqp_bytes_t exchange, routing_key;
 	struct route *r = &m->route;
 	size_t size;
 	int st;
@@ -983,29 +691,28 @@ daemon_publish(struct daemon *d, struct message *m)
 		return;
 	}
 	/* A blocked connection stops reading: a publish could hang us. */
-	if (d->blocked) {
-		daemon_pause(d, m);
+	if (d->out.blocked) {
+		outbox_pause(&d->out, &m->out);
 		return;
 	}
 	/* The publish channel reopens, or suspects are tried one by one. */
-	if (!d->pub_ready || (d->probing && m->state != MESSAGE_SUSPECT)) {
-		m->state = MESSAGE_QUEUED;
-		TAILQ_INSERT_TAIL(&d->outq, m, link);
+	if (!outbox_may_send(&d->out, &m->out)) {
+		outbox_queue(&d->out, &m->out);
 		return;
 	}
 	switch (r->action) {
 	case ROUTE_HOP:
-		m->pub_exchange = amqp_empty_bytes;
-		m->pub_routing_key = amqp_cstring_bytes(d->topo.delay[r->level]);
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.delay[r->level]);
 		break;
 	case ROUTE_DELIVER:
-		m->pub_exchange = r->exchange;
-		m->pub_routing_key = r->routing_key;
+		exchange = r->exchange;
+		routing_key = r->routing_key;
 		break;
 	case ROUTE_PARK:
 	default:
-		m->pub_exchange = amqp_empty_bytes;
-		m->pub_routing_key = amqp_cstring_bytes(d->topo.error);
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.error);
 		break;
 	}
 	if (router_props(&m->props, r, &d->scratch, &props) < 0) {
@@ -1027,20 +734,17 @@ daemon_publish(struct daemon *d, struct message *m)
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
-	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max,
-			    m->pub_exchange, m->pub_routing_key, 1, &props,
-			    m->body);
+	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
+			    routing_key, 1, &props, m->body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
 		message_free(m);
 		return;
 	}
-	m->seq = ++d->last_seq;
 	m->published_at = now_ms();
 	d->m.published++;
-	m->state = MESSAGE_INFLIGHT;
-	TAILQ_INSERT_TAIL(&d->inflight, m, link);
+	outbox_sent(&d->out, &m->out, exchange, routing_key);
 }
 
 /*
@@ -1050,62 +754,27 @@ daemon_publish(struct daemon *d, struct message *m)
 static void
 daemon_pub_kick(struct daemon *d)
 {
-	struct message *m;
+	struct outbox_item *it;
+	int probe_done;
 
-	if (d->broken || !d->pub_ready)
-		return;
-	if (d->probing) {
-		if (!TAILQ_EMPTY(&d->inflight))
-			return;
-		if ((m = TAILQ_FIRST(&d->suspects)) != NULL) {
-			TAILQ_REMOVE(&d->suspects, m, link);
-			m->state = MESSAGE_SUSPECT;
-			daemon_publish(d, m);
-			return;
-		}
-		d->probing = 0;
-		log_info("probe_done", " queued=%u", list_length(&d->outq));
-	}
-	while (!d->broken && d->pub_ready && !d->probing &&
-	       (m = TAILQ_FIRST(&d->outq)) != NULL) {
-		TAILQ_REMOVE(&d->outq, m, link);
-		daemon_publish(d, m);
+	while (!d->broken) {
+		it = outbox_next(&d->out, &probe_done);
+		if (probe_done)
+			log_info("probe_done", " queued=%u",
+				 outbox_count(&d->out.queued) + (it != NULL));
+		if (it == NULL)
+			break;
+		daemon_publish(d, MESSAGE_OF(it));
 	}
 }
 
 /*
- * Target exchanges: a passive declare on the check channel, remembered for
- * XCACHE_TTL_MS.  The default exchange always exists.
+ * Target exchanges: a passive declare on the check channel (xcheck.h).
+ * The default exchange always exists.
  */
 
-static struct xcache_entry *
-xcache_find(struct daemon *d, amqp_bytes_t name)
-{
-	int64_t now = mono_ms();
-
-	for (unsigned i = 0; i < XCACHE_SIZE; i++) {
-		struct xcache_entry *e = &d->xcache[i];
-		if (e->until > now && e->len == name.len &&
-		    memcmp(e->name, name.bytes, name.len) == 0)
-			return e;
-	}
-	return NULL;
-}
-
-/* Remember that an exchange exists, or why the broker refused it. */
 static void
-xcache_add(struct daemon *d, const char *name, size_t len, const char *refused)
-{
-	struct xcache_entry *e = &d->xcache[d->xcache_next++ % XCACHE_SIZE];
-
-	memcpy(e->name, name, len);
-	e->len = len;
-	e->until = mono_ms() + XCACHE_TTL_MS;
-	snprintf(e->refused, sizeof(e->refused), "%s", refused ? refused : "");
-}
-
-static void
-lookup_send(struct daemon *d, struct lookup *lk)
+lookup_send(struct daemon *d, struct xcheck_lookup *lk)
 {
 	amqp_exchange_declare_t decl;
 	int st;
@@ -1130,54 +799,45 @@ lookup_send(struct daemon *d, struct lookup *lk)
 static void
 daemon_wait_exchange(struct daemon *d, struct message *m)
 {
-	amqp_bytes_t name = m->route.exchange;
-	struct lookup *lk;
+	struct xcheck_lookup *lk;
+	int oom;
 
-	TAILQ_FOREACH(lk, &d->lookups, link)
-		if (lk->len == name.len &&
-		    memcmp(lk->name, name.bytes, name.len) == 0)
-			break;
-	if (lk == NULL) {
-		lk = calloc(1, sizeof(*lk));
-		if (lk == NULL) {
-			daemon_fail(d, "out of memory");
-			message_free(m);
-			return;
-		}
-		memcpy(lk->name, name.bytes, name.len);
-		lk->len = name.len;
-		TAILQ_INIT(&lk->waiters);
-		TAILQ_INSERT_TAIL(&d->lookups, lk, link);
-		lookup_send(d, lk);
+	lk = xcheck_wait(&d->xc, m->route.exchange, &m->out, &oom);
+	if (oom) {
+		daemon_fail(d, "out of memory");
+		message_free(m);
+		return;
 	}
-	m->state = MESSAGE_WAITING;
-	TAILQ_INSERT_TAIL(&lk->waiters, m, link);
+	if (lk != NULL)
+		lookup_send(d, lk);
 }
 
 /* The answer to the oldest passive declare: exists, or closed with why. */
 static void
 daemon_lookup_done(struct daemon *d, int exists, const char *why)
 {
-	struct lookup *lk = TAILQ_FIRST(&d->lookups);
-	struct message *m;
+	struct xcheck_lookup *lk = xcheck_answered(&d->xc);
+	struct outbox_item *it;
+	amqp_bytes_t name;
 
-	if (lk == NULL || !lk->sent) {
+	if (lk == NULL) {
 		daemon_fail(d, "unexpected reply on the check channel");
 		return;
 	}
-	TAILQ_REMOVE(&d->lookups, lk, link);
+	name.bytes = lk->name;
+	name.len = lk->len;
 	if (exists)
-		xcache_add(d, lk->name, lk->len, NULL);
-	while ((m = TAILQ_FIRST(&lk->waiters)) != NULL) {
-		TAILQ_REMOVE(&lk->waiters, m, link);
+		xcheck_add(&d->xc, name, NULL, mono_ms());
+	while ((it = TAILQ_FIRST(&lk->waiters)) != NULL) {
+		TAILQ_REMOVE(&lk->waiters, it, link);
 		if (exists)
-			daemon_publish(d, m);
+			daemon_publish(d, MESSAGE_OF(it));
 		else
-			daemon_park(d, m, PARK_no_exchange,
-				    "target exchange '%.*s' %s",
-				    (int)lk->len, lk->name, why);
+			daemon_park(d, MESSAGE_OF(it), PARK_no_exchange,
+				    "target exchange '%.*s' %s", (int)lk->len,
+				    lk->name, why);
 	}
-	free(lk);
+	xcheck_free(lk);
 }
 
 /*
@@ -1193,7 +853,7 @@ on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct message *m = (struct message *)((char *)w -
 					       offsetof(struct message, hold));
-	struct daemon *d = m->daemon;
+	struct daemon *d = m->owner;
 
 	(void)loop;
 	(void)revents;
@@ -1209,8 +869,7 @@ daemon_hold(struct daemon *d, struct message *m)
 	 * on_hold steps again if the timer still fires a little early. */
 	ev_now_update(d->loop);
 	d->m.held_total++;
-	m->daemon = d;
-	m->state = MESSAGE_HELD;
+	m->owner = d;
 	ev_timer_init(&m->hold, on_hold, (double)m->route.left / 1000.0, 0.);
 	/* Due now: before the frames waiting in the same loop iteration. */
 	ev_set_priority(&m->hold, EV_MAXPRI);
@@ -1223,7 +882,7 @@ static void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
 	struct route *r = &m->route;
-	struct xcache_entry *e;
+	const char *why;
 	int64_t wait;
 
 	switch (r->action) {
@@ -1239,16 +898,16 @@ daemon_dispatch(struct daemon *d, struct message *m)
 		}
 		if (r->exchange.len == 0)
 			break; /* the default exchange always exists */
-		e = xcache_find(d, r->exchange);
-		if (e == NULL) {
+		switch (xcheck_find(&d->xc, r->exchange, mono_ms(), &why)) {
+		case XCHECK_UNKNOWN:
 			daemon_wait_exchange(d, m);
 			return;
-		}
-		if (e->refused[0] != '\0') {
+		case XCHECK_REFUSED:
 			daemon_park(d, m, PARK_broker_refused,
-				    "the broker refused the delivery: %s",
-				    e->refused);
+				    "the broker refused the delivery: %s", why);
 			return;
+		case XCHECK_EXISTS:
+			break;
 		}
 		break;
 	case ROUTE_HOP:
@@ -1278,38 +937,6 @@ daemon_route(struct daemon *d, struct message *m)
 	daemon_dispatch(d, m);
 }
 
-/*
- * The guard against the unknown poison: a message delivered again and
- * again without being settled (its daemons crashed or lost the connection
- * while they held it) is parked before it can take them down once more.
- * Quorum queues count in x-delivery-count; classic queues do not count.
- */
-static int
-daemon_guard(struct daemon *d, struct message *m)
-{
-	const amqp_field_value_t *v;
-	uint64_t max = d->cfg->router_max_redeliveries;
-	int64_t n;
-
-	v = headers_find((m->props._flags & AMQP_BASIC_HEADERS_FLAG)
-				 ? &m->props.headers
-				 : NULL,
-			 "x-delivery-count");
-	if (v == NULL || headers_integer(v, &n) != 1 || n < (int64_t)max)
-		return 0;
-	memset(&m->route, 0, sizeof(m->route));
-	m->route.level = -1;
-	m->route.fresh = m->src == ROUTE_FROM_INGRESS;
-	m->route.in_routing_key = m->routing_key;
-	m->routed = 1;
-	daemon_park(d, m, PARK_redelivered,
-		    "seen %" PRId64 " times without being settled "
-		    "(x-delivery-count; [router] max_redeliveries is %" PRIu64
-		    ")",
-		    n, max);
-	return 1;
-}
-
 static void
 daemon_message_done(struct daemon *d, struct message *m)
 {
@@ -1327,10 +954,15 @@ daemon_message_done(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
-	if (m->redelivered && daemon_guard(d, m))
+	if (m->redelivered &&
+	    router_guard(m->src, &m->props, m->routing_key,
+			 d->cfg->router_max_redeliveries, &m->route)) {
+		m->routed = 1;
+		daemon_publish(d, m);
 		return;
-	if (daemon_paused(d)) {
-		daemon_pause(d, m);
+	}
+	if (d->out.blocked) {
+		outbox_pause(&d->out, &m->out);
 		return;
 	}
 	daemon_route(d, m);
@@ -1348,7 +980,6 @@ daemon_start_message(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
-	m->state = MESSAGE_ASSEMBLING;
 	d->assembling = m;
 }
 
@@ -1368,14 +999,13 @@ daemon_blame(struct daemon *d, struct message *m,
 
 	log_warn("publish_refused_by_broker",
 		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\"", why,
-		 (int)m->pub_exchange.len, (const char *)m->pub_exchange.bytes,
-		 (int)m->pub_routing_key.len,
-		 (const char *)m->pub_routing_key.bytes);
-	m->returned = 0;
+		 (int)m->out.exchange.len, (const char *)m->out.exchange.bytes,
+		 (int)m->out.routing_key.len,
+		 (const char *)m->out.routing_key.bytes);
 	if (r->action == ROUTE_DELIVER && r->exchange.len > 0 &&
 	    (c->reply_code == AMQP_ACCESS_REFUSED ||
 	     c->reply_code == AMQP_NOT_FOUND))
-		xcache_add(d, r->exchange.bytes, r->exchange.len, why);
+		xcheck_add(&d->xc, r->exchange, why, mono_ms());
 	snprintf(reason, sizeof(reason), "the broker refused the publish: %s",
 		 why);
 	daemon_unpublishable(d, m, PARK_broker_refused, reason);
@@ -1393,14 +1023,16 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 {
 	amqp_channel_close_ok_t ok = {0};
 	amqp_channel_open_t open = {amqp_empty_bytes};
-	unsigned n = list_length(&d->inflight);
-	struct message *m;
+	struct outbox_item *culprit;
+	enum outbox_close what;
 	char msg[340];
 
-	d->pub_ready = 0;
-	d->last_seq = 0;
-	if (c->class_id != AMQP_BASIC_CLASS ||
-	    c->method_id != (AMQP_BASIC_PUBLISH_METHOD & 0xffff) || n == 0) {
+	what = outbox_closed(&d->out,
+			     c->class_id == AMQP_BASIC_CLASS &&
+				     c->method_id ==
+					     (AMQP_BASIC_PUBLISH_METHOD & 0xffff),
+			     &culprit);
+	if (what == OUTBOX_CLOSE_FAIL) {
 		snprintf(msg, sizeof(msg),
 			 "publish channel closed by broker: %s", why);
 		daemon_fail(d, msg);
@@ -1411,25 +1043,17 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 			     &ok) != AMQP_STATUS_OK ||
 	    amqp_send_method(d->conn, BROKER_CH_PUB, AMQP_CHANNEL_OPEN_METHOD,
 			     &open) != AMQP_STATUS_OK) {
+		if (culprit != NULL)
+			message_free(MESSAGE_OF(culprit));
 		daemon_fail(d, "cannot reopen the publish channel");
 		return;
 	}
-	if (n == 1) {
-		m = TAILQ_FIRST(&d->inflight);
-		TAILQ_REMOVE(&d->inflight, m, link);
-		daemon_blame(d, m, c, why);
+	if (culprit != NULL) {
+		daemon_blame(d, MESSAGE_OF(culprit), c, why);
 		return;
 	}
-	/* Before any older suspects, in publish order. */
-	while ((m = TAILQ_LAST(&d->inflight, message_list)) != NULL) {
-		TAILQ_REMOVE(&d->inflight, m, link);
-		m->returned = 0;
-		m->state = MESSAGE_QUEUED;
-		TAILQ_INSERT_HEAD(&d->suspects, m, link);
-	}
-	d->probing = 1;
 	log_warn("publish_channel_closed", " reason=\"%s\" suspects=%u", why,
-		 list_length(&d->suspects));
+		 outbox_count(&d->out.suspects));
 }
 
 static void
@@ -1439,7 +1063,6 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 	amqp_channel_close_ok_t ok = {0};
 	amqp_channel_open_t open = {amqp_empty_bytes};
 	char why[300];
-	struct lookup *lk;
 
 	snprintf(why, sizeof(why), "%u %.*s", c->reply_code,
 		 (int)c->reply_text.len, (const char *)c->reply_text.bytes);
@@ -1467,8 +1090,7 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 	else
 		daemon_lookup_done(d, 0, why);
 	/* Declares sent after the failed one were dropped by the broker. */
-	TAILQ_FOREACH(lk, &d->lookups, link)
-		lk->sent = 0;
+	xcheck_unsend(&d->xc);
 }
 
 static void
@@ -1476,8 +1098,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 {
 	amqp_channel_t ch = f->channel;
 	void *dec = f->payload.method.decoded;
+	struct xcheck_lookup *lk;
 	struct message *m;
-	struct lookup *lk;
 
 	switch (f->payload.method.id) {
 	case AMQP_BASIC_DELIVER_METHOD: {
@@ -1494,11 +1116,12 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		}
 		m->src = ROUTE_FROM_INGRESS;
 		for (size_t i = 0; i < NCONSUMERS; i++)
-			if (bytes_eq(dv->consumer_tag,
-				     amqp_cstring_bytes(consumers[i].tag)))
+			if (dv->consumer_tag.len == strlen(consumers[i].tag) &&
+			    memcmp(dv->consumer_tag.bytes, consumers[i].tag,
+				   dv->consumer_tag.len) == 0)
 				m->src = consumers[i].src;
-		m->exchange = pool_dup(&m->pool, dv->exchange);
-		m->routing_key = pool_dup(&m->pool, dv->routing_key);
+		m->exchange = message_dup(m, dv->exchange);
+		m->routing_key = message_dup(m, dv->routing_key);
 		m->redelivered = dv->redelivered;
 		m->discard = d->stopping;
 		daemon_start_message(d, m);
@@ -1511,8 +1134,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			return;
 		}
 		m->is_return = 1;
-		m->exchange = pool_dup(&m->pool, rt->exchange);
-		m->routing_key = pool_dup(&m->pool, rt->routing_key);
+		m->exchange = message_dup(m, rt->exchange);
+		m->routing_key = message_dup(m, rt->routing_key);
 		snprintf(m->return_text, sizeof(m->return_text), "%u %.*s",
 			 rt->reply_code, (int)rt->reply_text.len,
 			 (const char *)rt->reply_text.bytes);
@@ -1535,7 +1158,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		return; /* see daemon_consume */
 	case AMQP_CONFIRM_SELECT_OK_METHOD:
 		if (ch == BROKER_CH_PUB) {
-			d->pub_ready = 1;
+			outbox_open(&d->out);
 			daemon_pub_kick(d);
 		}
 		return;
@@ -1562,7 +1185,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	case AMQP_CHANNEL_OPEN_OK_METHOD:
 		if (ch == BROKER_CH_CHECK) {
 			d->check_open = 1;
-			TAILQ_FOREACH(lk, &d->lookups, link)
+			while (!d->broken &&
+			       (lk = xcheck_unsent(&d->xc)) != NULL)
 				lookup_send(d, lk);
 		} else if (ch == BROKER_CH_PUB) {
 			amqp_confirm_select_t sel = {0};
@@ -1591,14 +1215,15 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_connection_blocked_t *b = dec;
 		log_warn("connection_blocked", " reason=\"%.*s\"",
 			 (int)b->reason.len, (const char *)b->reason.bytes);
-		d->blocked = 1;
+		d->out.blocked = 1;
 		return;
 	}
 	case AMQP_CONNECTION_UNBLOCKED_METHOD:
 		log_info("connection_unblocked", "%s", "");
-		d->blocked = 0;
+		d->out.blocked = 0;
 		daemon_retry_arm(d);
 		daemon_resume(d);
+		daemon_pub_kick(d);
 		return;
 	default:
 		log_debug("method_ignored", " id=0x%08x channel=%u",
@@ -1634,15 +1259,12 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 			daemon_message_done(d, m);
 		return;
 	case AMQP_FRAME_BODY: {
-		amqp_bytes_t b = f->payload.body_fragment;
-		if (m == NULL || !m->have_header ||
-		    b.len > m->body.len - m->body_got) {
+		int done = m == NULL || !m->have_header
+				   ? -1
+				   : message_append(m, f->payload.body_fragment);
+		if (done < 0)
 			daemon_fail(d, "unexpected body frame");
-			return;
-		}
-		memcpy((char *)m->body.bytes + m->body_got, b.bytes, b.len);
-		m->body_got += b.len;
-		if (m->body_got == m->body.len)
+		else if (done)
 			daemon_message_done(d, m);
 		return;
 	}
@@ -1710,9 +1332,8 @@ daemon_drain(struct daemon *d)
 		ev_idle_start(d->loop, &d->more);
 	else
 		ev_idle_stop(d->loop, &d->more);
-	if (d->stopping && TAILQ_EMPTY(&d->inflight) &&
-	    TAILQ_EMPTY(&d->lookups) && TAILQ_EMPTY(&d->outq) &&
-	    TAILQ_EMPTY(&d->suspects)) {
+	if (d->stopping && outbox_settled(&d->out) &&
+	    TAILQ_EMPTY(&d->xc.lookups)) {
 		log_info("stopped", " reason=\"all confirms received\"%s", "");
 		ev_break(d->loop, EVBREAK_ALL);
 	}
@@ -1796,7 +1417,8 @@ daemon_connect(struct daemon *d)
 	if (d->conn == NULL) {
 		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
 		sd_notifyf(0, "STATUS=cannot connect to %s: %s", url, err);
-		goto retry;
+		daemon_teardown_soon(d);
+		return;
 	}
 	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
 			      &d->ladder, d->reject_parks, err, sizeof(err));
@@ -1807,23 +1429,23 @@ daemon_connect(struct daemon *d)
 				  " reason=\"%s\" fix=\"delete the queue or "
 				  "change the configuration to match it\"",
 				  err);
+			/* Not worth retrying: stop, exit status 1. */
 			d->exit_code = 1;
-			amqp_destroy_connection(d->conn);
-			d->conn = NULL;
-			ev_break(d->loop, EVBREAK_ALL);
-			return;
+			d->stopping = 1;
+		} else {
+			log_error("topology_failed", " reason=\"%s\"", err);
 		}
-		log_error("topology_failed", " reason=\"%s\"", err);
-		goto fail;
+		daemon_teardown_soon(d);
+		return;
 	}
 	if (daemon_consume(d, err, sizeof(err)) < 0) {
 		log_error("consume_failed", " reason=\"%s\"", err);
-		goto fail;
+		daemon_teardown_soon(d);
+		return;
 	}
 	d->check_open = 1;
-	d->pub_ready = 1;
 	d->consuming = 1;
-	d->last_seq = 0;
+	outbox_open(&d->out);
 	/* What we may send; we accept more (see broker.h). */
 	d->frame_max = broker_frame_max(d->conn);
 	d->reconnects = 0;
@@ -1848,25 +1470,6 @@ daemon_connect(struct daemon *d)
 	}
 	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
 	daemon_drain(d);
-	return;
-fail:
-	amqp_destroy_connection(d->conn);
-	d->conn = NULL;
-retry:
-	d->url_next++;
-	if (d->stopping) {
-		ev_break(d->loop, EVBREAK_ALL);
-		return;
-	}
-	{
-		double delay = backoff_seconds(d->reconnects++,
-					       RECONNECT_MIN_MS,
-					       d->cfg->broker_reconnect_max);
-		log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
-			 delay * 1000, d->reconnects);
-		ev_timer_set(&d->reconnect, delay, 0.);
-		ev_timer_start(d->loop, &d->reconnect);
-	}
 }
 
 /*
@@ -1900,7 +1503,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	d->stopping = 1;
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping", " signal=%d in_flight=%u", w->signum,
-		 list_length(&d->inflight));
+		 outbox_count(&d->out.inflight));
 	if (d->conn == NULL || d->broken || !d->consuming) {
 		ev_break(loop, EVBREAK_ALL);
 		return;
@@ -1916,9 +1519,9 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		}
 	}
 	/* Messages waiting for a retry are left to the broker to redeliver. */
-	message_list_free(&d->retry);
-	message_list_free(&d->paused);
-	message_list_free(&d->stuck);
+	outbox_drop_list(&d->out.retry, message_free_item, NULL);
+	outbox_drop_list(&d->out.paused, message_free_item, NULL);
+	outbox_drop_list(&d->out.stuck, message_free_item, NULL);
 	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
@@ -1969,8 +1572,6 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 {
 	struct daemon *d = ctx;
 	const char *why = NULL;
-	unsigned lookups = 0;
-	const struct lookup *lk;
 	int n, t;
 
 	if (strcmp(path, "/healthz") == 0) {
@@ -1991,20 +1592,19 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 					  d->topo.retry},
 			.version = CASCADE_VERSION,
 		};
-		TAILQ_FOREACH(lk, &d->lookups, link)
-			lookups += list_length(&lk->waiters);
-		d->m.in_flight = list_length(&d->inflight) + lookups;
-		d->m.held = list_length(&d->held);
-		d->m.retrying = list_length(&d->retry);
-		d->m.paused = list_length(&d->paused);
-		d->m.queued = list_length(&d->outq) +
-			      list_length(&d->suspects);
-		d->m.stuck = list_length(&d->stuck);
+		d->m.in_flight = outbox_count(&d->out.inflight) +
+				 xcheck_waiting(&d->xc);
+		d->m.held = message_count(&d->held);
+		d->m.retrying = outbox_count(&d->out.retry);
+		d->m.paused = outbox_count(&d->out.paused);
+		d->m.queued = outbox_count(&d->out.queued) +
+			      outbox_count(&d->out.suspects);
+		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.backing_off =
 			(unsigned)targets_backing_off(&d->targets, mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;
 		d->m.consuming = d->m.connected && d->consuming && !d->stopping;
-		d->m.blocked = d->blocked;
+		d->m.blocked = d->out.blocked;
 		*content_type = "text/plain; version=0.0.4; charset=utf-8";
 		n = metrics_render(&d->m, &l, buf, size);
 		if (n < 0)
@@ -2070,16 +1670,11 @@ daemon_run(const struct config *cfg)
 	d->rp.allowed_ctx = cfg;
 	d->rp.retry = &cfg->retry;
 	d->rp.random = random_unit;
-	TAILQ_INIT(&d->inflight);
-	TAILQ_INIT(&d->outq);
-	TAILQ_INIT(&d->suspects);
-	TAILQ_INIT(&d->stuck);
+	outbox_init(&d->out);
+	xcheck_init(&d->xc);
 	targets_init(&d->targets, d->ladder.ttl[0],
 		     cfg->router_target_backoff_max);
-	TAILQ_INIT(&d->retry);
-	TAILQ_INIT(&d->paused);
 	TAILQ_INIT(&d->held);
-	TAILQ_INIT(&d->lookups);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));

@@ -23,14 +23,21 @@ router_park_name(enum park_kind kind)
 }
 
 void
+router_vpark(struct route *r, enum park_kind kind, const char *fmt,
+	     va_list ap)
+{
+	r->action = ROUTE_PARK;
+	r->park = kind;
+	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+}
+
+void
 router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
 {
 	va_list ap;
 
-	r->action = ROUTE_PARK;
-	r->park = kind;
 	va_start(ap, fmt);
-	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+	router_vpark(r, kind, fmt, ap);
 	va_end(ap);
 }
 
@@ -39,6 +46,29 @@ props_headers(const amqp_basic_properties_t *props)
 {
 	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
 							 : NULL;
+}
+
+int
+router_guard(enum route_source src, const amqp_basic_properties_t *props,
+	     amqp_bytes_t routing_key, uint64_t max, struct route *r)
+{
+	const amqp_field_value_t *v;
+	int64_t n;
+
+	v = headers_find(props_headers(props), "x-delivery-count");
+	if (v == NULL || headers_integer(v, &n) != 1 || n < 0 ||
+	    (uint64_t)n < max)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	r->level = -1;
+	r->fresh = src == ROUTE_FROM_INGRESS;
+	r->in_routing_key = routing_key;
+	router_park(r, PARK_redelivered,
+		    "seen %" PRId64 " times without being settled "
+		    "(x-delivery-count; [router] max_redeliveries is %" PRIu64
+		    ")",
+		    n, max);
+	return 1;
 }
 
 /* Read the publisher's delay headers into r->due; 0, or -1 after parking. */

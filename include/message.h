@@ -1,0 +1,101 @@
+/*
+ * A message the daemon holds: a delivery (or a basic.return) assembled from
+ * its method, content-header and body frames, its route, and its publish.
+ *
+ * Messages are recycled: with its pool pages and body buffer kept, a
+ * message costs no allocation in the steady state.  At most
+ * MESSAGE_SPARE_MAX wait for reuse; body buffers above MESSAGE_BUF_KEEP
+ * are freed rather than kept.
+ */
+#ifndef CASCADE_MESSAGE_H
+#define CASCADE_MESSAGE_H
+
+#include "amqp_compat.h"
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "outbox.h"
+#include "router.h"
+
+#define MESSAGE_SPARE_MAX 4096
+#define MESSAGE_BUF_KEEP (64 * 1024)
+
+struct message {
+	/* The delivery, as it came. */
+	enum route_source src; /* which consumer it came from */
+	int redelivered;       /* basic.deliver's flag */
+	int is_return;	       /* a basic.return, not a delivery */
+	int discard;	       /* arrived while stopping: never routed */
+	uint64_t delivery_tag;
+	uint64_t ack_index; /* in the daemon's acks */
+	amqp_bytes_t exchange;
+	amqp_bytes_t routing_key;
+	amqp_basic_properties_t props;
+	amqp_bytes_t body; /* points into buf */
+	size_t body_got;   /* bytes of body read so far */
+	int have_header;
+	char return_text[160]; /* a basic.return's reply */
+
+	/* Where it goes (router.h); routed once set. */
+	int routed;
+	struct route route;
+
+	/* Its publish; the outbox's lists link it. */
+	struct outbox_item out;
+	int64_t published_at; /* wall-clock ms of the last publish */
+
+	/* The tail held in memory (and the spare list) link it here. */
+	TAILQ_ENTRY(message) link;
+	ev_timer hold;
+	void *owner; /* for the hold timer's callback */
+
+	/* Kept when the message is recycled. */
+	char *buf;
+	size_t buf_cap;
+	amqp_pool_t pool;
+};
+
+TAILQ_HEAD(message_list, message);
+
+/* The message an outbox item belongs to. */
+#define MESSAGE_OF(item) OUTBOX_CONTAINER(item, struct message, out)
+
+/* A cleared message, recycled when one is spare.  NULL out of memory. */
+struct message *message_new(void);
+
+/* Back to the spare list (or freed): NULL is ignored. */
+void message_free(struct message *m);
+
+/* The same, for outbox_drop and friends. */
+void message_free_item(struct outbox_item *it, void *ctx);
+
+/* Free every spare message: at exit, so leak checkers see nothing. */
+void message_spare_free(void);
+
+/* Messages on a list linked by `link` (held, spare). */
+unsigned message_count(const struct message_list *l);
+
+/* Spare messages waiting for reuse. */
+unsigned message_spare_count(void);
+
+/* Room for a body of len bytes in m->body.  -1 out of memory. */
+int message_body(struct message *m, size_t len);
+
+/*
+ * Append a body fragment.  -1 when it would overflow the size the content
+ * header announced; 1 when the body is now complete, else 0.
+ */
+int message_append(struct message *m, amqp_bytes_t fragment);
+
+/* Copy b into m's pool.  {0, NULL} for empty b or out of memory. */
+amqp_bytes_t message_dup(struct message *m, amqp_bytes_t b);
+
+/*
+ * Deep-copy decoded properties (from the connection's frame pool, which
+ * the next frame reuses) into m's pool.  -1 out of memory.
+ */
+int message_set_props(struct message *m, const amqp_basic_properties_t *p);
+
+#endif
