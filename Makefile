@@ -6,11 +6,11 @@ CC ?= cc
 SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
-SRCS := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
+SRCS := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
 	outbox.c message.c xcheck.c broker.c topology.c metrics.c listen.c httpd.c daemon.c main.c
 # libcascade.a: everything but the event loop and main.  The daemon, the
 # tools and the unit tests link it, and so take only the modules they use.
-PURE := log.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
+PURE := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
 	outbox.c message.c xcheck.c topology.c broker.c metrics.c listen.c httpd.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

@@ -26,6 +26,7 @@
 #include "duration.h"
 #include "headers.h"
 #include "httpd.h"
+#include "json.h"
 #include "ladder.h"
 #include "park.h"
 #include "topology.h"
@@ -111,69 +112,10 @@ usage(FILE *fp)
  * Output helpers
  */
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0. */
-static size_t
-utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	uint32_t c;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		len = 2, c = s[0] & 0x1f;
-	else if ((s[0] & 0xf0) == 0xe0)
-		len = 3, c = s[0] & 0x0f;
-	else if ((s[0] & 0xf8) == 0xf0)
-		len = 4, c = s[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates, beyond Unicode. */
-	if ((len == 2 && c < 0x80) || (len == 3 && c < 0x800) ||
-	    (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-	    (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	return len;
-}
-
-/* b as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-static void
-json_bytes(FILE *fp, amqp_bytes_t b)
-{
-	const unsigned char *s = b.bytes;
-	size_t i = 0, n;
-
-	fputc('"', fp);
-	while (i < b.len) {
-		unsigned char ch = s[i];
-		if (ch == '"' || ch == '\\') {
-			fprintf(fp, "\\%c", ch);
-			i++;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			fprintf(fp, "\\u%04x", ch);
-			i++;
-		} else if ((n = utf8_len(s + i, b.len - i)) > 0) {
-			fwrite(s + i, 1, n, fp);
-			i += n;
-		} else {
-			fputs("\\ufffd", fp);
-			i++;
-		}
-	}
-	fputc('"', fp);
-}
-
 static void
 json_str(FILE *fp, const char *s)
 {
-	json_bytes(fp, amqp_cstring_bytes(s));
+	json_write(fp, s, strlen(s));
 }
 
 /* The first max bytes of b, printable ASCII with C escapes, in out. */
@@ -821,25 +763,25 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	if (i > 1)
 		putchar(',');
 	printf("{\"reason\":");
-	json_bytes(stdout, t->reason);
+	json_write(stdout, t->reason.bytes, t->reason.len);
 	printf(",\"exchange\":");
 	if (t->has_exchange)
-		json_bytes(stdout, t->exchange);
+		json_write(stdout, t->exchange.bytes, t->exchange.len);
 	else
 		printf("null");
 	printf(",\"routing_key\":");
 	if (ctl_rk_unknown(c, t))
 		printf("null");
 	else
-		json_bytes(stdout, t->routing_key);
+		json_write(stdout, t->routing_key.bytes, t->routing_key.len);
 	printf(",\"queue\":");
 	if (t->retry_gave_up)
-		json_bytes(stdout, t->queue);
+		json_write(stdout, t->queue.bytes, t->queue.len);
 	else
 		printf("null");
 	printf(",\"message_id\":");
 	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-		json_bytes(stdout, id);
+		json_write(stdout, id.bytes, id.len);
 	else
 		printf("null");
 	if (t->has_due) {
@@ -857,7 +799,7 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	if (head.len > BODY_PREVIEW)
 		head.len = BODY_PREVIEW;
 	printf(",\"body_bytes\":%zu,\"body\":", m->body.len);
-	json_bytes(stdout, head);
+	json_write(stdout, head.bytes, head.len);
 	putchar('}');
 }
 
