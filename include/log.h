@@ -27,8 +27,16 @@ extern enum log_level log_threshold;
 void log_init(enum log_level level, int json);
 int log_level_parse(const char *name, enum log_level *out);
 
-/* One text line as a JSON object (exposed for the unit tests). */
-void log_to_json(const char *line, char *out, size_t size);
+/*
+ * The line log_emit writes for one event, without the newline, in out
+ * (size > 0): text, or with json set a JSON object; ts is the time stamp.
+ * The JSON fields come from fmt's own text, not from what the arguments
+ * printed: a value holding quotes, blanks or "k=" stays one value.
+ * (Exposed for the unit tests; log_emit stamps the time and writes.)
+ */
+void log_format(char *out, size_t size, int json, const char *ts,
+                enum log_level level, const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* fmt continues the line after "msg=<msg>": e.g. " queue=%s reason=%s". */
 void log_emit(enum log_level level, const char *msg, const char *fmt, ...)
