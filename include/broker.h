@@ -1,13 +1,16 @@
 /*
  * Connecting to RabbitMQ and the blocking set-up that happens before the
- * event loop takes over.  Blocking calls (amqp_simple_rpc and friends) are
- * used here only, with socket and RPC timeouts, never at run time.
+ * event loop takes over; and, for the tools, which have no event loop,
+ * publishing with confirms and waiting for them.  Blocking calls
+ * (amqp_simple_rpc and friends) are used here only, with socket and RPC
+ * timeouts; the daemon never makes them at run time.
  */
 #ifndef CASCADE_BROKER_H
 #define CASCADE_BROKER_H
 
 #include "amqp_compat.h"
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -74,5 +77,85 @@ int broker_major_version(amqp_connection_state_t conn);
 /* The reply of the last RPC in words; 0 when it succeeded. */
 int broker_check(amqp_connection_state_t conn, const char *what, char *err,
                  size_t errsize);
+
+/*
+ * After the broker closed channel ch (channel.close received): answer with
+ * close-ok and open ch again.  A channel that was in confirm mode needs
+ * broker_confirm_select again.  Returns -1 with a reason in err.
+ */
+int broker_channel_reopen(amqp_connection_state_t conn, amqp_channel_t ch,
+                          char *err, size_t errsize);
+
+/*
+ * Publisher confirms for the tools, which block while they wait (the
+ * daemon matches confirms in its event loop: see outbox.h).
+ *
+ *	struct broker_confirms c;
+ *	broker_confirm_select(conn, BROKER_CH_WORK, &c, err, errsize);
+ *	broker_confirm_publish(conn, &c, exchange, routing_key, 1, &p, body);
+ *	broker_confirm_wait(conn, &c, 0, 30000, err, errsize);
+ *
+ * Publishes are numbered on the channel from 1.  A basic.ack or basic.nack
+ * settles its publish, or with multiple set every one still open up to
+ * it, in whatever order they come; a basic.return (a mandatory publish
+ * nothing was bound for) precedes its publish's ack.  At most
+ * BROKER_CONFIRM_WINDOW publishes may be open at a time.
+ */
+#define BROKER_CONFIRM_WINDOW 4096
+
+struct broker_confirms {
+	amqp_channel_t ch;                /* in confirm mode */
+	uint64_t seq;                     /* the last publish's number */
+	uint64_t acked, nacked, returned; /* so far */
+	/* Called, when set, for each publish settled and each return. */
+	void (*on_settle)(void *arg, uint64_t seq, int acked);
+	void (*on_return)(void *arg, const amqp_basic_return_t *r);
+	void *arg;
+	/* Private. */
+	uint64_t low;  /* every publish up to this one is settled */
+	int in_return; /* 1: a return's content header is due, 2: its body */
+	uint64_t body_left;                        /* of the returned message */
+	unsigned char open[BROKER_CONFIRM_WINDOW]; /* by seq % the size */
+};
+
+/*
+ * confirm.select on ch, and c reset for it: set the callbacks after.
+ * Returns -1 with a reason in err.
+ */
+int broker_confirm_select(amqp_connection_state_t conn, amqp_channel_t ch,
+                          struct broker_confirms *c, char *err, size_t errsize);
+
+/*
+ * broker_publish on c->ch, numbered.  AMQP_STATUS_NO_MEMORY, before
+ * anything is sent, when BROKER_CONFIRM_WINDOW publishes are open.
+ */
+int broker_confirm_publish(amqp_connection_state_t conn,
+                           struct broker_confirms *c, amqp_bytes_t exchange,
+                           amqp_bytes_t routing_key, int mandatory,
+                           const amqp_basic_properties_t *props,
+                           amqp_bytes_t body);
+
+/* Publishes neither acked nor nacked yet. */
+uint64_t broker_confirm_pending(const struct broker_confirms *c);
+
+/*
+ * A frame read by a caller that also consumes: 1 when it was c's (a
+ * confirm, a return or the returned message's content: counted, the
+ * callbacks called), 0 when it is the caller's, -1 with a reason in err
+ * when the broker closed c->ch or the connection.
+ */
+int broker_confirm_frame(struct broker_confirms *c, const amqp_frame_t *f,
+                         char *err, size_t errsize);
+
+/*
+ * Read frames until at most `pending` publishes are unsettled: 0.  -1 with
+ * a reason in err when timeout_ms (< 0: no limit) passes first, or the
+ * connection is lost, or the broker closed c->ch (broker_channel_reopen
+ * opens it again) or the connection.  Frames that are not c's are
+ * dropped: for callers that consume nothing meanwhile.
+ */
+int broker_confirm_wait(amqp_connection_state_t conn, struct broker_confirms *c,
+                        uint64_t pending, int timeout_ms, char *err,
+                        size_t errsize);
 
 #endif
