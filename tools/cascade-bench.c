@@ -27,6 +27,7 @@
 
 #define CH_PUB 1
 #define CH_SUB 2
+/* Unconfirmed publishes; at most BROKER_CONFIRM_WINDOW. */
 #define WINDOW 2000
 
 enum mode {
@@ -215,6 +216,25 @@ declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
 	}
 }
 
+/* The forwarder's deliveries, by the number of the publish that moves them. */
+struct forwarder {
+	amqp_connection_state_t conn;
+	uint64_t src[BROKER_CONFIRM_WINDOW]; /* delivery tag, by seq % size */
+};
+
+/* Its publish confirmed: the delivery may go; refused: it comes again. */
+static void
+fwd_settled(void *arg, uint64_t seq, int acked)
+{
+	struct forwarder *fw = arg;
+	uint64_t tag = fw->src[seq % BROKER_CONFIRM_WINDOW];
+
+	if (acked)
+		amqp_basic_ack(fw->conn, CH_PUB, tag, 0);
+	else
+		amqp_basic_nack(fw->conn, CH_PUB, tag, 0, 1);
+}
+
 /*
  * The plain forwarder: what any consumer-based design must do at least.
  * Consumes fwd.in and fwd.return, publishes each message (confirmed) to the
@@ -224,10 +244,9 @@ declare_chain(amqp_connection_state_t conn, const char *base, unsigned hops,
 static int
 run_forwarder(struct opts *o)
 {
+	static struct broker_confirms c;
+	static struct forwarder fw;
 	amqp_connection_state_t conn;
-	uint64_t *src;  /* delivery tag of publish seq i */
-	uint8_t *acked; /* seq confirmed alone, ahead of a multiple ack */
-	uint64_t seq = 0, done = 0;
 	char err[512], q[128];
 	amqp_frame_t f;
 	uint64_t tag = 0;
@@ -235,24 +254,25 @@ run_forwarder(struct opts *o)
 	amqp_basic_properties_t props;
 	amqp_bytes_t body = {0, NULL};
 	size_t got = 0;
-	int stage = 0;
+	int stage = 0, st;
 
 	conn = broker_connect(&o->cfg, err, sizeof(err));
 	if (conn == NULL) {
 		fprintf(stderr, "cascade-bench: %s\n", err);
 		return 1;
 	}
-	src = calloc(1u << 20, sizeof(*src));
-	acked = calloc(1u << 20, 1);
-	if (src == NULL || acked == NULL)
-		return 1;
+	fw.conn = conn;
 	declare(conn, "fwd.in");
 	declare(conn, "fwd.return");
 	declare_chain(conn, "fwd.delay", o->hops, o->unit, "fwd.return", 0);
 	amqp_basic_qos(conn, CH_PUB, 0, 1000, 0);
 	die_reply(conn, "qos");
-	amqp_confirm_select(conn, CH_PUB);
-	die_reply(conn, "confirm");
+	if (broker_confirm_select(conn, CH_PUB, &c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cascade-bench: %s\n", err);
+		return 1;
+	}
+	c.on_settle = fwd_settled;
+	c.arg = &fw;
 	amqp_basic_consume(conn, CH_PUB, amqp_cstring_bytes("fwd.in"),
 	                   amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
 	die_reply(conn, "consume");
@@ -264,34 +284,19 @@ run_forwarder(struct opts *o)
 	for (;;) {
 		if (amqp_simple_wait_frame(conn, &f) != AMQP_STATUS_OK)
 			return 1;
+		switch (broker_confirm_frame(&c, &f, err, sizeof(err))) {
+		case -1:
+			fprintf(stderr, "cascade-bench: %s\n", err);
+			return 1;
+		case 1:
+			continue;
+		}
 		if (f.frame_type == AMQP_FRAME_METHOD) {
-			switch (f.payload.method.id) {
-			case AMQP_BASIC_DELIVER_METHOD:
+			if (f.payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
 				tag = ((amqp_basic_deliver_t *)
 				           f.payload.method.decoded)
 				          ->delivery_tag;
 				stage = 1;
-				break;
-			case AMQP_BASIC_ACK_METHOD: {
-				amqp_basic_ack_t *a = f.payload.method.decoded;
-				uint64_t t = a->delivery_tag;
-				if (!a->multiple) {
-					acked[t & 0xfffff] = 1;
-					amqp_basic_ack(conn, CH_PUB,
-					               src[t & 0xfffff], 0);
-					break;
-				}
-				for (; done < t; done++) {
-					uint64_t s = (done + 1) & 0xfffff;
-					if (!acked[s])
-						amqp_basic_ack(conn, CH_PUB,
-						               src[s], 0);
-					acked[s] = 0;
-				}
-				break;
-			}
-			default:
-				break;
 			}
 		} else if (f.frame_type == AMQP_FRAME_HEADER && stage == 1) {
 			const amqp_field_value_t *v = NULL;
@@ -328,12 +333,16 @@ run_forwarder(struct opts *o)
 				         (unsigned)hops);
 			else
 				snprintf(q, sizeof(q), "%s", o->target);
-			broker_publish(conn, CH_PUB, broker_frame_max(conn),
-			               amqp_empty_bytes, amqp_cstring_bytes(q),
-			               0, &out, body);
-			seq++;
-			src[seq & 0xfffff] = tag;
-			acked[seq & 0xfffff] = 0;
+			/* At most the prefetch of both queues is open. */
+			st = broker_confirm_publish(conn, &c, amqp_empty_bytes,
+			                            amqp_cstring_bytes(q), 0,
+			                            &out, body);
+			if (st != AMQP_STATUS_OK) {
+				fprintf(stderr, "cascade-bench: publish: %s\n",
+				        amqp_error_string2(st));
+				return 1;
+			}
+			fw.src[c.seq % BROKER_CONFIRM_WINDOW] = tag;
 			free(body.bytes);
 			body.bytes = NULL;
 			stage = 0;
@@ -396,6 +405,15 @@ plot(const struct opts *o, const int64_t *v, uint64_t n)
 }
 
 static void
+bench_settled(void *arg, uint64_t seq, int acked)
+{
+	(void)arg;
+	(void)seq;
+	if (!acked)
+		fprintf(stderr, "cascade-bench: nack\n");
+}
+
+static void
 usage(FILE *fp)
 {
 	fprintf(
@@ -453,10 +471,11 @@ main(int argc, char *argv[])
 	    {NULL, 0, NULL, 0},
 	};
 	static struct opts o;
+	static struct broker_confirms c;
 	static char err[8192];
 	const char *cmd, *why;
 	amqp_connection_state_t conn;
-	uint64_t published = 0, confirmed = 0, received = 0, dups = 0;
+	uint64_t published = 0, received = 0, dups = 0;
 	uint64_t early = 0, nlat = 0;
 	uint8_t *seen;
 	int64_t *lat, start, last_arrival = 0, last_progress, idle_since;
@@ -606,8 +625,11 @@ main(int argc, char *argv[])
 	die_reply(conn, "purge");
 	if (o.mode == MODE_DLX)
 		declare_chain(conn, "dlx.delay", o.hops, o.unit, o.target, 1);
-	amqp_confirm_select(conn, CH_PUB);
-	die_reply(conn, "confirm.select");
+	if (broker_confirm_select(conn, CH_PUB, &c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cascade-bench: %s\n", err);
+		return 1;
+	}
+	c.on_settle = bench_settled;
 	amqp_basic_consume(conn, CH_SUB, amqp_cstring_bytes(o.target),
 	                   amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
 	die_reply(conn, "consume");
@@ -631,7 +653,8 @@ main(int argc, char *argv[])
 
 		/* Publish what the rate and the confirm window allow. */
 		while (
-		    published < o.count && published - confirmed < WINDOW &&
+		    published < o.count &&
+		    broker_confirm_pending(&c) < WINDOW &&
 		    (o.rate <= 0 || (double)published <
 		                        o.rate * (double)(now - start) / 1e6)) {
 			amqp_table_entry_t h[2];
@@ -668,10 +691,10 @@ main(int argc, char *argv[])
 				ex = "";
 				rk = "dlx.delay.0";
 			}
-			if (broker_publish(conn, CH_PUB, broker_frame_max(conn),
-			                   amqp_cstring_bytes(ex),
-			                   amqp_cstring_bytes(rk), 0, &props,
-			                   (amqp_bytes_t){o.size, buf}) !=
+			if (broker_confirm_publish(
+			        conn, &c, amqp_cstring_bytes(ex),
+			        amqp_cstring_bytes(rk), 0, &props,
+			        (amqp_bytes_t){o.size, buf}) !=
 			    AMQP_STATUS_OK) {
 				fprintf(stderr, "cascade-bench: publish "
 				                "failed\n");
@@ -683,22 +706,19 @@ main(int argc, char *argv[])
 		st = amqp_simple_wait_frame_noblock(conn, &f, &tv);
 		now = now_us();
 		if (st == AMQP_STATUS_OK) {
-			if (f.frame_type == AMQP_FRAME_METHOD) {
+			int mine =
+			    broker_confirm_frame(&c, &f, err, sizeof(err));
+			if (mine < 0) {
+				fprintf(stderr, "cascade-bench: %s\n", err);
+				return 1;
+			}
+			if (mine) {
+				/* a confirm, counted */
+			} else if (f.frame_type == AMQP_FRAME_METHOD) {
 				if (f.payload.method.id ==
-				    AMQP_BASIC_ACK_METHOD) {
-					amqp_basic_ack_t *a =
-					    f.payload.method.decoded;
-					confirmed = a->multiple
-					                ? a->delivery_tag
-					                : confirmed + 1;
-				} else if (f.payload.method.id ==
-				           AMQP_BASIC_DELIVER_METHOD) {
+				    AMQP_BASIC_DELIVER_METHOD) {
 					stage = 1;
 					got = 0;
-				} else if (f.payload.method.id ==
-				           AMQP_BASIC_NACK_METHOD) {
-					fprintf(stderr, "cascade-bench: "
-					                "nack\n");
 				}
 			} else if (f.frame_type == AMQP_FRAME_BODY &&
 			           stage == 1) {

@@ -32,9 +32,9 @@
 #include "topology.h"
 
 #define PROG "cascade-ctl"
-#define ERRORS_LIMIT 100   /* messages `errors` shows by default */
-#define BODY_PREVIEW 60    /* bytes of each body `errors` shows */
-#define CONFIRM_TIMEOUT 30 /* seconds a publish may wait for its confirm */
+#define ERRORS_LIMIT 100 /* messages `errors` shows by default */
+#define BODY_PREVIEW 60  /* bytes of each body `errors` shows */
+#define CONFIRM_MS 30000 /* how long a publish may wait for its confirm */
 #define WORN 10     /* x-delivery-count worth a warning: see delivery_count */
 #define KEY_MAX 256 /* shortstr: routing keys, exchange names */
 
@@ -47,8 +47,9 @@ struct ctl {
 	int dry_run;
 	uint64_t limit; /* 0: the command's default */
 	const char *reason;
-	uint64_t seq; /* publishes on BROKER_CH_WORK since confirm.select */
-	int64_t most_deliveries; /* highest x-delivery-count seen */
+	struct broker_confirms confirms; /* of BROKER_CH_WORK, requeue only */
+	char unroutable[1024];           /* what the last basic.return said */
+	int64_t most_deliveries;         /* highest x-delivery-count seen */
 	char err[8192];
 };
 
@@ -190,20 +191,12 @@ static int
 ctl_channel_closed(struct ctl *c, amqp_channel_t ch, amqp_rpc_reply_t r,
                    const char *what)
 {
-	amqp_channel_close_ok_t ok = {0};
 	amqp_channel_close_t *cl = r.reply.decoded;
 	int code = cl->reply_code;
-	char why[512];
 
 	broker_reply_string(r, what, c->err, sizeof(c->err));
-	if (amqp_send_method(c->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
-	    AMQP_STATUS_OK)
+	if (broker_channel_reopen(c->conn, ch, c->err, sizeof(c->err)) < 0)
 		return -1;
-	amqp_channel_open(c->conn, ch);
-	if (broker_check(c->conn, "channel.open", why, sizeof(why)) < 0) {
-		snprintf(c->err, sizeof(c->err), "%s", why);
-		return -1;
-	}
 	return code;
 }
 
@@ -858,76 +851,16 @@ ctl_errors(struct ctl *c)
  * requeue
  */
 
-/*
- * Wait for the confirm of publish number c->seq: 0 acked, 1 refused (nack,
- * or returned unroutable) with why, -1 with c->err when the channel or the
- * connection is gone.
- */
-static int
-ctl_confirm(struct ctl *c, char *why, size_t size)
+/* basic.return: the publish reached no queue. */
+static void
+ctl_returned(void *arg, const amqp_basic_return_t *r)
 {
-	struct timeval tv = {CONFIRM_TIMEOUT, 0};
-	int returned = 0, st;
-	amqp_frame_t f;
+	struct ctl *c = arg;
 
-	for (;;) {
-		st = amqp_simple_wait_frame_noblock(c->conn, &f, &tv);
-		if (st == AMQP_STATUS_TIMEOUT) {
-			snprintf(c->err, sizeof(c->err),
-			         "no confirm from the broker after %ds",
-			         CONFIRM_TIMEOUT);
-			return -1;
-		}
-		if (st != AMQP_STATUS_OK) {
-			snprintf(c->err, sizeof(c->err), "connection lost: %s",
-			         amqp_error_string2(st));
-			return -1;
-		}
-		if (f.frame_type != AMQP_FRAME_METHOD)
-			continue; /* a returned message's content */
-		switch (f.payload.method.id) {
-		case AMQP_BASIC_RETURN_METHOD: {
-			amqp_basic_return_t *r = f.payload.method.decoded;
-			snprintf(why, size,
-			         "unroutable: %.*s (is %s bound to %s?)",
-			         (int)r->reply_text.len,
-			         (const char *)r->reply_text.bytes,
-			         c->topo.ingress, c->topo.exchange);
-			returned = 1;
-			break;
-		}
-		case AMQP_BASIC_ACK_METHOD: {
-			amqp_basic_ack_t *a = f.payload.method.decoded;
-			if (a->delivery_tag == c->seq ||
-			    (a->multiple && a->delivery_tag >= c->seq))
-				return returned;
-			break;
-		}
-		case AMQP_BASIC_NACK_METHOD:
-			snprintf(why, size,
-			         "the broker refused the publish "
-			         "(nack)");
-			return 1;
-		case AMQP_CHANNEL_CLOSE_METHOD: {
-			amqp_channel_close_t *cl = f.payload.method.decoded;
-			snprintf(c->err, sizeof(c->err),
-			         "channel closed by the broker: %u %.*s",
-			         cl->reply_code, (int)cl->reply_text.len,
-			         (const char *)cl->reply_text.bytes);
-			return -1;
-		}
-		case AMQP_CONNECTION_CLOSE_METHOD: {
-			amqp_connection_close_t *cl = f.payload.method.decoded;
-			snprintf(c->err, sizeof(c->err),
-			         "connection closed by the broker: %u %.*s",
-			         cl->reply_code, (int)cl->reply_text.len,
-			         (const char *)cl->reply_text.bytes);
-			return -1;
-		}
-		default:
-			break;
-		}
-	}
+	snprintf(c->unroutable, sizeof(c->unroutable),
+	         "unroutable: %.*s (is %s bound to %s?)",
+	         (int)r->reply_text.len, (const char *)r->reply_text.bytes,
+	         c->topo.ingress, c->topo.exchange);
 }
 
 /* One line about a message: what was done, its target and its reason. */
@@ -1013,6 +946,7 @@ ctl_resend(struct ctl *c, const amqp_message_t *m, const char *rk, char *why,
 	amqp_basic_properties_t props;
 	struct park_target t;
 	amqp_pool_t pool;
+	uint64_t nacked = c->confirms.nacked, returned = c->confirms.returned;
 	int st, rc;
 
 	init_amqp_pool(&pool, 4096);
@@ -1025,19 +959,29 @@ ctl_resend(struct ctl *c, const amqp_message_t *m, const char *rk, char *why,
 	}
 	/* P is a fanout: the routing key only names the target for people
 	 * looking at the ingress queue; x-target-routing-key decides. */
-	st = broker_publish(c->conn, BROKER_CH_WORK, broker_frame_max(c->conn),
-	                    amqp_cstring_bytes(c->topo.exchange), t.routing_key,
-	                    1, &props, m->body);
+	st = broker_confirm_publish(c->conn, &c->confirms,
+	                            amqp_cstring_bytes(c->topo.exchange),
+	                            t.routing_key, 1, &props, m->body);
 	empty_amqp_pool(&pool);
 	if (st != AMQP_STATUS_OK) {
 		snprintf(c->err, sizeof(c->err), "publish: %s",
 		         amqp_error_string2(st));
 		return -1;
 	}
-	c->seq++;
-	rc = ctl_confirm(c, why, size);
+	rc = broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
+	                         sizeof(c->err));
 	amqp_maybe_release_buffers(c->conn);
-	return rc;
+	if (rc < 0)
+		return -1;
+	if (c->confirms.nacked > nacked) {
+		snprintf(why, size, "the broker refused the publish (nack)");
+		return 1;
+	}
+	if (c->confirms.returned > returned) {
+		snprintf(why, size, "%s", c->unroutable);
+		return 1;
+	}
+	return 0;
 }
 
 static int
@@ -1056,10 +1000,11 @@ ctl_requeue(struct ctl *c)
 	if (ctl_exchange_exists(c) < 0)
 		return -1;
 	if (!c->dry_run) {
-		amqp_confirm_select(c->conn, BROKER_CH_WORK);
-		if (broker_check(c->conn, "confirm.select", c->err,
-		                 sizeof(c->err)) < 0)
+		if (broker_confirm_select(c->conn, BROKER_CH_WORK, &c->confirms,
+		                          c->err, sizeof(c->err)) < 0)
 			return -1;
+		c->confirms.on_return = ctl_returned;
+		c->confirms.arg = c;
 	}
 	/* Only what is there now: a message parked again meanwhile goes to
 	 * the back of the queue and is not taken twice. */

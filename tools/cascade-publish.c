@@ -19,13 +19,8 @@
 #include "duration.h"
 
 #define MAX_HEADERS 64
-#define WINDOW 1000 /* publishes awaiting a confirm */
-
-struct publisher {
-	amqp_connection_state_t conn;
-	uint64_t sent, acked, nacked, returned;
-	int failed;
-};
+/* Publishes awaiting a confirm; at most BROKER_CONFIRM_WINDOW. */
+#define WINDOW 1000
 
 static void
 usage(FILE *fp)
@@ -90,66 +85,24 @@ parse_time(const char *s, int64_t *ms)
 	return -1;
 }
 
-/* Handle confirms and returns until at most `left` publishes are open. */
-static int
-pub_wait(struct publisher *p, uint64_t left)
+static void
+pub_settled(void *arg, uint64_t seq, int acked)
 {
-	amqp_frame_t f;
-	int st;
+	(void)arg;
+	(void)seq;
+	if (!acked)
+		fprintf(stderr, "cascade-publish: the broker refused a "
+		                "message (nack)\n");
+}
 
-	while (p->sent - p->acked - p->nacked > left) {
-		st = amqp_simple_wait_frame(p->conn, &f);
-		if (st != AMQP_STATUS_OK) {
-			fprintf(stderr,
-			        "cascade-publish: connection lost: %s\n",
-			        amqp_error_string2(st));
-			return -1;
-		}
-		if (f.frame_type != AMQP_FRAME_METHOD)
-			continue;
-		switch (f.payload.method.id) {
-		case AMQP_BASIC_ACK_METHOD: {
-			amqp_basic_ack_t *a = f.payload.method.decoded;
-			if (a->multiple)
-				p->acked = a->delivery_tag - p->nacked;
-			else
-				p->acked++;
-			break;
-		}
-		case AMQP_BASIC_NACK_METHOD: {
-			amqp_basic_nack_t *n = f.payload.method.decoded;
-			p->nacked +=
-			    n->multiple ? n->delivery_tag - p->acked - p->nacked
-			                : 1;
-			fprintf(stderr, "cascade-publish: the broker refused a "
-			                "message (nack)\n");
-			break;
-		}
-		case AMQP_BASIC_RETURN_METHOD: {
-			amqp_basic_return_t *r = f.payload.method.decoded;
-			p->returned++;
-			fprintf(stderr,
-			        "cascade-publish: unroutable: %.*s (is cascade "
-			        "running with this prefix?)\n",
-			        (int)r->reply_text.len,
-			        (const char *)r->reply_text.bytes);
-			break;
-		}
-		case AMQP_CHANNEL_CLOSE_METHOD:
-		case AMQP_CONNECTION_CLOSE_METHOD: {
-			amqp_channel_close_t *c = f.payload.method.decoded;
-			fprintf(stderr,
-			        "cascade-publish: closed by broker: %.*s\n",
-			        (int)c->reply_text.len,
-			        (const char *)c->reply_text.bytes);
-			return -1;
-		}
-		default:
-			break;
-		}
-		amqp_maybe_release_buffers(p->conn);
-	}
-	return 0;
+static void
+pub_returned(void *arg, const amqp_basic_return_t *r)
+{
+	(void)arg;
+	fprintf(stderr,
+	        "cascade-publish: unroutable: %.*s (is cascade "
+	        "running with this prefix?)\n",
+	        (int)r->reply_text.len, (const char *)r->reply_text.bytes);
 }
 
 int
@@ -169,9 +122,10 @@ main(int argc, char *argv[])
 	};
 	static struct config cfg;
 	static char err[8192];
+	static struct broker_confirms c;
 	amqp_table_entry_t hdr[MAX_HEADERS + 3];
 	amqp_basic_properties_t props;
-	struct publisher p = {0};
+	amqp_connection_state_t conn;
 	const char *delay = NULL, *at = NULL, *exchange = NULL, *rk = "";
 	const char *body = NULL, *path = NULL, *prefix = NULL, *why;
 	char *line = NULL;
@@ -277,16 +231,18 @@ main(int argc, char *argv[])
 	if (prefix == NULL)
 		prefix = cfg.topology_prefix;
 
-	p.conn = broker_connect(&cfg, err, sizeof(err));
-	if (p.conn == NULL) {
+	conn = broker_connect(&cfg, err, sizeof(err));
+	if (conn == NULL) {
 		fprintf(stderr, "cascade-publish: %s\n", err);
 		return 1;
 	}
-	amqp_confirm_select(p.conn, BROKER_CH_WORK);
-	if (broker_check(p.conn, "confirm.select", err, sizeof(err)) < 0) {
+	if (broker_confirm_select(conn, BROKER_CH_WORK, &c, err, sizeof(err)) <
+	    0) {
 		fprintf(stderr, "cascade-publish: %s\n", err);
 		goto out;
 	}
+	c.on_settle = pub_settled;
+	c.on_return = pub_returned;
 	memset(&props, 0, sizeof(props));
 	props._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
 	props.delivery_mode = 2;
@@ -306,29 +262,31 @@ main(int argc, char *argv[])
 			b.bytes = line;
 			b.len = (size_t)n;
 		}
-		if (broker_publish(
-		        p.conn, BROKER_CH_WORK, broker_frame_max(p.conn),
-		        amqp_cstring_bytes(prefix), amqp_cstring_bytes(rk), 1,
-		        &props, b) != AMQP_STATUS_OK) {
+		if (broker_confirm_publish(conn, &c, amqp_cstring_bytes(prefix),
+		                           amqp_cstring_bytes(rk), 1, &props,
+		                           b) != AMQP_STATUS_OK) {
 			fprintf(stderr, "cascade-publish: publish failed\n");
 			goto out;
 		}
-		p.sent++;
-		if (pub_wait(&p, WINDOW) < 0)
-			goto out;
+		if (broker_confirm_wait(conn, &c, WINDOW, -1, err,
+		                        sizeof(err)) < 0)
+			goto lost;
 		if (body != NULL)
 			break;
 	}
-	if (pub_wait(&p, 0) < 0)
-		goto out;
-	if (p.nacked == 0 && p.returned == 0)
+	if (broker_confirm_wait(conn, &c, 0, -1, err, sizeof(err)) < 0)
+		goto lost;
+	if (c.nacked == 0 && c.returned == 0)
 		rc = 0;
 	fprintf(stderr,
 	        "cascade-publish: %" PRIu64 " published, %" PRIu64
 	        " confirmed, %" PRIu64 " refused, %" PRIu64 " unroutable\n",
-	        p.sent, p.acked, p.nacked, p.returned);
+	        c.seq, c.acked, c.nacked, c.returned);
+	goto out;
+lost:
+	fprintf(stderr, "cascade-publish: %s\n", err);
 out:
 	free(line);
-	amqp_destroy_connection(p.conn);
+	amqp_destroy_connection(conn);
 	return rc;
 }
