@@ -1,11 +1,14 @@
 """Integration fixtures: a private RabbitMQ for the session and the real
 daemon from a temp config, started and awaited on its `ready` line."""
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pika
@@ -51,6 +54,49 @@ def broker():
     subprocess.run([BROKER_SCRIPT, "stop", directory], capture_output=True,
                    timeout=120)
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def wait_for(predicate, timeout, what):
+    """Poll predicate until it is true; fail naming what after timeout
+    seconds.  Tests wait on what they can observe, never a bare sleep."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def http_get(url):
+    """(status, body) of a GET; errors are answers too."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def scrape(url):
+    """The Prometheus text at url/metrics as {'name{labels}': value}."""
+    status, body = http_get(url + "/metrics")
+    assert status == 200, body
+    samples = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def total(samples, name):
+    """The sum of metric name over all its labels."""
+    return sum(v for k, v in samples.items()
+               if k == name or k.startswith(name + "{"))
+
+
+# A daemon that serves /metrics on a port the kernel picks (no free-port
+# race); Daemon.metrics() finds it in the log.
+METRICS = {"metrics": {"listen": "127.0.0.1:0"}}
 
 
 FAST = {
@@ -101,6 +147,19 @@ class Daemon:
     def log(self):
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
+
+    def metrics_url(self):
+        """Where a daemon started with METRICS serves /metrics: the port
+        it logged last (a restart binds another)."""
+        ports = re.findall(r"msg=metrics_listening listen=\S+ port=(\d+)",
+                           self.log())
+        assert ports, "no msg=metrics_listening: start it with METRICS\n" + \
+            self.log()
+        return "http://127.0.0.1:%s" % ports[-1]
+
+    def metrics(self):
+        """Its /metrics now, as scrape() gives them."""
+        return scrape(self.metrics_url())
 
     def wait_log(self, needle, timeout=30, count=1):
         deadline = time.time() + timeout

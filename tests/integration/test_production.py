@@ -5,44 +5,14 @@ import json
 import os
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 
-from conftest import CASCADE, Daemon, free_port
-
-
-def http_get(url):
-    """(status, body) of a GET; errors are answers too."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def scrape(url):
-    """The Prometheus text as {'name{labels}': value}."""
-    status, body = http_get(url + "/metrics")
-    assert status == 200, body
-    samples = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    pytest.fail("timed out waiting for " + what)
+from conftest import (CASCADE, Daemon, free_port, http_get, scrape,
+                      wait_for)
 
 
 def launch(d):
@@ -53,6 +23,9 @@ def launch(d):
 
 
 def metrics_daemon(daemon_factory, **sections):
+    """A daemon serving /metrics, and the URL to scrape.  On a port of its
+    own, not 0: cascade-ctl status reads the targets from the address in
+    the config, and some tests restart the daemon and scrape it again."""
     port = free_port()
     s = {"metrics": {"listen": "127.0.0.1:%d" % port}}
     for k, v in sections.items():
