@@ -3,6 +3,8 @@ import json
 import os
 import time
 
+from conftest import METRICS, total, wait_for
+
 RESOLUTION_MS = 100  # the fast test ladder: 100ms x 2, 8 levels (to 12.8 s)
 SLACK_MS = 1  # due times are whole ms: the daemon may round 1 ms down
 
@@ -64,17 +66,28 @@ def test_round_up_tail_stays_within_one_resolution(client, daemon_factory):
 def test_time_waiting_in_a_backlog_counts(client, daemon_factory):
     """The due time is stamped when the daemon first sees a message: time
     the message then spends waiting (here in the return queue while no
-    daemon runs) is not added to its delay."""
-    d = daemon_factory()
+    daemon runs) is not added to its delay, in whole or in part."""
+    d = daemon_factory(METRICS)
     q = client.queue()
-    t0 = client.publish(d.prefix, q, b"x", {"x-remaining-delay": 1500})
-    time.sleep(0.3)  # first hop taken: the message is in a delay queue
+    # 3 s: a first hop of 1.6 s, then 1.4 s left, more than the 1 s that
+    # delivery after the restart may take.
+    t0 = client.publish(d.prefix, q, b"x", {"x-remaining-delay": 3000})
+    # The first hop is confirmed: the message is in a delay queue.
+    wait_for(lambda: total(d.metrics(), "cascade_hops_total") >= 1, 10,
+             "the first hop")
     assert d.stop() == 0
-    time.sleep(2.5)  # it expires into the return queue and waits there
+    # It expires into the return queue and waits there, until well past
+    # its due time: that waiting is what the test is about.
+    ret = d.prefix + ".return"
+    wait_for(lambda: client.ch.queue_declare(
+        ret, passive=True).method.message_count == 1, 10,
+        "the message in " + ret)
+    time.sleep(max(0.0, t0 + 4.3 - time.time()))
     restarted = time.time()
     d.start()
     got = client.collect(q, 1, timeout=10)
     assert got, "lost"
-    # Due long ago: delivered at once, not after another full delay.
+    # Due long ago: delivered at once, not after another full delay, nor
+    # after what was left of it at the first hop.
     assert got[0][0] - restarted < 1.0, got[0][0] - restarted
-    assert (got[0][0] - t0) * 1000 >= 1500 - SLACK_MS
+    assert (got[0][0] - t0) * 1000 >= 3000 - SLACK_MS

@@ -1,6 +1,7 @@
 """What arrives is the message the publisher sent, intact."""
 import os
-import time
+
+from conftest import METRICS, total, wait_for
 
 
 def test_properties_body_and_user_headers_intact(client, daemon):
@@ -92,15 +93,20 @@ def test_default_target_exchange(client, daemon_factory):
     assert got and got[0][2] == b"d"
 
 
-def test_cc_header_routes_at_delivery_not_on_the_way(client, daemon):
+def test_cc_header_routes_at_delivery_not_on_the_way(client,
+                                                     daemon_factory):
     """RabbitMQ copies a message to the queues named in its CC header
     (sender-selected distribution).  The copy must happen at delivery, as
     the publisher meant, not on every hop into a delay queue."""
+    daemon = daemon_factory(METRICS)
     q = client.queue()
     audit = client.queue()
     t0 = client.publish(daemon.prefix, q, b"cc", {"x-remaining-delay": 800,
                                                   "CC": [audit]})
-    time.sleep(0.5)
+    # Once the broker has confirmed a hop, a copy that hop made is in the
+    # CC queue already.
+    wait_for(lambda: total(daemon.metrics(), "cascade_hops_total") >= 1, 10,
+             "the first hop")
     assert client.drain(audit) == [], "copied to the CC queue before due"
     main = client.collect(q, 1, timeout=10)
     copy = client.collect(audit, 1, timeout=5)
