@@ -262,9 +262,11 @@ def test_requeue_never_misroutes_a_message_without_its_routing_key(
         client, daemon):
     """Delivered straight from ingress, a message whose target is missing
     is parked with the publisher's own headers; without
-    x-target-routing-key nothing in it says which routing key it had.
-    Such a message is either requeued to its target or left in P.error
-    with exit status 1, never sent anywhere else."""
+    x-target-routing-key none of them says which routing key it had, and
+    the error queue's name is the routing key it has there.  The daemon
+    records the publisher's key (x-cascade-routing-key) when it parks a
+    message on first sight, so the requeue sends it to its target by that
+    key, and nowhere else."""
     ex = "ex-" + uuid.uuid4().hex[:8]
     client.publish(daemon.prefix, "orders", b"now",
                    {"x-remaining-delay": 0, "x-target-exchange": ex})
@@ -272,18 +274,42 @@ def test_requeue_never_misroutes_a_message_without_its_routing_key(
     client.ch.exchange_declare(ex, "direct")
     q = client.queue()
     client.ch.queue_bind(q, ex, "orders")
+    # Where a requeue that took the error queue's routing key would go.
+    stray = client.queue()
+    client.ch.queue_bind(stray, ex, daemon.prefix + ".error")
 
     m = parked(daemon)["messages"][0]
-    r = ctl(daemon, "requeue", rc=None)
-    if m["routing_key"] is None:
-        assert r.returncode == 1
-        assert "not recorded" in r.stdout and "left 1" in r.stdout
-        assert parked(daemon)["total"] == 1
-    else:
-        assert r.returncode == 0
-        assert len(client.collect(q, 1, timeout=15)) == 1
-    time.sleep(1)
-    assert parked(daemon)["total"] == (1 if m["routing_key"] is None else 0)
+    assert m["exchange"] == ex and m["routing_key"] == "orders", m
+    r = ctl(daemon, "requeue")
+    assert "requeued 1, left 0" in r.stdout
+    got = client.collect(q, 1, timeout=15)
+    assert [b for _, _, b in got] == [b"now"]
+    s = wait_status(daemon, lambda s: s["error"]["messages"] == 0)
+    assert s["error"]["messages"] == 0, s["error"]
+    assert client.drain(stray) == []
+
+
+def test_requeue_leaves_a_message_whose_routing_key_was_not_recorded(
+        client, daemon):
+    """A parked message that names its target exchange but no routing key
+    (here put into the error queue by hand, as a cascade from before the
+    key was recorded left it) is not guessed at: requeue leaves it in
+    P.error and exits 1."""
+    ex, q = target(client)
+    error = daemon.prefix + ".error"
+    client.publish("", error, b"old",
+                   {"x-target-exchange": ex,
+                    "x-cascade-error": "target exchange '%s' does not "
+                                       "exist" % ex})
+    wait_parked(daemon, 1)
+    m = parked(daemon)["messages"][0]
+    assert m["exchange"] == ex and m["routing_key"] is None, m
+
+    r = ctl(daemon, "requeue", rc=1)
+    assert "not recorded" in r.stdout and "left 1" in r.stdout
+    wait_parked(daemon, 1)
+    assert parked(daemon)["messages"][0]["routing_key"] is None
+    assert client.drain(q) == []
 
 
 def test_usage_errors_exit_2(daemon_factory):
