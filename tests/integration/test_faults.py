@@ -14,16 +14,18 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pika
 import pytest
 
-from conftest import BROKER_SCRIPT, Broker, Daemon, free_port
+from conftest import (BROKER_SCRIPT, METRICS, Broker, Daemon, http_get,
+                      wait_for)
 
 SLACK_MS = 1
+# After the last message arrived: how long cascade's queues may take to
+# empty, a copy still on its way going through the whole ladder (12.8 s).
+SETTLE_S = 30
 RESULTS = os.environ.get("CASCADE_FAULT_LOG")
 
 
@@ -106,15 +108,38 @@ class Collector(threading.Thread):
             except Exception:
                 time.sleep(0.3)
 
-    def wait_for(self, ids, timeout, settle=2.0):
+    def arrived(self):
+        return {mid for _, mid in self.arrivals}
+
+    def wait_for(self, ids, timeout, settled=None):
+        """Consume until every id in ids has arrived or timeout seconds
+        passed.  Then, when they all arrived and settled is given, until
+        settled() says no copy can still be on its way (see idle()), so
+        that the report counts late duplicates too; at most SETTLE_S."""
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            if ids <= {mid for _, mid in self.arrivals}:
-                break
+        while time.time() < deadline and not ids <= self.arrived():
             time.sleep(0.1)
-        time.sleep(settle)  # late duplicates
+        if settled is not None and ids <= self.arrived():
+            deadline = time.time() + SETTLE_S
+            while not settled():
+                if time.time() > deadline:
+                    print("cascade's queues still hold messages %d s after "
+                          "the last arrival: the report may miss "
+                          "duplicates" % SETTLE_S)
+                    break
+                time.sleep(0.2)
         self.stopping = True
         self.join(10)
+
+
+def in_flight(col, sent, share=0.1, timeout=30):
+    """Wait until a share of the batch has arrived, so that the fault that
+    follows hits the daemon with the rest in flight: on the way in, in
+    delay queues, held in memory."""
+    want = max(1, int(len(sent) * share))
+    wait_for(lambda: len(col.arrived()) >= want, timeout,
+             "%d of %d messages to arrive" % (want, len(sent)))
+    assert len(col.arrived()) < len(sent), "all arrived before the fault"
 
 
 def report(name, sent, arrivals):
@@ -178,17 +203,36 @@ F = fun G(T) when is_pid(T) -> [T];
 """
 
 
-def dead_letter_backlog(node, prefix):
+def dead_letter_backlog(node, prefix, echo=True):
     """{queue: (ready, checked_out, discarded, discard_checked_out)} for the
-    quorum queues named prefix.*, or {} when the node cannot say."""
+    quorum queues named prefix.*, or {} when the node cannot say; -1 for a
+    number it cannot say."""
     out = node.ctl("eval", DLX_OVERVIEW, check=False).stdout
-    print(out)
+    if echo:
+        print(out)
     found = {}
     for name, nums in re.findall(r'\{<<"([^"]+)">>,\s*\[([-\d,\s]+)\]\}',
                                  out):
         if name.startswith(prefix + "."):
             found[name] = tuple(int(n) for n in nums.split(","))
     return found
+
+
+def idle(node, prefix, queue):
+    """Whether no copy of a message can still reach queue, as the broker
+    sees it: the quorum queues cascade consumes hold nothing (ready, checked
+    out to the daemon, or expired and with the dead-letter worker), and
+    queue holds nothing its consumer has not acked.  A message the daemon
+    holds or publishes is unacked in the queue it came from."""
+    feeding = {k: v for k, v in dead_letter_backlog(node, prefix,
+                                                    echo=False).items()
+               if not k.endswith(".error")}
+    if not feeding or any(n != 0 for v in feeding.values() for n in v):
+        return False
+    # Counts ready and unacked, and is current for a classic queue.
+    out = node.ctl("list_queues", "-q", "--no-table-headers", "name",
+                   "messages", check=False).stdout
+    return [queue, "0"] in [line.split() for line in out.splitlines()]
 
 
 def check(r, node, d, queue, sent, col, brokers=None):
@@ -270,11 +314,12 @@ def test_kill_9_and_restart(fault_broker, tmp_path):
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, d.prefix, q, 300)
-    time.sleep(1.5)
+    in_flight(col, sent)
     d.kill()
-    time.sleep(2.0)
+    time.sleep(2.0)  # the fault: down for 2 s
     d.start()
-    col.wait_for(set(sent), timeout=30)
+    col.wait_for(set(sent), timeout=30,
+                 settled=lambda: idle(fault_broker, d.prefix, q))
     check(report("kill -9, restart after 2 s", sent, col.arrivals),
           fault_broker, d, q, sent, col)
     assert d.stop() == 0
@@ -286,31 +331,28 @@ def test_kill_restart_loop(fault_broker, tmp_path):
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, d.prefix, q, 300)
-    for _ in range(5):
-        time.sleep(1.0)
+    for i in range(5):
+        if i == 0:
+            in_flight(col, sent)
+        else:
+            time.sleep(1.0)  # the fault's rhythm: up (and ready) for 1 s
         d.kill()
-        time.sleep(0.3)
+        time.sleep(0.3)  # down for 0.3 s
         d.start()
-    col.wait_for(set(sent), timeout=30)
+    col.wait_for(set(sent), timeout=30,
+                 settled=lambda: idle(fault_broker, d.prefix, q))
     check(report("kill -9 / restart, 5 rounds", sent, col.arrivals),
           fault_broker, d, q, sent, col)
     assert d.stop() == 0
 
 
-def healthz(port):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port,
-                                    timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
+def healthz(d):
+    return http_get(d.metrics_url() + "/healthz")[0]
 
 
 def test_broker_stopped_and_started(fault_broker, tmp_path):
-    port = free_port()
-    d = fast_daemon(fault_broker, tmp_path,
-                    metrics={"listen": "127.0.0.1:%d" % port}).start()
-    assert healthz(port) == 200
+    d = fast_daemon(fault_broker, tmp_path, **METRICS).start()
+    assert healthz(d) == 200
     q = "restart-" + d.prefix
     # Other quorum queues on the node slow its restart down, as on a
     # shared broker (the issue saw 19 of 300 messages 180 s late with 130).
@@ -325,20 +367,23 @@ def test_broker_stopped_and_started(fault_broker, tmp_path):
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, d.prefix, q, 300)
-    time.sleep(1.0)
+    in_flight(col, sent)
     stop_broker(fault_broker)
     # /healthz goes down with the broker (a load balancer or an orchestrator
-    # would stop counting on this daemon) and comes back after it.
+    # would stop counting on this daemon), stays down while the broker is
+    # (here 2 s more), and comes back after it.
     d.wait_log("msg=connection_lost", timeout=30)
-    assert healthz(port) == 503
-    time.sleep(2.0)
-    assert healthz(port) == 503
+    down = time.time() + 2.0
+    while time.time() < down:
+        assert healthz(d) == 503
+        time.sleep(0.2)
     restart_broker(fault_broker)
     d.wait_log("msg=ready", timeout=60, count=2)
     back = time.time()
-    assert healthz(port) == 200
+    assert healthz(d) == 200
     col.wait_for(set(sent), timeout=float(
-        os.environ.get("CASCADE_FAULT_WAIT", "60")))
+        os.environ.get("CASCADE_FAULT_WAIT", "60")),
+        settled=lambda: idle(fault_broker, d.prefix, q))
     last = max(t for t, _ in col.arrivals)
     print("last arrival %.1f s after the daemon was back" % (last - back))
     check(report("broker stopped and started", sent, col.arrivals),
@@ -428,10 +473,11 @@ def test_connection_cut_and_refused(fault_broker, tmp_path):
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, d.prefix, q, 300)
-    time.sleep(1.0)
+    in_flight(col, sent)
     proxy.cut(refuse_for=3.0)
     d.wait_log("msg=ready", timeout=30, count=2)
-    col.wait_for(set(sent), timeout=30)
+    col.wait_for(set(sent), timeout=30,
+                 settled=lambda: idle(fault_broker, d.prefix, q))
     check(report("TCP cut, refused for 3 s", sent, col.arrivals),
           fault_broker, d, q, sent, col)
     assert "msg=connect_failed" in d.log()
@@ -447,7 +493,8 @@ def test_full_delay_queues_slow_down_but_keep_everything(fault_broker,
     col.start()
     # All for one level: 800 ms (level 3) plus a held tail.
     sent = publish_batch(fault_broker.url, d.prefix, q, 400, 850, 900)
-    col.wait_for(set(sent), timeout=60)
+    col.wait_for(set(sent), timeout=60,
+                 settled=lambda: idle(fault_broker, d.prefix, q))
     check(report("max_length 20, 400 messages for one level", sent,
                  col.arrivals), fault_broker, d, q, sent, col)
     assert "msg=publish_refused" in d.log()
@@ -463,9 +510,10 @@ def test_two_daemons_one_killed(fault_broker, tmp_path):
     col = Collector(fault_broker.url, q)
     col.start()
     sent = publish_batch(fault_broker.url, a.prefix, q, 400)
-    time.sleep(1.5)
+    in_flight(col, sent)
     b.kill()
-    col.wait_for(set(sent), timeout=30)
+    col.wait_for(set(sent), timeout=30,
+                 settled=lambda: idle(fault_broker, a.prefix, q))
     check(report("two daemons, one killed", sent, col.arrivals),
           fault_broker, a, q, sent, col)
     assert "msg=parked" not in a.log() + b.log()
@@ -502,7 +550,7 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         col = Collector(nodes[1].url, q)
         col.start()
         sent = publish_batch(nodes[1].url, d.prefix, q, 300)
-        time.sleep(1.5)
+        in_flight(col, sent)
         stop_broker(victim)
         d.wait_log("msg=ready", timeout=60, count=2)
         second_url = re.findall(r"msg=ready url=(\S+)", d.log())[1]
@@ -511,7 +559,8 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         # one, whose dead-letter worker takes over the expired messages,
         # usually at once.  Give recovery time; when RabbitMQ's worker
         # stalls instead, check() says so (stalled_in_broker).
-        col.wait_for(set(sent), timeout=120)
+        col.wait_for(set(sent), timeout=120,
+                     settled=lambda: idle(nodes[1], d.prefix, q))
         r = report("3-node cluster, the daemon's node stopped", sent,
                    col.arrivals)
         check(r, nodes[1], d, q, sent, col, nodes)
