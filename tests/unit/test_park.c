@@ -259,8 +259,9 @@ Test(park, parked_on_ingress_records_its_routing_key)
 	cr_assert_not(pt.has_exchange);
 	expect_bytes(pt.routing_key, "orders");
 
-	cr_assert_eq(park_requeue_props(&parked, amqp_cstring_bytes(ERROR_QUEUE),
-	                                &pool, &back),
+	cr_assert_eq(park_requeue_props(&parked,
+	                                amqp_cstring_bytes(ERROR_QUEUE), &pool,
+	                                &back),
 	             0);
 	expect_hdr_str(&back.headers, "x-target-routing-key", "orders");
 	expect_no_hdr(&back.headers, "x-target-exchange");
@@ -447,21 +448,21 @@ Test(park, dead_lettered_by_the_broker_says_why_and_keeps_its_key)
 	keys[0].kind = AMQP_FIELD_KIND_UTF8;
 	keys[0].value.bytes = amqp_cstring_bytes("orders");
 	tb_add(&death, "routing-keys", AMQP_FIELD_KIND_ARRAY)->value.array =
-		(amqp_array_t){1, keys};
+	    (amqp_array_t){1, keys};
 	deaths[0].kind = AMQP_FIELD_KIND_TABLE;
 	deaths[0].value.table = (amqp_table_t){death.n, death.e};
 	tb_str(&t, "x-remaining-delay", "90s");
 	tb_add(&t, "x-death", AMQP_FIELD_KIND_ARRAY)->value.array =
-		(amqp_array_t){1, deaths};
+	    (amqp_array_t){1, deaths};
 	p = props_of(&t);
 	park_target(&p, amqp_cstring_bytes(ERROR_QUEUE), &pt);
 	char reason[256];
 	snprintf(reason, sizeof(reason), "%.*s", (int)pt.reason.len,
-		 (const char *)pt.reason.bytes);
+	         (const char *)pt.reason.bytes);
 	cr_assert(strstr(reason, "could not decode") != NULL, "%s", reason);
 	cr_assert_eq(pt.routing_key_parked, 0);
 	cr_assert(pt.routing_key.len == 6 &&
-		  memcmp(pt.routing_key.bytes, "orders", 6) == 0);
+	          memcmp(pt.routing_key.bytes, "orders", 6) == 0);
 	/* cascade's own reason wins over the broker's record. */
 	tb_str(&t, "x-cascade-error", "target exchange 'x' does not exist");
 	p = props_of(&t);

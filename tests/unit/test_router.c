@@ -939,7 +939,7 @@ Test(router, disallowed_target_parks_on_ingress)
 	tb_str(&t, "x-target-exchange", "admin");
 	p = props_of(&t);
 	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
-		      NOW, &r);
+	              NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(r.park, PARK_not_allowed);
 	cr_assert(strstr(r.reason, "'admin'") != NULL, "%s", r.reason);
@@ -950,7 +950,7 @@ Test(router, disallowed_target_parks_on_ingress)
 	tb_str(&t, "x-target-exchange", "orders");
 	p = props_of(&t);
 	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
-		      NOW, &r);
+	              NOW, &r);
 	cr_assert_eq(r.action, ROUTE_HOP);
 }
 
@@ -967,7 +967,7 @@ Test(router, disallowed_target_parks_from_return)
 	tb_str(&t, "x-cascade-routing-key", "k");
 	p = props_of(&t);
 	router_decide(&params, ROUTE_FROM_RETURN, &p, amqp_cstring_bytes("k"),
-		      NOW, &r);
+	              NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(r.park, PARK_not_allowed);
 }
@@ -979,11 +979,11 @@ Test(router, park_kinds_have_names)
 	struct route r;
 
 	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
-		      NOW, &r);
+	              NOW, &r);
 	cr_assert_eq(r.park, PARK_bad_header);
 	cr_assert_str_eq(router_park_name(PARK_bad_header), "bad_header");
 	cr_assert_str_eq(router_park_name(PARK_retries_exhausted),
-			 "retries_exhausted");
+	                 "retries_exhausted");
 	cr_assert_str_eq(router_park_name(PARK_KINDS), "unknown");
 }
 
@@ -1043,7 +1043,9 @@ Test(router, target_exchange_not_utf8_is_parked)
 	struct route r;
 
 	tb_i32(&t, "x-remaining-delay", 0);
-	tb_str(&t, "x-target-exchange", "\xff\xfe" "billing");
+	tb_str(&t, "x-target-exchange",
+	       "\xff\xfe"
+	       "billing");
 	p = props_of(&t);
 	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
 	expect_park(&r, "not valid UTF-8");
@@ -1091,12 +1093,12 @@ Test(router, a_stripped_parked_copy_keeps_our_state_and_names_the_rest)
 	expect_hdr_str(&out.headers, "x-cascade-routing-key", "invoices");
 	expect_hdr_str(&out.headers, "x-cascade-error", "properties too large");
 	const amqp_field_value_t *v =
-		headers_find(&out.headers, "x-cascade-dropped-headers");
+	    headers_find(&out.headers, "x-cascade-dropped-headers");
 	amqp_bytes_t note;
 	cr_assert_not_null(v);
 	cr_assert_eq(headers_string(v, &note), 0);
 	cr_assert(strncmp(note.bytes, "pad, trace (", 12) == 0, "%.*s",
-		  (int)note.len, (const char *)note.bytes);
+	          (int)note.len, (const char *)note.bytes);
 	/* The other properties stay: only headers are dropped. */
 	expect_same_props(&p, &out);
 }
