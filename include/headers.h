@@ -60,6 +60,9 @@ enum header_fate headers_fate(amqp_bytes_t key, enum header_use use,
 /* Whether a header is routing state that must not reach the target. */
 int headers_is_routing(amqp_bytes_t key);
 
+/* The same bytes?  The one comparison of amqp_bytes_t in cascade. */
+int headers_bytes_eq(amqp_bytes_t a, amqp_bytes_t b);
+
 /* Is key exactly name; does it start with prefix? */
 int headers_key_is(amqp_bytes_t key, const char *name);
 int headers_key_prefix(amqp_bytes_t key, const char *prefix);

@@ -1116,9 +1116,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		}
 		m->src = ROUTE_FROM_INGRESS;
 		for (size_t i = 0; i < NCONSUMERS; i++)
-			if (dv->consumer_tag.len == strlen(consumers[i].tag) &&
-			    memcmp(dv->consumer_tag.bytes, consumers[i].tag,
-				   dv->consumer_tag.len) == 0)
+			if (headers_key_is(dv->consumer_tag,
+					   consumers[i].tag))
 				m->src = consumers[i].src;
 		m->exchange = message_dup(m, dv->exchange);
 		m->routing_key = message_dup(m, dv->routing_key);

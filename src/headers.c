@@ -279,8 +279,8 @@ headers_put_value(amqp_table_t *t, const char *key,
 static int value_equal(const amqp_field_value_t *a,
 		       const amqp_field_value_t *b);
 
-static int
-bytes_same(amqp_bytes_t a, amqp_bytes_t b)
+int
+headers_bytes_eq(amqp_bytes_t a, amqp_bytes_t b)
 {
 	return a.len == b.len && (a.len == 0 || memcmp(a.bytes, b.bytes,
 						      a.len) == 0);
@@ -317,7 +317,7 @@ value_equal(const amqp_field_value_t *a, const amqp_field_value_t *b)
 		       a->value.decimal.value == b->value.decimal.value;
 	case AMQP_FIELD_KIND_UTF8:
 	case AMQP_FIELD_KIND_BYTES:
-		return bytes_same(a->value.bytes, b->value.bytes);
+		return headers_bytes_eq(a->value.bytes, b->value.bytes);
 	case AMQP_FIELD_KIND_TABLE:
 		return headers_equal(&a->value.table, &b->value.table);
 	case AMQP_FIELD_KIND_ARRAY:
@@ -343,7 +343,7 @@ headers_equal(const amqp_table_t *a, const amqp_table_t *b)
 	if (na != nb)
 		return 0;
 	for (int i = 0; i < na; i++)
-		if (!bytes_same(a->entries[i].key, b->entries[i].key) ||
+		if (!headers_bytes_eq(a->entries[i].key, b->entries[i].key) ||
 		    !value_equal(&a->entries[i].value, &b->entries[i].value))
 			return 0;
 	return 1;

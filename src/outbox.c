@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "headers.h"
+
 void
 outbox_init(struct outbox *o)
 {
@@ -124,13 +126,6 @@ outbox_confirmed(struct outbox *o, uint64_t tag, int multiple)
 	return NULL;
 }
 
-static int
-bytes_eq(amqp_bytes_t a, amqp_bytes_t b)
-{
-	return a.len == b.len &&
-	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
-}
-
 struct outbox_item *
 outbox_returned(struct outbox *o, amqp_bytes_t exchange,
 		amqp_bytes_t routing_key, const char *text, outbox_same_fn same,
@@ -139,8 +134,8 @@ outbox_returned(struct outbox *o, amqp_bytes_t exchange,
 	struct outbox_item *it;
 
 	TAILQ_FOREACH(it, &o->inflight, link) {
-		if (it->returned || !bytes_eq(it->exchange, exchange) ||
-		    !bytes_eq(it->routing_key, routing_key))
+		if (it->returned || !headers_bytes_eq(it->exchange, exchange) ||
+		    !headers_bytes_eq(it->routing_key, routing_key))
 			continue;
 		if (same != NULL && !same(it, ctx))
 			continue;

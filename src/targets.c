@@ -2,7 +2,10 @@
 #include "targets.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+
+#include "headers.h"
 
 void
 targets_init(struct targets *ts, int64_t min_ms, int64_t max_ms)
@@ -22,9 +25,10 @@ targets_free(struct targets *ts)
 static int
 target_is(const struct target *t, amqp_bytes_t ex, amqp_bytes_t rk)
 {
-	return t->exchange_len == ex.len && t->routing_key_len == rk.len &&
-	       (ex.len == 0 || memcmp(t->exchange, ex.bytes, ex.len) == 0) &&
-	       (rk.len == 0 || memcmp(t->routing_key, rk.bytes, rk.len) == 0);
+	amqp_bytes_t e = {t->exchange_len, (void *)(uintptr_t)t->exchange};
+	amqp_bytes_t k = {t->routing_key_len, (void *)(uintptr_t)t->routing_key};
+
+	return headers_bytes_eq(e, ex) && headers_bytes_eq(k, rk);
 }
 
 static struct target *

@@ -1,9 +1,12 @@
 /* Does a target exchange exist: see xcheck.h. */
 #include "xcheck.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "headers.h"
 
 void
 xcheck_init(struct xcheck *x)
@@ -15,7 +18,9 @@ xcheck_init(struct xcheck *x)
 static int
 name_eq(const char *name, size_t len, amqp_bytes_t b)
 {
-	return len == b.len && (len == 0 || memcmp(name, b.bytes, len) == 0);
+	amqp_bytes_t a = {len, (void *)(uintptr_t)name};
+
+	return headers_bytes_eq(a, b);
 }
 
 enum xcheck_answer
