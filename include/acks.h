@@ -13,10 +13,10 @@
 #include <stdint.h>
 
 struct acks {
-	uint64_t *slot;	   /* tag << 2 | state, at index % cap */
-	size_t cap;	   /* a power of two */
-	uint64_t head;	   /* absolute index of the oldest live delivery */
-	uint64_t tail;	   /* one past the newest */
+	uint64_t *slot;    /* tag << 2 | state, at index % cap */
+	size_t cap;        /* a power of two */
+	uint64_t head;     /* absolute index of the oldest live delivery */
+	uint64_t tail;     /* one past the newest */
 	uint64_t *pending; /* indexes settled since the last flush */
 	size_t npending, pcap;
 };

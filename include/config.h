@@ -89,7 +89,7 @@ enum tail_mode {
 	X(router, refused_park_after, DUR, "0s", 0, 315360000000LL, NULL,      \
 	  "park a message its target refused this long; 0s: retry forever")    \
 	X(router, max_redeliveries, UINT, "10", 1, 1000000, NULL,              \
-	  "park a message redelivered this many times without being settled") \
+	  "park a message redelivered this many times without being settled")  \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \
@@ -109,7 +109,7 @@ enum tail_mode {
 
 struct config {
 	char path[CONFIG_STR_MAX];
-#define CONFIG_DECLARE(sec, name, kind, def, lo, hi, choices, help)                     \
+#define CONFIG_DECLARE(sec, name, kind, def, lo, hi, choices, help)            \
 	CONFIG_FIELD_##kind sec##_##name CONFIG_ARRAY_##kind;                  \
 	int sec##_##name##_line;
 	CONFIG_KEYS(CONFIG_DECLARE)
@@ -133,25 +133,25 @@ void config_defaults(struct config *cfg);
  * problem, one per line as "FILE:LINE: section.key: why", in err.
  */
 int config_load(struct config *cfg, const char *path, char *err,
-		size_t errsize);
+                size_t errsize);
 
 /* Same, from a string (tests); name stands for the file in messages. */
 int config_load_string(struct config *cfg, const char *name, const char *text,
-		       char *err, size_t errsize);
+                       char *err, size_t errsize);
 
 /*
  * Is exchange allowed by the patterns of [router] allowed_targets?  Patterns
  * are shell globs (fnmatch); the default exchange "" is named amq.default.
  */
 int config_target_allowed(const struct config *cfg, const char *exchange,
-			  size_t len);
+                          size_t len);
 
 /*
  * The i-th URL of [broker] url (0-based) into out; -1 past the last.
  * config_load has checked that there is at least one and each parses.
  */
 int config_broker_url(const struct config *cfg, unsigned i, char *out,
-		      size_t size);
+                      size_t size);
 
 /* How many URLs [broker] url holds. */
 unsigned config_broker_url_count(const struct config *cfg);

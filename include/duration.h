@@ -21,7 +21,7 @@ enum duration_bare {
  * unit-less (when bare == DURATION_BARE_REJECT) or overflowing value.
  */
 int duration_parse(const char *s, size_t len, enum duration_bare bare,
-		   int64_t *ms, const char **why);
+                   int64_t *ms, const char **why);
 
 /* Format ms with the largest unit that divides it exactly ("90s", "250ms"). */
 void duration_format(int64_t ms, char *buf, size_t size);

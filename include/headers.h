@@ -23,7 +23,7 @@ int headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why);
  * digits, or an AMQP timestamp (seconds).  Returns 0 or -1 with *why.
  */
 int headers_epoch_ms(const amqp_field_value_t *v, int64_t *ms,
-		     const char **why);
+                     const char **why);
 
 /* Any integer kind as int64: 1 if it is one, 0 if not, -1 if too large. */
 int headers_integer(const amqp_field_value_t *v, int64_t *out);
@@ -33,15 +33,15 @@ int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
 
 /* What a header is to cascade (the table is in headers.c). */
 enum header_class {
-	HEADER_OTHER,	     /* the publisher's own */
+	HEADER_OTHER,        /* the publisher's own */
 	HEADER_DISTRIBUTION, /* CC, BCC */
-	HEADER_DELAY,	     /* x-remaining-delay, x-delay, x-deliver-at */
-	HEADER_TARGET,	     /* x-target-exchange, x-target-routing-key */
-	HEADER_BROKER,	     /* x-death, x-*-death-*, x-delivery-count */
-	HEADER_USER_ID,	     /* x-cascade-user-id */
-	HEADER_ATTEMPT,	     /* x-cascade-attempt */
+	HEADER_DELAY,        /* x-remaining-delay, x-delay, x-deliver-at */
+	HEADER_TARGET,       /* x-target-exchange, x-target-routing-key */
+	HEADER_BROKER,       /* x-death, x-*-death-*, x-delivery-count */
+	HEADER_USER_ID,      /* x-cascade-user-id */
+	HEADER_ATTEMPT,      /* x-cascade-attempt */
 	HEADER_PARK_NOTE,    /* x-cascade-error, x-cascade-dropped-headers */
-	HEADER_STATE,	     /* every other x-cascade-*: routing state */
+	HEADER_STATE,        /* every other x-cascade-*: routing state */
 	HEADER_CLASSES
 };
 
@@ -55,7 +55,7 @@ enum header_class headers_class(amqp_bytes_t key);
 
 /* The fate of key for use, and its class in *cls (unless NULL). */
 enum header_fate headers_fate(amqp_bytes_t key, enum header_use use,
-			      enum header_class *cls);
+                              enum header_class *cls);
 
 /* Whether a header is routing state that must not reach the target. */
 int headers_is_routing(amqp_bytes_t key);
@@ -74,13 +74,13 @@ int headers_key_prefix(amqp_bytes_t key, const char *prefix);
  * the pool is out of memory.
  */
 int headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
-		   int extra, amqp_pool_t *pool, amqp_table_t *out);
+                   int extra, amqp_pool_t *pool, amqp_table_t *out);
 
 /* Append an entry; the caller made room with headers_filter's extra. */
 void headers_put_i64(amqp_table_t *t, const char *key, int64_t v);
 void headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v);
 void headers_put_value(amqp_table_t *t, const char *key,
-		       const amqp_field_value_t *v);
+                       const amqp_field_value_t *v);
 
 /*
  * Bytes the properties take on the wire: the property flags and every
@@ -90,8 +90,9 @@ void headers_put_value(amqp_table_t *t, const char *key,
  * the connection after the method frame went out.
  */
 size_t headers_props_size(const amqp_basic_properties_t *p);
-#define HEADERS_FRAME_OVERHEAD 20 /* frame header and end, class, weight,
-				     body size */
+#define HEADERS_FRAME_OVERHEAD                                                 \
+	20 /* frame header and end, class, weight,                             \
+	      body size */
 
 /* The encoded size of one table (its 4-byte length included). */
 size_t headers_table_size(const amqp_table_t *t);

@@ -22,7 +22,7 @@ struct ladder {
  * of range or the top level overflows or passes LADDER_TTL_LIMIT_MS.
  */
 int ladder_init(struct ladder *l, int64_t resolution, uint64_t factor,
-		unsigned levels, const char **why);
+                unsigned levels, const char **why);
 
 /*
  * The level for a message with `remaining` ms left: the largest level whose
@@ -37,6 +37,6 @@ int ladder_pick(const struct ladder *l, int64_t remaining);
  * Writes at most max entries, returns how many hops there are in all.
  */
 size_t ladder_plan(const struct ladder *l, int64_t delay, int *hops,
-		   size_t max);
+                   size_t max);
 
 #endif

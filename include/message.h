@@ -26,8 +26,8 @@ struct message {
 	/* The delivery, as it came. */
 	enum route_source src; /* which consumer it came from */
 	int redelivered;       /* basic.deliver's flag */
-	int is_return;	       /* a basic.return, not a delivery */
-	int discard;	       /* arrived while stopping: never routed */
+	int is_return;         /* a basic.return, not a delivery */
+	int discard;           /* arrived while stopping: never routed */
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in the daemon's acks */
 	amqp_bytes_t exchange;

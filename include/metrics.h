@@ -41,7 +41,7 @@ struct metrics {
 	/* gauges: filled by the daemon just before rendering */
 	unsigned in_flight, held, retrying, paused;
 	unsigned queued;      /* waiting for the publish channel */
-	unsigned stuck;	      /* not even a parked copy could be published */
+	unsigned stuck;       /* not even a parked copy could be published */
 	unsigned backing_off; /* destinations backing off now */
 	int connected, consuming, blocked;
 };

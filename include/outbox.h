@@ -33,14 +33,14 @@
 
 struct outbox_item {
 	TAILQ_ENTRY(outbox_item) link;
-	uint64_t seq;		  /* publish sequence number, in flight */
-	int suspect;		  /* published alone, to find a culprit */
-	amqp_bytes_t exchange;	  /* published to */
+	uint64_t seq;             /* publish sequence number, in flight */
+	int suspect;              /* published alone, to find a culprit */
+	amqp_bytes_t exchange;    /* published to */
 	amqp_bytes_t routing_key; /* published with */
-	int returned;		  /* a basic.return named it */
-	char return_text[160];	  /* "312 NO_ROUTE" */
-	int64_t retry_at;	  /* monotonic ms, on the retry list */
-	unsigned retries;	  /* retries from memory so far */
+	int returned;             /* a basic.return named it */
+	char return_text[160];    /* "312 NO_ROUTE" */
+	int64_t retry_at;         /* monotonic ms, on the retry list */
+	unsigned retries;         /* retries from memory so far */
 };
 
 TAILQ_HEAD(outbox_list, outbox_item);
@@ -48,9 +48,9 @@ TAILQ_HEAD(outbox_list, outbox_item);
 struct outbox {
 	struct outbox_list queued, inflight, suspects, retry, paused, stuck;
 	uint64_t last_seq; /* of the newest publish since confirm.select */
-	int ready;	   /* the channel is open and in confirm mode */
-	int probing;	   /* suspects are being published one by one */
-	int blocked;	   /* connection.blocked: nothing may be sent */
+	int ready;         /* the channel is open and in confirm mode */
+	int probing;       /* suspects are being published one by one */
+	int blocked;       /* connection.blocked: nothing may be sent */
 };
 
 /* Retries from memory back off from OUTBOX_RETRY_MIN_MS to ..._MAX_MS. */
@@ -59,7 +59,7 @@ struct outbox {
 
 /* The item on a list that embeds it as `member` in a `type`. */
 #define OUTBOX_CONTAINER(item, type, member)                                   \
-	((type *)(void *)((char *)(item) - offsetof(type, member)))
+	((type *)(void *)((char *)(item)-offsetof(type, member)))
 
 void outbox_init(struct outbox *o);
 
@@ -71,7 +71,7 @@ void outbox_drop(struct outbox *o, outbox_free_fn free_item, void *ctx);
 
 /* Empty one list (retry, paused, stuck when stopping). */
 void outbox_drop_list(struct outbox_list *l, outbox_free_fn free_item,
-		      void *ctx);
+                      void *ctx);
 
 /* Items on a list. */
 unsigned outbox_count(const struct outbox_list *l);
@@ -90,7 +90,7 @@ void outbox_queue(struct outbox *o, struct outbox_item *it);
 
 /* It was published to exchange / routing_key: in flight, numbered. */
 void outbox_sent(struct outbox *o, struct outbox_item *it,
-		 amqp_bytes_t exchange, amqp_bytes_t routing_key);
+                 amqp_bytes_t exchange, amqp_bytes_t routing_key);
 
 /*
  * The next item to publish now, taken off its list, or NULL: while probing
@@ -106,7 +106,7 @@ struct outbox_item *outbox_next(struct outbox *o, int *probe_done);
  * taken.
  */
 struct outbox_item *outbox_confirmed(struct outbox *o, uint64_t tag,
-				     int multiple);
+                                     int multiple);
 
 /* Same content as published?  The caller's test for a basic.return. */
 typedef int (*outbox_same_fn)(const struct outbox_item *it, void *ctx);
@@ -116,12 +116,12 @@ typedef int (*outbox_same_fn)(const struct outbox_item *it, void *ctx);
  * is marked returned (its confirm comes next), or NULL when none matches.
  */
 struct outbox_item *outbox_returned(struct outbox *o, amqp_bytes_t exchange,
-				    amqp_bytes_t routing_key, const char *text,
-				    outbox_same_fn same, void *ctx);
+                                    amqp_bytes_t routing_key, const char *text,
+                                    outbox_same_fn same, void *ctx);
 
 enum outbox_close {
 	OUTBOX_CLOSE_FAIL,    /* not caused by a publish: give up the
-				 connection */
+	                         connection */
 	OUTBOX_CLOSE_CULPRIT, /* the culprit is in *culprit */
 	OUTBOX_CLOSE_PROBE,   /* in flight become suspects: probing */
 };
@@ -133,14 +133,14 @@ enum outbox_close {
  * suspects, ahead of any older ones, in publish order.
  */
 enum outbox_close outbox_closed(struct outbox *o, int by_publish,
-				struct outbox_item **culprit);
+                                struct outbox_item **culprit);
 
 /*
  * Publish it again later, from memory, with jittered exponential backoff
  * (unit: a number in [0, 1)).  Returns the wait in ms.
  */
 int64_t outbox_retry_later(struct outbox *o, struct outbox_item *it,
-			   int64_t now, double unit);
+                           int64_t now, double unit);
 
 /* The next item whose retry is due at now, taken off retry, or NULL. */
 struct outbox_item *outbox_retry_due(struct outbox *o, int64_t now);

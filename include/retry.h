@@ -26,8 +26,8 @@ struct retry_policy {
 	unsigned ndelays;
 	int64_t initial, max;
 	double multiplier, jitter;
-	unsigned set;	 /* RETRY_KEY_* bits given in the file */
-	int line;	 /* line of the section header's first key */
+	unsigned set; /* RETRY_KEY_* bits given in the file */
+	int line;     /* line of the section header's first key */
 };
 
 struct retry_table {
@@ -44,7 +44,7 @@ void retry_defaults(struct retry_policy *p);
  * value, -2 for an unknown key, -3 for a key given twice.
  */
 int retry_set(struct retry_policy *p, const char *key, const char *value,
-	      const char **why);
+              const char **why);
 
 /* The policy for [retry.QUEUE], added (inheriting nothing yet) if new. */
 struct retry_policy *retry_section(struct retry_table *t, const char *queue);
@@ -57,7 +57,7 @@ int retry_check(const struct retry_policy *p, const char **why);
 
 /* The policy for a queue: its own section, or the default. */
 const struct retry_policy *retry_find(const struct retry_table *t,
-				      amqp_bytes_t queue);
+                                      amqp_bytes_t queue);
 
 /*
  * The delay before attempt n (1 for the first retry).  List: the n-th delay,

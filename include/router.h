@@ -63,7 +63,7 @@ enum park_kind {
 #define PARK_ENUM(name) PARK_##name,
 	ROUTER_PARK_KINDS(PARK_ENUM)
 #undef PARK_ENUM
-	PARK_KINDS
+	    PARK_KINDS
 };
 
 /* The kind's name, as in the metrics label. */
@@ -78,8 +78,8 @@ struct route {
 	amqp_bytes_t routing_key;
 	amqp_bytes_t expiration; /* the publisher's, held back until delivery */
 	int has_expiration;
-	unsigned attempt;   /* retry attempt to stamp; 0: leave as it is */
-	int fresh;	    /* first sight: the publisher's own headers */
+	unsigned attempt; /* retry attempt to stamp; 0: leave as it is */
+	int fresh;        /* first sight: the publisher's own headers */
 	amqp_bytes_t in_routing_key; /* the key it was published with */
 	amqp_bytes_t queue; /* work queue that gave up, recorded on park */
 	enum park_kind park;
@@ -100,8 +100,8 @@ struct route {
  * params: they live as long as those do.
  */
 void router_decide(const struct router_params *p, enum route_source src,
-		   const amqp_basic_properties_t *props,
-		   amqp_bytes_t routing_key, int64_t now, struct route *r);
+                   const amqp_basic_properties_t *props,
+                   amqp_bytes_t routing_key, int64_t now, struct route *r);
 
 /*
  * From r->due and the clock, the next step only: deliver, or the hop and
@@ -116,13 +116,13 @@ void router_step(const struct router_params *p, struct route *r, int64_t now);
  * delivery.
  */
 void router_hop(const struct router_params *p, struct route *r, int level,
-		int64_t now);
+                int64_t now);
 
 /* Turn a delivery into a parked message: set ROUTE_PARK and the reason. */
 void router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void router_vpark(struct route *r, enum park_kind kind, const char *fmt,
-		  va_list ap) __attribute__((format(printf, 3, 0)));
+                  va_list ap) __attribute__((format(printf, 3, 0)));
 
 /*
  * The guard against the unknown poison: a delivery seen max times or more
@@ -132,7 +132,7 @@ void router_vpark(struct route *r, enum park_kind kind, const char *fmt,
  * 1 with r set to park it, else 0 and r untouched.
  */
 int router_guard(enum route_source src, const amqp_basic_properties_t *props,
-		 amqp_bytes_t routing_key, uint64_t max, struct route *r);
+                 amqp_bytes_t routing_key, uint64_t max, struct route *r);
 
 /*
  * The properties to publish with for r: routing headers dropped, our state
@@ -140,6 +140,6 @@ int router_guard(enum route_source src, const amqp_basic_properties_t *props,
  * as x-cascade-user-id.  Tables come from pool.  Returns -1 out of memory.
  */
 int router_props(const amqp_basic_properties_t *in, const struct route *r,
-		 amqp_pool_t *pool, amqp_basic_properties_t *out);
+                 amqp_pool_t *pool, amqp_basic_properties_t *out);
 
 #endif

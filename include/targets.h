@@ -26,10 +26,10 @@ struct target {
 	char routing_key[256];
 	uint8_t exchange_len;
 	uint8_t routing_key_len;
-	unsigned refusals;	/* in a row; 0: accepting */
-	int64_t until;		/* backing off until (ms, caller's clock) */
-	int64_t last_refused;	/* when it last refused (same clock) */
-	uint64_t refused_total; /* nacks, ever */
+	unsigned refusals;       /* in a row; 0: accepting */
+	int64_t until;           /* backing off until (ms, caller's clock) */
+	int64_t last_refused;    /* when it last refused (same clock) */
+	uint64_t refused_total;  /* nacks, ever */
 	uint64_t diverted_total; /* messages sent round the ladder for it */
 };
 
@@ -49,11 +49,11 @@ void targets_free(struct targets *ts);
  * remembered then, and the caller retries as if it had backed off min_ms).
  */
 int64_t targets_refused(struct targets *ts, amqp_bytes_t exchange,
-			amqp_bytes_t routing_key, int64_t now);
+                        amqp_bytes_t routing_key, int64_t now);
 
 /* The destination took a publish: it backs off no more. */
 void targets_accepted(struct targets *ts, amqp_bytes_t exchange,
-		      amqp_bytes_t routing_key);
+                      amqp_bytes_t routing_key);
 
 /*
  * How long the destination still backs off at now, in ms; 0 when a publish
@@ -61,11 +61,11 @@ void targets_accepted(struct targets *ts, amqp_bytes_t exchange,
  * probes it).
  */
 int64_t targets_wait(const struct targets *ts, amqp_bytes_t exchange,
-		     amqp_bytes_t routing_key, int64_t now);
+                     amqp_bytes_t routing_key, int64_t now);
 
 /* A message for the destination was sent round the ladder (for metrics). */
 void targets_diverted(struct targets *ts, amqp_bytes_t exchange,
-		      amqp_bytes_t routing_key);
+                      amqp_bytes_t routing_key);
 
 /* Destinations backing off at now. */
 size_t targets_backing_off(const struct targets *ts, int64_t now);

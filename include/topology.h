@@ -25,7 +25,7 @@ struct topology {
 
 /* Names for cfg's prefix and ladder.  Pure. */
 void topology_names(struct topology *t, const char *prefix,
-		    const struct ladder *l);
+                    const struct ladder *l);
 
 /* topology_declare: a queue exists with other arguments (406). */
 #define TOPOLOGY_MISMATCH (-2)
@@ -48,8 +48,8 @@ void topology_names(struct topology *t, const char *prefix,
  * them.
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
-		     const struct config *cfg, const struct topology *t,
-		     const struct ladder *l, int reject_parks[3], char *err,
-		     size_t errsize);
+                     const struct config *cfg, const struct topology *t,
+                     const struct ladder *l, int reject_parks[3], char *err,
+                     size_t errsize);
 
 #endif

@@ -18,14 +18,14 @@
 
 #include "outbox.h"
 
-#define XCHECK_CACHE 256     /* exchanges remembered */
-#define XCHECK_TTL_MS 10000  /* how long an answer is believed */
+#define XCHECK_CACHE 256    /* exchanges remembered */
+#define XCHECK_TTL_MS 10000 /* how long an answer is believed */
 
 struct xcheck_lookup {
 	TAILQ_ENTRY(xcheck_lookup) link;
 	char name[256];
 	size_t len;
-	int sent;		    /* the declare is on the wire */
+	int sent;                   /* the declare is on the wire */
 	struct outbox_list waiters; /* messages for this exchange */
 };
 
@@ -34,8 +34,8 @@ TAILQ_HEAD(xcheck_lookups, xcheck_lookup);
 struct xcheck_entry {
 	char name[256];
 	size_t len;
-	int64_t until;	    /* monotonic ms */
-	char refused[300];  /* why the broker refused a publish to it */
+	int64_t until;     /* monotonic ms */
+	char refused[300]; /* why the broker refused a publish to it */
 };
 
 struct xcheck {
@@ -54,11 +54,11 @@ enum xcheck_answer {
 
 /* What is known about the exchange at now (monotonic ms). */
 enum xcheck_answer xcheck_find(const struct xcheck *x, amqp_bytes_t name,
-			       int64_t now, const char **why);
+                               int64_t now, const char **why);
 
 /* Remember that it exists (why NULL) or why publishes to it are refused. */
 void xcheck_add(struct xcheck *x, amqp_bytes_t name, const char *why,
-		int64_t now);
+                int64_t now);
 
 /*
  * Make it wait for the answer about name.  Returns the lookup to send when
@@ -66,7 +66,7 @@ void xcheck_add(struct xcheck *x, amqp_bytes_t name, const char *why,
  * returns NULL; it is then on no list).
  */
 struct xcheck_lookup *xcheck_wait(struct xcheck *x, amqp_bytes_t name,
-				  struct outbox_item *it, int *oom);
+                                  struct outbox_item *it, int *oom);
 
 /*
  * The answer to the oldest declare sent: that lookup, off the list, for

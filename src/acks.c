@@ -7,7 +7,7 @@
 enum {
 	ACK_OUTSTANDING = 0,
 	ACK_SETTLED = 1, /* may be acked, not sent yet */
-	ACK_SENT = 2,	 /* acked alone, waiting for the front to pass */
+	ACK_SENT = 2,    /* acked alone, waiting for the front to pass */
 };
 
 #define SLOT(a, i) ((a)->slot[(i) & ((a)->cap - 1)])

@@ -47,7 +47,7 @@ static const struct config_key config_keys[] = {
 	 ch,                                                                   \
 	 offsetof(struct config, sec##_##nm),                                  \
 	 offsetof(struct config, sec##_##nm##_line)},
-	CONFIG_KEYS(CONFIG_ENTRY)
+    CONFIG_KEYS(CONFIG_ENTRY)
 #undef CONFIG_ENTRY
 };
 
@@ -59,20 +59,20 @@ struct config_parse {
 	const char *name;
 	FILE *fp;
 	const char *text;
-	int line;	    /* line the handler is looking at */
-	int lines_done;	    /* complete lines handed to inih */
+	int line;       /* line the handler is looking at */
+	int lines_done; /* complete lines handed to inih */
 	int errors;
 	char *err;
 	size_t errsize, errlen;
 };
 
-static void
-config_error(struct config_parse *p, int line, const char *key,
-	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void config_error(struct config_parse *p, int line, const char *key,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static void
-config_error(struct config_parse *p, int line, const char *key,
-	     const char *fmt, ...)
+config_error(struct config_parse *p, int line, const char *key, const char *fmt,
+             ...)
 {
 	va_list ap;
 	int n;
@@ -82,12 +82,12 @@ config_error(struct config_parse *p, int line, const char *key,
 		return;
 	if (line > 0)
 		n = snprintf(p->err + p->errlen, p->errsize - p->errlen,
-			     "%s:%d: %s%s", p->name, line, key ? key : "",
-			     key ? ": " : "");
+		             "%s:%d: %s%s", p->name, line, key ? key : "",
+		             key ? ": " : "");
 	else
 		n = snprintf(p->err + p->errlen, p->errsize - p->errlen,
-			     "%s: %s%s", p->name, key ? key : "",
-			     key ? ": " : "");
+		             "%s: %s%s", p->name, key ? key : "",
+		             key ? ": " : "");
 	if (n < 0 || (size_t)n >= p->errsize - p->errlen) {
 		p->errlen = p->errsize - 1;
 		return;
@@ -108,7 +108,7 @@ config_error(struct config_parse *p, int line, const char *key,
 /* Set one key from text; *why says what is wrong when it returns -1. */
 static int
 config_set(struct config *cfg, const struct config_key *k, const char *value,
-	   const char **why)
+           const char **why)
 {
 	char *field = (char *)cfg + k->offset;
 	static char whybuf[128];
@@ -124,7 +124,7 @@ config_set(struct config *cfg, const struct config_key *k, const char *value,
 		}
 		if (strlen(value) > (size_t)k->hi) {
 			snprintf(whybuf, sizeof(whybuf),
-				 "longer than %" PRId64 " characters", k->hi);
+			         "longer than %" PRId64 " characters", k->hi);
 			*why = whybuf;
 			return -1;
 		}
@@ -132,14 +132,14 @@ config_set(struct config *cfg, const struct config_key *k, const char *value,
 		return 0;
 	case CONFIG_KIND_DUR:
 		if (duration_parse(value, strlen(value), DURATION_BARE_REJECT,
-				   &ms, why) < 0)
+		                   &ms, why) < 0)
 			return -1;
 		if (ms < k->lo || ms > k->hi) {
 			char lo[32], hi[32];
 			duration_format(k->lo, lo, sizeof(lo));
 			duration_format(k->hi, hi, sizeof(hi));
 			snprintf(whybuf, sizeof(whybuf),
-				 "out of range (%s to %s)", lo, hi);
+			         "out of range (%s to %s)", lo, hi);
 			*why = whybuf;
 			return -1;
 		}
@@ -159,8 +159,8 @@ config_set(struct config *cfg, const struct config_key *k, const char *value,
 		if (errno == ERANGE || u < (uint64_t)k->lo ||
 		    u > (uint64_t)k->hi) {
 			snprintf(whybuf, sizeof(whybuf),
-				 "out of range (%" PRId64 " to %" PRId64 ")",
-				 k->lo, k->hi);
+			         "out of range (%" PRId64 " to %" PRId64 ")",
+			         k->lo, k->hi);
 			*why = whybuf;
 			return -1;
 		}
@@ -182,7 +182,7 @@ config_set(struct config *cfg, const struct config_key *k, const char *value,
 			index++;
 		}
 		snprintf(whybuf, sizeof(whybuf), "must be one of %s",
-			 k->choices);
+		         k->choices);
 		*why = whybuf;
 		return -1;
 	}
@@ -198,8 +198,8 @@ config_defaults(struct config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	for (size_t i = 0; i < CONFIG_NKEYS; i++)
-		if (config_set(cfg, &config_keys[i], config_keys[i].def,
-			       &why) < 0)
+		if (config_set(cfg, &config_keys[i], config_keys[i].def, &why) <
+		    0)
 			abort(); /* a bad default is a broken build */
 	retry_defaults(&cfg->retry.def);
 }
@@ -207,7 +207,7 @@ config_defaults(struct config *cfg)
 /* [retry] and [retry.QUEUE] keys; their names depend on the user's queues. */
 static void
 config_retry(struct config_parse *p, const char *section, const char *name,
-	     const char *value, const char *key)
+             const char *value, const char *key)
 {
 	struct retry_policy *rp;
 	const char *why = "";
@@ -221,9 +221,9 @@ config_retry(struct config_parse *p, const char *section, const char *name,
 		rp = retry_section(&p->cfg->retry, section + 6);
 		if (rp == NULL) {
 			config_error(p, p->line, key,
-				     "more than %d [retry.*] sections, or a "
-				     "queue name longer than 255 bytes",
-				     RETRY_MAX_POLICIES);
+			             "more than %d [retry.*] sections, or a "
+			             "queue name longer than 255 bytes",
+			             RETRY_MAX_POLICIES);
 			return;
 		}
 	}
@@ -234,8 +234,8 @@ config_retry(struct config_parse *p, const char *section, const char *name,
 		return;
 	case -2:
 		config_error(p, p->line, key,
-			     "unknown key (max_retries, delays, backoff, "
-			     "initial, multiplier, max, jitter)");
+		             "unknown key (max_retries, delays, backoff, "
+		             "initial, multiplier, max, jitter)");
 		return;
 	case -3:
 		config_error(p, p->line, key, "given twice");
@@ -248,7 +248,7 @@ config_retry(struct config_parse *p, const char *section, const char *name,
 
 static int
 config_handler(void *user, const char *section, const char *name,
-	       const char *value)
+               const char *value)
 {
 	struct config_parse *p = user;
 	const struct config_key *k = NULL;
@@ -257,7 +257,8 @@ config_handler(void *user, const char *section, const char *name,
 	int known_section = 0, first;
 
 	snprintf(key, sizeof(key), "%s.%s", section, name);
-	if (strcmp(section, "retry") == 0 || strncmp(section, "retry.", 6) == 0) {
+	if (strcmp(section, "retry") == 0 ||
+	    strncmp(section, "retry.", 6) == 0) {
 		config_retry(p, section, name, value, key);
 		return 1;
 	}
@@ -271,23 +272,24 @@ config_handler(void *user, const char *section, const char *name,
 	if (!known_section) {
 		if (*section == '\0')
 			config_error(p, p->line, name,
-				     "key outside any section");
+			             "key outside any section");
 		else
 			config_error(p, p->line, key, "unknown section [%s]",
-				     section);
+			             section);
 		return 1;
 	}
 	if (k == NULL) {
 		config_error(p, p->line, key, "unknown key");
 		return 1;
 	}
-	/* inih also hands an indented line to the key above as a continuation. */
+	/* inih also hands an indented line to the key above as a continuation.
+	 */
 	first = *(int *)((char *)p->cfg + k->line_offset);
 	if (first != 0) {
 		config_error(p, p->line, key,
-			     "given twice (first on line %d; an indented line "
-			     "continues the key above it)",
-			     first);
+		             "given twice (first on line %d; an indented line "
+		             "continues the key above it)",
+		             first);
 		return 1;
 	}
 	if (config_set(p->cfg, k, value, &why) < 0) {
@@ -302,7 +304,7 @@ static int
 section_known(const char *name, size_t len)
 {
 	static const char *const known[] = {"broker", "topology", "router",
-					    "retry",  "metrics",  "log"};
+	                                    "retry",  "metrics",  "log"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
@@ -328,7 +330,7 @@ config_section_line(struct config_parse *p, const char *line)
 		return; /* inih reports the syntax error */
 	if (!section_known(s + 1, (size_t)(end - s - 1)))
 		config_error(p, p->line, NULL, "unknown section [%.*s]",
-			     (int)(end - s - 1), s + 1);
+		             (int)(end - s - 1), s + 1);
 }
 
 /* inih reads one line per call; counting them here gives the handler lines. */
@@ -361,7 +363,7 @@ config_reader(char *buf, int size, void *stream)
 	} else if (n == (size_t)size - 1) {
 		/* The rest of the line would come back as a line of its own. */
 		config_error(p, p->line, NULL, "line longer than %d characters",
-			     size - 2);
+		             size - 2);
 		return NULL;
 	}
 	return buf;
@@ -374,7 +376,7 @@ config_line(const struct config *cfg, const char *sec, const char *name)
 		if (strcmp(config_keys[i].section, sec) == 0 &&
 		    strcmp(config_keys[i].name, name) == 0)
 			return *(const int *)((const char *)cfg +
-					      config_keys[i].line_offset);
+			                      config_keys[i].line_offset);
 	return 0;
 }
 
@@ -429,60 +431,64 @@ config_check_secrets(struct config_parse *p, int tls_url)
 		const char *key;
 		size_t offset, line_offset;
 	} tls[] = {
-		{"broker.tls_ca_file", offsetof(struct config, broker_tls_ca_file),
-		 offsetof(struct config, broker_tls_ca_file_line)},
-		{"broker.tls_cert_file",
-		 offsetof(struct config, broker_tls_cert_file),
-		 offsetof(struct config, broker_tls_cert_file_line)},
-		{"broker.tls_key_file", offsetof(struct config, broker_tls_key_file),
-		 offsetof(struct config, broker_tls_key_file_line)},
+	    {"broker.tls_ca_file", offsetof(struct config, broker_tls_ca_file),
+	     offsetof(struct config, broker_tls_ca_file_line)},
+	    {"broker.tls_cert_file",
+	     offsetof(struct config, broker_tls_cert_file),
+	     offsetof(struct config, broker_tls_cert_file_line)},
+	    {"broker.tls_key_file",
+	     offsetof(struct config, broker_tls_key_file),
+	     offsetof(struct config, broker_tls_key_file_line)},
 	};
 
 	if (env != NULL && *env != '\0') {
 		if (strlen(env) >= sizeof(cfg->broker_password)) {
-			config_error(p, 0, "CASCADE_BROKER_PASSWORD", "too long");
+			config_error(p, 0, "CASCADE_BROKER_PASSWORD",
+			             "too long");
 		} else {
 			memcpy(cfg->broker_password, env, strlen(env) + 1);
 			cfg->broker_password_set = 1;
 		}
 	} else if (cfg->broker_password_file[0] != '\0') {
 		if (read_first_line(cfg->broker_password_file,
-				    cfg->broker_password,
-				    sizeof(cfg->broker_password), &why) < 0)
+		                    cfg->broker_password,
+		                    sizeof(cfg->broker_password), &why) < 0)
 			config_error(p, cfg->broker_password_file_line,
-				     "broker.password_file", "%s: %s",
-				     cfg->broker_password_file, why);
+			             "broker.password_file", "%s: %s",
+			             cfg->broker_password_file, why);
 		else
 			cfg->broker_password_set = 1;
 	}
 	for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++) {
 		const char *path = (const char *)cfg + tls[i].offset;
-		int line = *(const int *)((const char *)cfg + tls[i].line_offset);
+		int line =
+		    *(const int *)((const char *)cfg + tls[i].line_offset);
 		FILE *fp;
 
 		if (*path == '\0')
 			continue;
 		if (!tls_url) {
 			config_error(p, line, tls[i].key,
-				     "set, but no broker URL is amqps://");
+			             "set, but no broker URL is amqps://");
 			continue;
 		}
 		fp = fopen(path, "r");
 		if (fp == NULL)
 			config_error(p, line, tls[i].key, "%s: %s", path,
-				     strerror(errno));
+			             strerror(errno));
 		else
 			fclose(fp);
 	}
 	if ((cfg->broker_tls_cert_file[0] == '\0') !=
 	    (cfg->broker_tls_key_file[0] == '\0'))
 		config_error(p,
-			     cfg->broker_tls_cert_file_line +
-				     cfg->broker_tls_key_file_line,
-			     cfg->broker_tls_cert_file[0] ? "broker.tls_cert_file"
-							  : "broker.tls_key_file",
-			     "a client certificate needs both tls_cert_file "
-			     "and tls_key_file");
+		             cfg->broker_tls_cert_file_line +
+		                 cfg->broker_tls_key_file_line,
+		             cfg->broker_tls_cert_file[0]
+		                 ? "broker.tls_cert_file"
+		                 : "broker.tls_key_file",
+		             "a client certificate needs both tls_cert_file "
+		             "and tls_key_file");
 }
 
 /* Each pattern of allowed_targets, split at commas and blanks. */
@@ -502,7 +508,7 @@ next_pattern(const char **s, char *out, size_t size)
 
 int
 config_target_allowed(const struct config *cfg, const char *exchange,
-		      size_t len)
+                      size_t len)
 {
 	const char *s = cfg->router_allowed_targets;
 	char pattern[CONFIG_STR_MAX], name[256];
@@ -541,69 +547,70 @@ config_check(struct config_parse *p)
 			cfg->broker_url_line = 0;
 		}
 	}
-	for (unsigned i = 0;
-	     config_broker_url(cfg, i, url, sizeof(url)) == 0; i++) {
+	for (unsigned i = 0; config_broker_url(cfg, i, url, sizeof(url)) == 0;
+	     i++) {
 		char masked[CONFIG_STR_MAX];
 		config_mask_url(url, masked, sizeof(masked));
-		/* amqp_parse_url cuts its argument apart: it gets url, a copy. */
+		/* amqp_parse_url cuts its argument apart: it gets url, a copy.
+		 */
 		if (amqp_parse_url(url, &info) != AMQP_STATUS_OK)
-			config_error(p, cfg->broker_url_line,
-				     cfg->broker_url_line ? "broker.url"
-							  : "CASCADE_BROKER_URL",
-				     "not an amqp:// or amqps:// URL: \"%s\"",
-				     masked);
+			config_error(
+			    p, cfg->broker_url_line,
+			    cfg->broker_url_line ? "broker.url"
+			                         : "CASCADE_BROKER_URL",
+			    "not an amqp:// or amqps:// URL: \"%s\"", masked);
 		else if (info.ssl)
 			tls_url = 1;
 	}
 	if (config_broker_url_count(cfg) == 0)
 		config_error(p, cfg->broker_url_line,
-			     cfg->broker_url_line ? "broker.url"
-						  : "CASCADE_BROKER_URL",
-			     "no URL");
+		             cfg->broker_url_line ? "broker.url"
+		                                  : "CASCADE_BROKER_URL",
+		             "no URL");
 	config_check_secrets(p, tls_url);
 	if (!prefix_valid(cfg->topology_prefix))
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
-			     "use only letters, digits and . - _ :");
+		             "use only letters, digits and . - _ :");
 	else if (strncmp(cfg->topology_prefix, "amq.", 4) == 0)
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
-			     "names starting with amq. are reserved by "
-			     "RabbitMQ");
+		             "names starting with amq. are reserved by "
+		             "RabbitMQ");
 	{
 		const char *s = cfg->router_allowed_targets;
 		char pattern[CONFIG_STR_MAX];
 		if (!next_pattern(&s, pattern, sizeof(pattern)))
 			config_error(p, cfg->router_allowed_targets_line,
-				     "router.allowed_targets",
-				     "no pattern: nothing could be delivered "
-				     "(* allows every exchange)");
+			             "router.allowed_targets",
+			             "no pattern: nothing could be delivered "
+			             "(* allows every exchange)");
 	}
 	if (cfg->metrics_listen[0] != '\0') {
 		char host[256], port[16];
 		if (httpd_parse_listen(cfg->metrics_listen, host, sizeof(host),
-				       port, sizeof(port), &why) < 0)
+		                       port, sizeof(port), &why) < 0)
 			config_error(p, cfg->metrics_listen_line,
-				     "metrics.listen", "%s: \"%s\"", why,
-				     cfg->metrics_listen);
+			             "metrics.listen", "%s: \"%s\"", why,
+			             cfg->metrics_listen);
 	}
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
-			     "AMQP heartbeats are whole seconds");
+		             "AMQP heartbeats are whole seconds");
 	retry_inherit(&cfg->retry);
 	if (retry_check(&cfg->retry.def, &why) < 0)
 		config_error(p, cfg->retry.def.line, "retry", "%s", why);
 	for (unsigned i = 0; i < cfg->retry.n; i++) {
 		char sec[RETRY_QUEUE_MAX + 8];
-		snprintf(sec, sizeof(sec), "retry.%s", cfg->retry.queues[i].queue);
+		snprintf(sec, sizeof(sec), "retry.%s",
+		         cfg->retry.queues[i].queue);
 		if (retry_check(&cfg->retry.queues[i], &why) < 0)
 			config_error(p, cfg->retry.queues[i].line, sec, "%s",
-				     why);
+			             why);
 	}
-	if (ladder_init(&ladder, cfg->topology_resolution,
-			cfg->topology_factor, (unsigned)cfg->topology_levels,
-			&why) < 0) {
+	if (ladder_init(&ladder, cfg->topology_resolution, cfg->topology_factor,
+	                (unsigned)cfg->topology_levels, &why) < 0) {
 		/* Name the last of the three keys the file sets. */
 		static const char *const keys[] = {"resolution", "factor",
-						   "levels"};
+		                                   "levels"};
 		const char *key = "levels";
 		int line = 0;
 		char name[32];
@@ -629,8 +636,9 @@ config_parse_any(struct config *cfg, struct config_parse *p)
 	rc = ini_parse_stream(config_reader, p, config_handler, p);
 	/* The handler never fails, so inih's line is a syntax error. */
 	if (rc > 0)
-		config_error(p, rc, NULL,
-			     "syntax error (expected [section] or key = value)");
+		config_error(
+		    p, rc, NULL,
+		    "syntax error (expected [section] or key = value)");
 	config_check(p);
 	return p->errors ? -1 : 0;
 }
@@ -638,8 +646,8 @@ config_parse_any(struct config *cfg, struct config_parse *p)
 int
 config_load(struct config *cfg, const char *path, char *err, size_t errsize)
 {
-	struct config_parse p = {.cfg = cfg, .name = path, .err = err,
-				 .errsize = errsize};
+	struct config_parse p = {
+	    .cfg = cfg, .name = path, .err = err, .errsize = errsize};
 	int rc;
 
 	if (errsize)
@@ -647,7 +655,7 @@ config_load(struct config *cfg, const char *path, char *err, size_t errsize)
 	p.fp = fopen(path, "r");
 	if (p.fp == NULL) {
 		snprintf(err, errsize, "%s: cannot open: %s\n", path,
-			 strerror(errno));
+		         strerror(errno));
 		return -1;
 	}
 	rc = config_parse_any(cfg, &p);
@@ -657,10 +665,13 @@ config_load(struct config *cfg, const char *path, char *err, size_t errsize)
 
 int
 config_load_string(struct config *cfg, const char *name, const char *text,
-		   char *err, size_t errsize)
+                   char *err, size_t errsize)
 {
-	struct config_parse p = {.cfg = cfg, .name = name, .text = text,
-				 .err = err, .errsize = errsize};
+	struct config_parse p = {.cfg = cfg,
+	                         .name = name,
+	                         .text = text,
+	                         .err = err,
+	                         .errsize = errsize};
 
 	if (errsize)
 		err[0] = '\0';
@@ -687,7 +698,7 @@ mask_one(const char *s, size_t n, char *out, size_t size)
 		snprintf(out + len, size - len, "%.*s", (int)n, s);
 	else
 		snprintf(out + len, size - len, "%.*s:***%.*s",
-			 (int)(colon - s), s, (int)(n - (size_t)(at - s)), at);
+		         (int)(colon - s), s, (int)(n - (size_t)(at - s)), at);
 }
 
 void
@@ -711,8 +722,7 @@ config_mask_url(const char *url, char *out, size_t size)
 }
 
 int
-config_broker_url(const struct config *cfg, unsigned i, char *out,
-		  size_t size)
+config_broker_url(const struct config *cfg, unsigned i, char *out, size_t size)
 {
 	const char *p = cfg->broker_url;
 	size_t n;

@@ -59,21 +59,21 @@ struct daemon {
 	struct router_params rp;
 
 	amqp_connection_state_t conn;
-	int broken;	/* connection failed; teardown pending */
+	int broken; /* connection failed; teardown pending */
 	int consuming;
 	int check_open; /* BROKER_CH_CHECK usable */
 	int frame_max;
 	/* Rejecting a delivery from this source parks it (topology.h). */
 	int reject_parks[METRICS_NSOURCES];
 	struct message *assembling;
-	struct outbox out;	  /* publishes on BROKER_CH_PUB */
-	struct xcheck xc;	  /* target exchanges, BROKER_CH_CHECK */
+	struct outbox out;        /* publishes on BROKER_CH_PUB */
+	struct xcheck xc;         /* target exchanges, BROKER_CH_CHECK */
 	struct message_list held; /* the sub-resolution tail */
 	struct targets targets;
 	amqp_pool_t scratch;
 	struct acks acks;
 	unsigned reconnects;
-	unsigned refused;	   /* nacks and returns not yet logged */
+	unsigned refused;          /* nacks and returns not yet logged */
 	int64_t refused_logged_at; /* mono ms */
 
 	ev_io io;
@@ -88,7 +88,7 @@ struct daemon {
 	int stopping;
 	int exit_code;
 	int notified_ready; /* told systemd READY=1 */
-	unsigned urls;	    /* how many [broker] url holds */
+	unsigned urls;      /* how many [broker] url holds */
 	unsigned url_next;  /* the next to try, modulo urls */
 
 	struct httpd *httpd;
@@ -149,9 +149,9 @@ static const struct {
 	const char *tag;
 	enum route_source src;
 } consumers[] = {
-	{"ingress", ROUTE_FROM_INGRESS},
-	{"return", ROUTE_FROM_RETURN},
-	{"retry", ROUTE_FROM_RETRY},
+    {"ingress", ROUTE_FROM_INGRESS},
+    {"return", ROUTE_FROM_RETURN},
+    {"retry", ROUTE_FROM_RETRY},
 };
 
 #define NCONSUMERS (sizeof(consumers) / sizeof(consumers[0]))
@@ -208,12 +208,12 @@ daemon_fail(struct daemon *d, const char *why)
 		return;
 	/* What we drop is redelivered by the broker: say how much. */
 	log_error("connection_lost",
-		  " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u"
-		  " queued=%u",
-		  why, outbox_count(&d->out.inflight), message_count(&d->held),
-		  outbox_count(&d->out.retry), outbox_count(&d->out.paused),
-		  outbox_count(&d->out.queued) +
-			  outbox_count(&d->out.suspects));
+	          " reason=\"%s\" in_flight=%u held=%u retrying=%u paused=%u"
+	          " queued=%u",
+	          why, outbox_count(&d->out.inflight), message_count(&d->held),
+	          outbox_count(&d->out.retry), outbox_count(&d->out.paused),
+	          outbox_count(&d->out.queued) +
+	              outbox_count(&d->out.suspects));
 	sd_notifyf(0, "STATUS=reconnecting: %s", why);
 	daemon_teardown_soon(d);
 }
@@ -244,8 +244,8 @@ daemon_drop_state(struct daemon *d)
 static void
 on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct daemon *d = (struct daemon *)((char *)w -
-					     offsetof(struct daemon, teardown));
+	struct daemon *d =
+	    (struct daemon *)((char *)w - offsetof(struct daemon, teardown));
 	double delay;
 
 	(void)loop;
@@ -268,9 +268,9 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	delay = backoff_seconds(d->reconnects++, RECONNECT_MIN_MS,
-				d->cfg->broker_reconnect_max);
-	log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u",
-		 delay * 1000, d->reconnects);
+	                        d->cfg->broker_reconnect_max);
+	log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u", delay * 1000,
+	         d->reconnects);
 	ev_timer_set(&d->reconnect, delay, 0.);
 	ev_timer_start(d->loop, &d->reconnect);
 }
@@ -278,8 +278,8 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 static void
 on_reconnect(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct daemon *d = (struct daemon *)((char *)w -
-					     offsetof(struct daemon, reconnect));
+	struct daemon *d =
+	    (struct daemon *)((char *)w - offsetof(struct daemon, reconnect));
 
 	(void)loop;
 	(void)revents;
@@ -319,13 +319,13 @@ daemon_flush_acks(struct daemon *d)
 		daemon_fail(d, amqp_error_string2(st));
 }
 
-static void
-daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
-	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void daemon_park(struct daemon *d, struct message *m,
+                        enum park_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static void
 daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
-	    const char *fmt, ...)
+            const char *fmt, ...)
 {
 	va_list ap;
 
@@ -339,10 +339,9 @@ static void
 daemon_log_park(const struct daemon *d, const struct message *m)
 {
 	log_warn("parked",
-		 " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
-		 d->topo.error, m->route.reason,
-		 consumer_queue(d, m->src),
-		 (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+	         " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
+	         d->topo.error, m->route.reason, consumer_queue(d, m->src),
+	         (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
 static void
@@ -355,7 +354,7 @@ daemon_retry_arm(struct daemon *d)
 	if (d->out.blocked || first == INT64_MAX)
 		return;
 	ev_timer_set(&d->retry_timer,
-		     first > now ? (double)(first - now) / 1000.0 : 0., 0.);
+	             first > now ? (double)(first - now) / 1000.0 : 0., 0.);
 	ev_timer_start(d->loop, &d->retry_timer);
 }
 
@@ -383,8 +382,8 @@ daemon_resume(struct daemon *d)
 
 /* A publish was refused: log it, one line a second at most. */
 static void
-daemon_log_refused(struct daemon *d, const struct message *m,
-		   const char *why, int64_t wait_ms)
+daemon_log_refused(struct daemon *d, const struct message *m, const char *why,
+                   int64_t wait_ms)
 {
 	int64_t now = mono_ms();
 
@@ -393,12 +392,12 @@ daemon_log_refused(struct daemon *d, const struct message *m,
 	if (now - d->refused_logged_at < 1000)
 		return;
 	log_warn("publish_refused",
-		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\" "
-		 "count=%u backoff_ms=%" PRId64,
-		 why, (int)m->out.exchange.len,
-		 (const char *)m->out.exchange.bytes,
-		 (int)m->out.routing_key.len,
-		 (const char *)m->out.routing_key.bytes, d->refused, wait_ms);
+	         " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\" "
+	         "count=%u backoff_ms=%" PRId64,
+	         why, (int)m->out.exchange.len,
+	         (const char *)m->out.exchange.bytes,
+	         (int)m->out.routing_key.len,
+	         (const char *)m->out.routing_key.bytes, d->refused, wait_ms);
 	d->refused = 0;
 	d->refused_logged_at = now;
 }
@@ -411,8 +410,8 @@ daemon_log_refused(struct daemon *d, const struct message *m,
 static void
 daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 {
-	int64_t wait = outbox_retry_later(&d->out, &m->out, mono_ms(),
-					  random_unit());
+	int64_t wait =
+	    outbox_retry_later(&d->out, &m->out, mono_ms(), random_unit());
 
 	daemon_log_refused(d, m, why, wait);
 	daemon_retry_arm(d);
@@ -421,9 +420,8 @@ daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 static void
 on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct daemon *d = (struct daemon *)((char *)w -
-					     offsetof(struct daemon,
-						      retry_timer));
+	struct daemon *d =
+	    (struct daemon *)((char *)w - offsetof(struct daemon, retry_timer));
 	struct outbox_item *it;
 	int64_t now = mono_ms();
 
@@ -455,8 +453,8 @@ daemon_hop_level(struct daemon *d, struct route *r)
 
 	while (level >= 0) {
 		wait = targets_wait(&d->targets, amqp_empty_bytes,
-				    amqp_cstring_bytes(d->topo.delay[level]),
-				    mono);
+		                    amqp_cstring_bytes(d->topo.delay[level]),
+		                    mono);
 		if (wait == 0)
 			break;
 		if (wait < first)
@@ -489,12 +487,12 @@ daemon_divert(struct daemon *d, struct message *m, int64_t wait)
 	if (after > 0 && now - r->refused_since >= after) {
 		duration_format(now - r->refused_since, a, sizeof(a));
 		daemon_park(d, m, PARK_refused,
-			    "target exchange '%.*s' routing key '%.*s' refused "
-			    "it for %s ([router] refused_park_after)",
-			    (int)r->exchange.len,
-			    (const char *)r->exchange.bytes,
-			    (int)r->routing_key.len,
-			    (const char *)r->routing_key.bytes, a);
+		            "target exchange '%.*s' routing key '%.*s' refused "
+		            "it for %s ([router] refused_park_after)",
+		            (int)r->exchange.len,
+		            (const char *)r->exchange.bytes,
+		            (int)r->routing_key.len,
+		            (const char *)r->routing_key.bytes, a);
 		return;
 	}
 	targets_diverted(&d->targets, r->exchange, r->routing_key);
@@ -514,25 +512,30 @@ daemon_nacked(struct daemon *d, struct message *m)
 	switch (r->action) {
 	case ROUTE_DELIVER:
 		wait = targets_refused(&d->targets, r->exchange, r->routing_key,
-				       mono_ms());
+		                       mono_ms());
 		if (wait <= 0)
 			wait = d->ladder.ttl[0];
-		daemon_log_refused(d, m, "target refused the delivery "
-					 "(queue full or unavailable)", wait);
+		daemon_log_refused(d, m,
+		                   "target refused the delivery "
+		                   "(queue full or unavailable)",
+		                   wait);
 		daemon_divert(d, m, wait);
 		return;
 	case ROUTE_HOP:
 		wait = targets_refused(&d->targets, amqp_empty_bytes,
-				       m->out.routing_key, mono_ms());
-		daemon_log_refused(d, m, "delay queue refused the hop "
-					 "(full or unavailable)", wait);
+		                       m->out.routing_key, mono_ms());
+		daemon_log_refused(d, m,
+		                   "delay queue refused the hop "
+		                   "(full or unavailable)",
+		                   wait);
 		/* Step afresh: a lower level, or deliver if due by now. */
 		router_step(&d->rp, r, now_ms());
 		daemon_dispatch(d, m);
 		return;
 	default:
-		daemon_retry_later(d, m, "broker nacked the publish "
-					 "(queue full or unavailable)");
+		daemon_retry_later(d, m,
+		                   "broker nacked the publish "
+		                   "(queue full or unavailable)");
 		return;
 	}
 }
@@ -553,13 +556,13 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
 			targets_accepted(&d->targets, amqp_empty_bytes,
-					 m->out.routing_key);
+			                 m->out.routing_key);
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
-								m->route.due);
+			                                    m->route.due);
 			targets_accepted(&d->targets, m->route.exchange,
-					 m->route.routing_key);
+			                 m->route.routing_key);
 		}
 		daemon_ack(d, m);
 		return;
@@ -567,13 +570,13 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 	m->out.returned = 0;
 	if (m->route.action == ROUTE_DELIVER) {
 		daemon_park(d, m, PARK_unroutable,
-			    "unroutable: no queue bound to exchange "
-			    "'%.*s' for routing key '%.*s' (%s)",
-			    (int)m->route.exchange.len,
-			    (const char *)m->route.exchange.bytes,
-			    (int)m->route.routing_key.len,
-			    (const char *)m->route.routing_key.bytes,
-			    m->out.return_text);
+		            "unroutable: no queue bound to exchange "
+		            "'%.*s' for routing key '%.*s' (%s)",
+		            (int)m->route.exchange.len,
+		            (const char *)m->route.exchange.bytes,
+		            (int)m->route.routing_key.len,
+		            (const char *)m->route.routing_key.bytes,
+		            m->out.return_text);
 		return;
 	}
 	/* One of our own queues is gone (deleted by hand?): keep the message
@@ -615,10 +618,9 @@ return_same(const struct outbox_item *it, void *ctx)
 	if (router_props(&m->props, &m->route, &rm->d->scratch, &props) < 0)
 		return 0;
 	same = headers_equal(
-		(props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers
-							 : NULL,
-		(r->props._flags & AMQP_BASIC_HEADERS_FLAG) ? &r->props.headers
-							    : NULL);
+	    (props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers : NULL,
+	    (r->props._flags & AMQP_BASIC_HEADERS_FLAG) ? &r->props.headers
+	                                                : NULL);
 	recycle_amqp_pool(&rm->d->scratch);
 	return same;
 }
@@ -630,11 +632,11 @@ daemon_match_return(struct daemon *d, const struct message *r)
 	struct return_match rm = {d, r};
 
 	if (outbox_returned(&d->out, r->exchange, r->routing_key,
-			    r->return_text, return_same, &rm) != NULL)
+	                    r->return_text, return_same, &rm) != NULL)
 		return;
 	log_warn("return_unmatched", " exchange=\"%.*s\" routing_key=\"%.*s\"",
-		 (int)r->exchange.len, (const char *)r->exchange.bytes,
-		 (int)r->routing_key.len, (const char *)r->routing_key.bytes);
+	         (int)r->exchange.len, (const char *)r->exchange.bytes,
+	         (int)r->routing_key.len, (const char *)r->routing_key.bytes);
 }
 
 /*
@@ -650,9 +652,9 @@ static void
 daemon_stuck(struct daemon *d, struct message *m, const char *why)
 {
 	log_error("unpublishable",
-		  " reason=\"%s\" source=%s routing_key=\"%.*s\"", why,
-		  consumer_queue(d, m->src), (int)m->routing_key.len,
-		  (const char *)m->routing_key.bytes);
+	          " reason=\"%s\" source=%s routing_key=\"%.*s\"", why,
+	          consumer_queue(d, m->src), (int)m->routing_key.len,
+	          (const char *)m->routing_key.bytes);
 	outbox_stuck(&d->out, &m->out);
 }
 
@@ -663,7 +665,7 @@ daemon_stuck(struct daemon *d, struct message *m, const char *why)
  */
 static void
 daemon_unpublishable(struct daemon *d, struct message *m, enum park_kind kind,
-		     const char *reason)
+                     const char *reason)
 {
 	struct route *r = &m->route;
 
@@ -728,14 +730,14 @@ daemon_publish(struct daemon *d, struct message *m)
 		char why[160];
 		recycle_amqp_pool(&d->scratch);
 		snprintf(why, sizeof(why),
-			 "properties too large: %zu bytes with cascade's "
-			 "headers, one frame holds %d (frame_max)",
-			 size, d->frame_max);
+		         "properties too large: %zu bytes with cascade's "
+		         "headers, one frame holds %d (frame_max)",
+		         size, d->frame_max);
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
 	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
-			    routing_key, 1, &props, m->body);
+	                    routing_key, 1, &props, m->body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -761,7 +763,7 @@ daemon_pub_kick(struct daemon *d)
 		it = outbox_next(&d->out, &probe_done);
 		if (probe_done)
 			log_info("probe_done", " queued=%u",
-				 outbox_count(&d->out.queued) + (it != NULL));
+			         outbox_count(&d->out.queued) + (it != NULL));
 		if (it == NULL)
 			break;
 		daemon_publish(d, MESSAGE_OF(it));
@@ -788,7 +790,7 @@ lookup_send(struct daemon *d, struct xcheck_lookup *lk)
 	decl.passive = 1;
 	decl.arguments = amqp_empty_table;
 	st = amqp_send_method(d->conn, BROKER_CH_CHECK,
-			      AMQP_EXCHANGE_DECLARE_METHOD, &decl);
+	                      AMQP_EXCHANGE_DECLARE_METHOD, &decl);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
 		return;
@@ -834,8 +836,8 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 			daemon_publish(d, MESSAGE_OF(it));
 		else
 			daemon_park(d, MESSAGE_OF(it), PARK_no_exchange,
-				    "target exchange '%.*s' %s", (int)lk->len,
-				    lk->name, why);
+			            "target exchange '%.*s' %s", (int)lk->len,
+			            lk->name, why);
 	}
 	xcheck_free(lk);
 }
@@ -851,8 +853,8 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 static void
 on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct message *m = (struct message *)((char *)w -
-					       offsetof(struct message, hold));
+	struct message *m =
+	    (struct message *)((char *)w - offsetof(struct message, hold));
 	struct daemon *d = m->owner;
 
 	(void)loop;
@@ -891,7 +893,7 @@ daemon_dispatch(struct daemon *d, struct message *m)
 		return;
 	case ROUTE_DELIVER:
 		wait = targets_wait(&d->targets, r->exchange, r->routing_key,
-				    mono_ms());
+		                    mono_ms());
 		if (wait > 0) {
 			daemon_divert(d, m, wait);
 			return;
@@ -904,7 +906,7 @@ daemon_dispatch(struct daemon *d, struct message *m)
 			return;
 		case XCHECK_REFUSED:
 			daemon_park(d, m, PARK_broker_refused,
-				    "the broker refused the delivery: %s", why);
+			            "the broker refused the delivery: %s", why);
 			return;
 		case XCHECK_EXISTS:
 			break;
@@ -913,8 +915,9 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	case ROUTE_HOP:
 		wait = daemon_hop_level(d, r);
 		if (wait > 0) {
-			daemon_retry_later(d, m, "every delay level it could "
-						 "take refuses publishes");
+			daemon_retry_later(d, m,
+			                   "every delay level it could "
+			                   "take refuses publishes");
 			return;
 		}
 		break;
@@ -930,7 +933,7 @@ daemon_route(struct daemon *d, struct message *m)
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
-		      &m->route);
+	              &m->route);
 	if (m->route.action != ROUTE_PARK)
 		router_step(&d->rp, &m->route, now_ms());
 	m->routed = 1;
@@ -956,7 +959,7 @@ daemon_message_done(struct daemon *d, struct message *m)
 	}
 	if (m->redelivered &&
 	    router_guard(m->src, &m->props, m->routing_key,
-			 d->cfg->router_max_redeliveries, &m->route)) {
+	                 d->cfg->router_max_redeliveries, &m->route)) {
 		m->routed = 1;
 		daemon_publish(d, m);
 		return;
@@ -991,23 +994,23 @@ daemon_start_message(struct daemon *d, struct message *m)
  * are parked without closing the channel again.
  */
 static void
-daemon_blame(struct daemon *d, struct message *m,
-	     const amqp_channel_close_t *c, const char *why)
+daemon_blame(struct daemon *d, struct message *m, const amqp_channel_close_t *c,
+             const char *why)
 {
 	struct route *r = &m->route;
 	char reason[340];
 
 	log_warn("publish_refused_by_broker",
-		 " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\"", why,
-		 (int)m->out.exchange.len, (const char *)m->out.exchange.bytes,
-		 (int)m->out.routing_key.len,
-		 (const char *)m->out.routing_key.bytes);
+	         " reason=\"%s\" exchange=\"%.*s\" routing_key=\"%.*s\"", why,
+	         (int)m->out.exchange.len, (const char *)m->out.exchange.bytes,
+	         (int)m->out.routing_key.len,
+	         (const char *)m->out.routing_key.bytes);
 	if (r->action == ROUTE_DELIVER && r->exchange.len > 0 &&
 	    (c->reply_code == AMQP_ACCESS_REFUSED ||
 	     c->reply_code == AMQP_NOT_FOUND))
 		xcheck_add(&d->xc, r->exchange, why, mono_ms());
 	snprintf(reason, sizeof(reason), "the broker refused the publish: %s",
-		 why);
+	         why);
 	daemon_unpublishable(d, m, PARK_broker_refused, reason);
 }
 
@@ -1019,7 +1022,7 @@ daemon_blame(struct daemon *d, struct message *m,
  */
 static void
 daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
-		  const char *why)
+                  const char *why)
 {
 	amqp_channel_close_ok_t ok = {0};
 	amqp_channel_open_t open = {amqp_empty_bytes};
@@ -1028,21 +1031,21 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 	char msg[340];
 
 	what = outbox_closed(&d->out,
-			     c->class_id == AMQP_BASIC_CLASS &&
-				     c->method_id ==
-					     (AMQP_BASIC_PUBLISH_METHOD & 0xffff),
-			     &culprit);
+	                     c->class_id == AMQP_BASIC_CLASS &&
+	                         c->method_id ==
+	                             (AMQP_BASIC_PUBLISH_METHOD & 0xffff),
+	                     &culprit);
 	if (what == OUTBOX_CLOSE_FAIL) {
 		snprintf(msg, sizeof(msg),
-			 "publish channel closed by broker: %s", why);
+		         "publish channel closed by broker: %s", why);
 		daemon_fail(d, msg);
 		return;
 	}
 	if (amqp_send_method(d->conn, BROKER_CH_PUB,
-			     AMQP_CHANNEL_CLOSE_OK_METHOD,
-			     &ok) != AMQP_STATUS_OK ||
+	                     AMQP_CHANNEL_CLOSE_OK_METHOD,
+	                     &ok) != AMQP_STATUS_OK ||
 	    amqp_send_method(d->conn, BROKER_CH_PUB, AMQP_CHANNEL_OPEN_METHOD,
-			     &open) != AMQP_STATUS_OK) {
+	                     &open) != AMQP_STATUS_OK) {
 		if (culprit != NULL)
 			message_free(MESSAGE_OF(culprit));
 		daemon_fail(d, "cannot reopen the publish channel");
@@ -1053,19 +1056,19 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 		return;
 	}
 	log_warn("publish_channel_closed", " reason=\"%s\" suspects=%u", why,
-		 outbox_count(&d->out.suspects));
+	         outbox_count(&d->out.suspects));
 }
 
 static void
 daemon_channel_close(struct daemon *d, amqp_channel_t ch,
-		     const amqp_channel_close_t *c)
+                     const amqp_channel_close_t *c)
 {
 	amqp_channel_close_ok_t ok = {0};
 	amqp_channel_open_t open = {amqp_empty_bytes};
 	char why[300];
 
 	snprintf(why, sizeof(why), "%u %.*s", c->reply_code,
-		 (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+	         (int)c->reply_text.len, (const char *)c->reply_text.bytes);
 	if (ch == BROKER_CH_PUB) {
 		daemon_pub_closed(d, c, why);
 		return;
@@ -1073,15 +1076,15 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 	if (ch != BROKER_CH_CHECK) {
 		char msg[340];
 		snprintf(msg, sizeof(msg), "channel %u closed by broker: %s",
-			 ch, why);
+		         ch, why);
 		daemon_fail(d, msg);
 		return;
 	}
 	d->check_open = 0;
 	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
-		    AMQP_STATUS_OK ||
+	        AMQP_STATUS_OK ||
 	    amqp_send_method(d->conn, ch, AMQP_CHANNEL_OPEN_METHOD, &open) !=
-		    AMQP_STATUS_OK) {
+	        AMQP_STATUS_OK) {
 		daemon_fail(d, "cannot reopen the check channel");
 		return;
 	}
@@ -1116,8 +1119,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		}
 		m->src = ROUTE_FROM_INGRESS;
 		for (size_t i = 0; i < NCONSUMERS; i++)
-			if (headers_key_is(dv->consumer_tag,
-					   consumers[i].tag))
+			if (headers_key_is(dv->consumer_tag, consumers[i].tag))
 				m->src = consumers[i].src;
 		m->exchange = message_dup(m, dv->exchange);
 		m->routing_key = message_dup(m, dv->routing_key);
@@ -1136,8 +1138,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		m->exchange = message_dup(m, rt->exchange);
 		m->routing_key = message_dup(m, rt->routing_key);
 		snprintf(m->return_text, sizeof(m->return_text), "%u %.*s",
-			 rt->reply_code, (int)rt->reply_text.len,
-			 (const char *)rt->reply_text.bytes);
+		         rt->reply_code, (int)rt->reply_text.len,
+		         (const char *)rt->reply_text.bytes);
 		daemon_start_message(d, m);
 		return;
 	}
@@ -1171,9 +1173,9 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_basic_cancel_t *c = dec;
 		char why[320];
 		snprintf(why, sizeof(why),
-			 "consumer %.*s cancelled by the broker",
-			 (int)c->consumer_tag.len,
-			 (const char *)c->consumer_tag.bytes);
+		         "consumer %.*s cancelled by the broker",
+		         (int)c->consumer_tag.len,
+		         (const char *)c->consumer_tag.bytes);
 		daemon_fail(d, why);
 		return;
 	}
@@ -1190,8 +1192,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		} else if (ch == BROKER_CH_PUB) {
 			amqp_confirm_select_t sel = {0};
 			if (amqp_send_method(d->conn, ch,
-					     AMQP_CONFIRM_SELECT_METHOD,
-					     &sel) != AMQP_STATUS_OK)
+			                     AMQP_CONFIRM_SELECT_METHOD,
+			                     &sel) != AMQP_STATUS_OK)
 				daemon_fail(d, "cannot select confirms");
 		}
 		return;
@@ -1203,17 +1205,18 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_connection_close_ok_t ok = {0};
 		char why[300];
 		amqp_send_method(d->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD,
-				 &ok);
-		snprintf(why, sizeof(why), "connection closed by broker: %u %.*s",
-			 c->reply_code, (int)c->reply_text.len,
-			 (const char *)c->reply_text.bytes);
+		                 &ok);
+		snprintf(why, sizeof(why),
+		         "connection closed by broker: %u %.*s", c->reply_code,
+		         (int)c->reply_text.len,
+		         (const char *)c->reply_text.bytes);
 		daemon_fail(d, why);
 		return;
 	}
 	case AMQP_CONNECTION_BLOCKED_METHOD: {
 		amqp_connection_blocked_t *b = dec;
 		log_warn("connection_blocked", " reason=\"%.*s\"",
-			 (int)b->reason.len, (const char *)b->reason.bytes);
+		         (int)b->reason.len, (const char *)b->reason.bytes);
 		d->out.blocked = 1;
 		return;
 	}
@@ -1226,7 +1229,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		return;
 	default:
 		log_debug("method_ignored", " id=0x%08x channel=%u",
-			  f->payload.method.id, ch);
+		          f->payload.method.id, ch);
 		return;
 	}
 }
@@ -1259,8 +1262,8 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 		return;
 	case AMQP_FRAME_BODY: {
 		int done = m == NULL || !m->have_header
-				   ? -1
-				   : message_append(m, f->payload.body_fragment);
+		               ? -1
+		               : message_append(m, f->payload.body_fragment);
 		if (done < 0)
 			daemon_fail(d, "unexpected body frame");
 		else if (done)
@@ -1293,11 +1296,11 @@ daemon_undecodable(struct daemon *d, int st)
 		return;
 	d->m.parked[PARK_undecodable]++;
 	log_error("parked",
-		  " queue=%s reason=\"its headers cannot be decoded by this "
-		  "AMQP library; rejected, the broker dead-letters it\" "
-		  "source=%s routing_key=\"%.*s\"",
-		  d->topo.error, consumer_queue(d, m->src),
-		  (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+	          " queue=%s reason=\"its headers cannot be decoded by this "
+	          "AMQP library; rejected, the broker dead-letters it\" "
+	          "source=%s routing_key=\"%.*s\"",
+	          d->topo.error, consumer_queue(d, m->src),
+	          (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
 /* Read and handle frames until the socket and rabbitmq-c's buffer are dry. */
@@ -1343,7 +1346,8 @@ on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	daemon_drain((struct daemon *)((char *)w - offsetof(struct daemon, io)));
+	daemon_drain(
+	    (struct daemon *)((char *)w - offsetof(struct daemon, io)));
 }
 
 static void
@@ -1352,7 +1356,7 @@ on_more(struct ev_loop *loop, ev_idle *w, int revents)
 	(void)loop;
 	(void)revents;
 	daemon_drain(
-		(struct daemon *)((char *)w - offsetof(struct daemon, more)));
+	    (struct daemon *)((char *)w - offsetof(struct daemon, more)));
 }
 
 /* rabbitmq-c sends and checks heartbeats only inside its wait calls. */
@@ -1361,8 +1365,8 @@ on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	daemon_drain((struct daemon *)((char *)w -
-				       offsetof(struct daemon, heartbeat)));
+	daemon_drain(
+	    (struct daemon *)((char *)w - offsetof(struct daemon, heartbeat)));
 }
 
 /*
@@ -1373,7 +1377,7 @@ static int
 daemon_consume(struct daemon *d, char *err, size_t errsize)
 {
 	amqp_basic_qos(d->conn, BROKER_CH_WORK, 0,
-		       (uint16_t)d->cfg->router_prefetch, 0);
+	               (uint16_t)d->cfg->router_prefetch, 0);
 	if (broker_check(d->conn, "basic.qos", err, errsize) < 0)
 		return -1;
 	amqp_confirm_select(d->conn, BROKER_CH_PUB);
@@ -1386,14 +1390,15 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 	for (size_t i = 0; i < NCONSUMERS; i++) {
 		amqp_basic_consume_t c;
 		memset(&c, 0, sizeof(c));
-		c.queue = amqp_cstring_bytes(consumer_queue(d, consumers[i].src));
+		c.queue =
+		    amqp_cstring_bytes(consumer_queue(d, consumers[i].src));
 		c.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
 		c.arguments = amqp_empty_table;
 		int st = amqp_send_method(d->conn, BROKER_CH_WORK,
-					  AMQP_BASIC_CONSUME_METHOD, &c);
+		                          AMQP_BASIC_CONSUME_METHOD, &c);
 		if (st != AMQP_STATUS_OK) {
 			snprintf(err, errsize, "consume %s: %s",
-				 consumers[i].tag, amqp_error_string2(st));
+			         consumers[i].tag, amqp_error_string2(st));
 			return -1;
 		}
 	}
@@ -1408,8 +1413,8 @@ daemon_connect(struct daemon *d)
 
 	/* With several URLs (a cluster's nodes), each attempt after a
 	 * failure or a lost connection goes to the next one. */
-	if (config_broker_url(d->cfg, d->url_next % d->urls, raw,
-			      sizeof(raw)) < 0)
+	if (config_broker_url(d->cfg, d->url_next % d->urls, raw, sizeof(raw)) <
+	    0)
 		fatalx("bad_url", " index=%u", d->url_next);
 	config_mask_url(raw, url, sizeof(url));
 	d->conn = broker_connect_url(d->cfg, raw, err, sizeof(err));
@@ -1420,14 +1425,14 @@ daemon_connect(struct daemon *d)
 		return;
 	}
 	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
-			      &d->ladder, d->reject_parks, err, sizeof(err));
+	                      &d->ladder, d->reject_parks, err, sizeof(err));
 	if (rc < 0) {
 		/* PRECONDITION_FAILED names the queue and the argument. */
 		if (rc == TOPOLOGY_MISMATCH) {
 			log_error("topology_mismatch",
-				  " reason=\"%s\" fix=\"delete the queue or "
-				  "change the configuration to match it\"",
-				  err);
+			          " reason=\"%s\" fix=\"delete the queue or "
+			          "change the configuration to match it\"",
+			          err);
 			/* Not worth retrying: stop, exit status 1. */
 			d->exit_code = 1;
 			d->stopping = 1;
@@ -1456,10 +1461,10 @@ daemon_connect(struct daemon *d)
 		ev_timer_start(d->loop, &d->heartbeat);
 	}
 	log_info("ready",
-		 " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
-		 " heartbeat=%ds",
-		 url, d->topo.ingress, d->topo.ret, d->ladder.levels,
-		 d->cfg->router_prefetch, hb);
+	         " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
+	         " heartbeat=%ds",
+	         url, d->topo.ingress, d->topo.ret, d->ladder.levels,
+	         d->cfg->router_prefetch, hb);
 	/* systemd (Type=notify): ready once consuming, the first time. */
 	if (!d->notified_ready) {
 		d->notified_ready = 1;
@@ -1480,9 +1485,10 @@ on_stop_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)w;
 	(void)revents;
-	log_warn("stopped", " reason=\"timed out waiting for confirms; "
-			    "unconfirmed messages stay in their queues\"%s",
-		 "");
+	log_warn("stopped",
+	         " reason=\"timed out waiting for confirms; "
+	         "unconfirmed messages stay in their queues\"%s",
+	         "");
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -1495,14 +1501,14 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)revents;
 	if (d->stopping) {
 		log_warn("stopped", " reason=\"second signal\" signal=%d",
-			 w->signum);
+		         w->signum);
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
 	d->stopping = 1;
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping", " signal=%d in_flight=%u", w->signum,
-		 outbox_count(&d->out.inflight));
+	         outbox_count(&d->out.inflight));
 	if (d->conn == NULL || d->broken || !d->consuming) {
 		ev_break(loop, EVBREAK_ALL);
 		return;
@@ -1511,8 +1517,8 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		cancel.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
-				     AMQP_BASIC_CANCEL_METHOD,
-				     &cancel) != AMQP_STATUS_OK) {
+		                     AMQP_BASIC_CANCEL_METHOD,
+		                     &cancel) != AMQP_STATUS_OK) {
 			ev_break(loop, EVBREAK_ALL);
 			return;
 		}
@@ -1524,7 +1530,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
-		     (double)d->cfg->router_stop_timeout / 1000.0, 0.);
+	             (double)d->cfg->router_stop_timeout / 1000.0, 0.);
 	ev_timer_start(loop, &d->stop_timer);
 	daemon_drain(d);
 }
@@ -1567,7 +1573,7 @@ target_allowed(const void *ctx, amqp_bytes_t exchange)
  */
 static int
 daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
-	    const char **content_type)
+            const char **content_type)
 {
 	struct daemon *d = ctx;
 	const char *why = NULL;
@@ -1585,22 +1591,22 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		struct metrics_labels l = {
-			.ladder = &d->ladder,
-			.level_queues = d->level_queues,
-			.source_queues = {d->topo.ingress, d->topo.ret,
-					  d->topo.retry},
-			.version = CASCADE_VERSION,
+		    .ladder = &d->ladder,
+		    .level_queues = d->level_queues,
+		    .source_queues = {d->topo.ingress, d->topo.ret,
+		                      d->topo.retry},
+		    .version = CASCADE_VERSION,
 		};
-		d->m.in_flight = outbox_count(&d->out.inflight) +
-				 xcheck_waiting(&d->xc);
+		d->m.in_flight =
+		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
 		d->m.held = message_count(&d->held);
 		d->m.retrying = outbox_count(&d->out.retry);
 		d->m.paused = outbox_count(&d->out.paused);
 		d->m.queued = outbox_count(&d->out.queued) +
-			      outbox_count(&d->out.suspects);
+		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.backing_off =
-			(unsigned)targets_backing_off(&d->targets, mono_ms());
+		    (unsigned)targets_backing_off(&d->targets, mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;
 		d->m.consuming = d->m.connected && d->consuming && !d->stopping;
 		d->m.blocked = d->out.blocked;
@@ -1609,7 +1615,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		if (n < 0)
 			return n;
 		t = metrics_render_targets(&d->targets, mono_ms(), buf + n,
-					   size - (size_t)n);
+		                           size - (size_t)n);
 		return t < 0 ? t : n + t;
 	}
 	*status = 404;
@@ -1655,14 +1661,14 @@ daemon_run(const struct config *cfg)
 	d->loop = ev_default_loop(EVFLAG_AUTO);
 	d->cfg = cfg;
 	if (ladder_init(&d->ladder, cfg->topology_resolution,
-			cfg->topology_factor, (unsigned)cfg->topology_levels,
-			&why) < 0)
+	                cfg->topology_factor, (unsigned)cfg->topology_levels,
+	                &why) < 0)
 		fatalx("bad_ladder", " reason=\"%s\"", why);
 	topology_names(&d->topo, cfg->topology_prefix, &d->ladder);
 	d->rp.ladder = &d->ladder;
 	d->rp.max_delay = cfg->router_max_delay;
 	d->rp.default_exchange =
-		amqp_cstring_bytes(cfg->router_default_target_exchange);
+	    amqp_cstring_bytes(cfg->router_default_target_exchange);
 	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
 	d->rp.tail_margin = cfg->router_tail_margin;
 	d->rp.allowed = target_allowed;
@@ -1672,7 +1678,7 @@ daemon_run(const struct config *cfg)
 	outbox_init(&d->out);
 	xcheck_init(&d->xc);
 	targets_init(&d->targets, d->ladder.ttl[0],
-		     cfg->router_target_backoff_max);
+	             cfg->router_target_backoff_max);
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
@@ -1699,13 +1705,13 @@ daemon_run(const struct config *cfg)
 	if (cfg->metrics_listen[0] != '\0') {
 		char err[512];
 		d->httpd = httpd_start(d->loop, cfg->metrics_listen,
-				       daemon_http, d, err, sizeof(err));
+		                       daemon_http, d, err, sizeof(err));
 		if (d->httpd == NULL)
 			fatalx("metrics_listen_failed",
 			       " listen=%s reason=\"%s\"", cfg->metrics_listen,
 			       err);
 		log_info("metrics_listening", " listen=%s port=%d",
-			 cfg->metrics_listen, httpd_port(d->httpd));
+		         cfg->metrics_listen, httpd_port(d->httpd));
 	}
 	daemon_watchdog_start(d);
 
@@ -1719,13 +1725,13 @@ daemon_run(const struct config *cfg)
 	httpd_stop(d->httpd);
 	/* Totals for the operator and for tools/bench. */
 	log_info("totals",
-		 " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
-		 " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
-		 " reconnects=%" PRIu64,
-		 sum(d->m.received, METRICS_NSOURCES),
-		 sum(d->m.hops, LADDER_MAX_LEVELS), d->m.delivered,
-		 sum(d->m.parked, PARK_KINDS), d->m.held_total, d->m.nacks,
-		 d->m.reconnects);
+	         " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
+	         " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
+	         " reconnects=%" PRIu64,
+	         sum(d->m.received, METRICS_NSOURCES),
+	         sum(d->m.hops, LADDER_MAX_LEVELS), d->m.delivered,
+	         sum(d->m.parked, PARK_KINDS), d->m.held_total, d->m.nacks,
+	         d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	targets_free(&d->targets);

@@ -12,8 +12,8 @@ struct unit {
 
 /* Longest suffix first is not needed: "ms" is matched whole, never "m". */
 static const struct unit units[] = {
-	{"ms", 1},	    {"s", 1000},	 {"m", 60 * 1000},
-	{"h", 3600 * 1000}, {"d", 86400 * 1000},
+    {"ms", 1},          {"s", 1000},         {"m", 60 * 1000},
+    {"h", 3600 * 1000}, {"d", 86400 * 1000},
 };
 
 static int
@@ -23,8 +23,8 @@ is_blank(char c)
 }
 
 int
-duration_parse(const char *s, size_t len, enum duration_bare bare,
-	       int64_t *ms, const char **why)
+duration_parse(const char *s, size_t len, enum duration_bare bare, int64_t *ms,
+               const char **why)
 {
 	size_t i = 0, end = len, digits;
 	int negative = 0;
@@ -63,7 +63,8 @@ duration_parse(const char *s, size_t len, enum duration_bare bare,
 	} else {
 		for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
 			size_t n = strlen(units[u].name);
-			if (end - i == n && memcmp(s + i, units[u].name, n) == 0) {
+			if (end - i == n &&
+			    memcmp(s + i, units[u].name, n) == 0) {
 				mult = (uint64_t)units[u].ms;
 				break;
 			}

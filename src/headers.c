@@ -142,30 +142,36 @@ static const struct {
 	int prefix;
 	enum header_class cls;
 } header_rules[] = {
-#define EXACT(s, c) {s, sizeof(s) - 1, 0, c}
-#define PREFIX(s, c) {s, sizeof(s) - 1, 1, c}
-	/* sender-selected distribution; x-cascade-cc carries CC */
-	EXACT("CC", HEADER_DISTRIBUTION),
-	EXACT("BCC", HEADER_DISTRIBUTION),
-	/* the publisher's request, read on first sight */
-	EXACT("x-remaining-delay", HEADER_DELAY),
-	EXACT("x-delay", HEADER_DELAY),
-	EXACT("x-deliver-at", HEADER_DELAY),
-	EXACT("x-target-exchange", HEADER_TARGET),
-	EXACT("x-target-routing-key", HEADER_TARGET),
-	/* set by the broker on dead-lettering and quorum-queue delivery */
-	EXACT("x-death", HEADER_BROKER),
-	PREFIX("x-first-death-", HEADER_BROKER),
-	PREFIX("x-last-death-", HEADER_BROKER),
-	EXACT("x-delivery-count", HEADER_BROKER),
-	/* cascade's own: kept for the publisher and the worker */
-	EXACT("x-cascade-user-id", HEADER_USER_ID),
-	EXACT("x-cascade-attempt", HEADER_ATTEMPT),
-	/* why it was parked: written afresh on each park */
-	EXACT("x-cascade-error", HEADER_PARK_NOTE),
-	EXACT("x-cascade-dropped-headers", HEADER_PARK_NOTE),
-	/* the rest of x-cascade-*: routing state */
-	PREFIX("x-cascade-", HEADER_STATE),
+#define EXACT(s, c)                                                            \
+	{                                                                      \
+		s, sizeof(s) - 1, 0, c                                         \
+	}
+#define PREFIX(s, c)                                                           \
+	{                                                                      \
+		s, sizeof(s) - 1, 1, c                                         \
+	}
+    /* sender-selected distribution; x-cascade-cc carries CC */
+    EXACT("CC", HEADER_DISTRIBUTION),
+    EXACT("BCC", HEADER_DISTRIBUTION),
+    /* the publisher's request, read on first sight */
+    EXACT("x-remaining-delay", HEADER_DELAY),
+    EXACT("x-delay", HEADER_DELAY),
+    EXACT("x-deliver-at", HEADER_DELAY),
+    EXACT("x-target-exchange", HEADER_TARGET),
+    EXACT("x-target-routing-key", HEADER_TARGET),
+    /* set by the broker on dead-lettering and quorum-queue delivery */
+    EXACT("x-death", HEADER_BROKER),
+    PREFIX("x-first-death-", HEADER_BROKER),
+    PREFIX("x-last-death-", HEADER_BROKER),
+    EXACT("x-delivery-count", HEADER_BROKER),
+    /* cascade's own: kept for the publisher and the worker */
+    EXACT("x-cascade-user-id", HEADER_USER_ID),
+    EXACT("x-cascade-attempt", HEADER_ATTEMPT),
+    /* why it was parked: written afresh on each park */
+    EXACT("x-cascade-error", HEADER_PARK_NOTE),
+    EXACT("x-cascade-dropped-headers", HEADER_PARK_NOTE),
+    /* the rest of x-cascade-*: routing state */
+    PREFIX("x-cascade-", HEADER_STATE),
 #undef EXACT
 #undef PREFIX
 };
@@ -176,16 +182,16 @@ static const struct {
  * depends on the message, and the caller decides (see router.c, park.c).
  */
 static const enum header_fate header_fates[HEADER_CLASSES][HEADER_USES] = {
-	/*                     forward      park         requeue */
-	[HEADER_OTHER] = {HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
-	[HEADER_DISTRIBUTION] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
-	[HEADER_DELAY] = {HEADER_DROP, HEADER_KEEP, HEADER_ASK},
-	[HEADER_TARGET] = {HEADER_DROP, HEADER_KEEP, HEADER_KEEP},
-	[HEADER_BROKER] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
-	[HEADER_USER_ID] = {HEADER_ASK, HEADER_ASK, HEADER_KEEP},
-	[HEADER_ATTEMPT] = {HEADER_ASK, HEADER_KEEP, HEADER_ASK},
-	[HEADER_PARK_NOTE] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
-	[HEADER_STATE] = {HEADER_DROP, HEADER_KEEP, HEADER_DROP},
+    /*                     forward      park         requeue */
+    [HEADER_OTHER] = {HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+    [HEADER_DISTRIBUTION] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+    [HEADER_DELAY] = {HEADER_DROP, HEADER_KEEP, HEADER_ASK},
+    [HEADER_TARGET] = {HEADER_DROP, HEADER_KEEP, HEADER_KEEP},
+    [HEADER_BROKER] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+    [HEADER_USER_ID] = {HEADER_ASK, HEADER_ASK, HEADER_KEEP},
+    [HEADER_ATTEMPT] = {HEADER_ASK, HEADER_KEEP, HEADER_ASK},
+    [HEADER_PARK_NOTE] = {HEADER_DROP, HEADER_DROP, HEADER_DROP},
+    [HEADER_STATE] = {HEADER_DROP, HEADER_KEEP, HEADER_DROP},
 };
 
 enum header_class
@@ -227,8 +233,8 @@ headers_is_routing(amqp_bytes_t key)
 }
 
 int
-headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
-	       int extra, amqp_pool_t *pool, amqp_table_t *out)
+headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key), int extra,
+               amqp_pool_t *pool, amqp_table_t *out)
 {
 	int n = in ? in->num_entries : 0;
 
@@ -237,7 +243,7 @@ headers_filter(const amqp_table_t *in, int (*drop)(amqp_bytes_t key),
 	if (n + extra == 0)
 		return 0;
 	out->entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-						     (size_t)(n + extra));
+	                                         (size_t)(n + extra));
 	if (out->entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -267,8 +273,7 @@ headers_put_bytes(amqp_table_t *t, const char *key, amqp_bytes_t v)
 }
 
 void
-headers_put_value(amqp_table_t *t, const char *key,
-		  const amqp_field_value_t *v)
+headers_put_value(amqp_table_t *t, const char *key, const amqp_field_value_t *v)
 {
 	amqp_table_entry_t *e = &t->entries[t->num_entries++];
 
@@ -277,13 +282,13 @@ headers_put_value(amqp_table_t *t, const char *key,
 }
 
 static int value_equal(const amqp_field_value_t *a,
-		       const amqp_field_value_t *b);
+                       const amqp_field_value_t *b);
 
 int
 headers_bytes_eq(amqp_bytes_t a, amqp_bytes_t b)
 {
-	return a.len == b.len && (a.len == 0 || memcmp(a.bytes, b.bytes,
-						      a.len) == 0);
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
 }
 
 static int
@@ -325,7 +330,7 @@ value_equal(const amqp_field_value_t *a, const amqp_field_value_t *b)
 			return 0;
 		for (int i = 0; i < a->value.array.num_entries; i++)
 			if (!value_equal(&a->value.array.entries[i],
-					 &b->value.array.entries[i]))
+			                 &b->value.array.entries[i]))
 				return 0;
 		return 1;
 	case AMQP_FIELD_KIND_VOID:

@@ -29,7 +29,7 @@ struct httpd {
 };
 
 static void httpd_mhd_log(void *cls, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+    __attribute__((format(printf, 2, 0)));
 
 static void
 httpd_mhd_log(void *cls, const char *fmt, va_list ap)

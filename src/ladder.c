@@ -3,7 +3,7 @@
 
 int
 ladder_init(struct ladder *l, int64_t resolution, uint64_t factor,
-	    unsigned levels, const char **why)
+            unsigned levels, const char **why)
 {
 	if (resolution < 1) {
 		*why = "resolution must be at least 1ms";
@@ -21,7 +21,8 @@ ladder_init(struct ladder *l, int64_t resolution, uint64_t factor,
 	l->ttl[0] = resolution;
 	for (unsigned k = 1; k < levels; k++) {
 		/* Compare by division so the check itself cannot overflow. */
-		if ((uint64_t)l->ttl[k - 1] > (uint64_t)LADDER_TTL_LIMIT_MS / factor) {
+		if ((uint64_t)l->ttl[k - 1] >
+		    (uint64_t)LADDER_TTL_LIMIT_MS / factor) {
 			*why = "top level TTL (resolution * factor^(levels-1)) "
 			       "exceeds RabbitMQ's 10-year TTL limit";
 			return -1;

@@ -17,15 +17,15 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: cascade -c FILE [--check]\n"
-		"       cascade --version | --help\n"
-		"\n"
-		"  -c, --config FILE  configuration file (INI)\n"
-		"  -n, --check        validate FILE, print the ladder, exit\n"
-		"  -V, --version      print the version and exit\n"
-		"  -h, --help         print this help and exit\n"
-		"\n"
-		"CASCADE_BROKER_URL, when set, overrides [broker] url.\n");
+	        "usage: cascade -c FILE [--check]\n"
+	        "       cascade --version | --help\n"
+	        "\n"
+	        "  -c, --config FILE  configuration file (INI)\n"
+	        "  -n, --check        validate FILE, print the ladder, exit\n"
+	        "  -V, --version      print the version and exit\n"
+	        "  -h, --help         print this help and exit\n"
+	        "\n"
+	        "CASCADE_BROKER_URL, when set, overrides [broker] url.\n");
 }
 
 /* --check: the ladder, one level a line, and a worked hop count. */
@@ -39,7 +39,7 @@ print_ladder(const struct config *cfg)
 	size_t hops;
 
 	if (ladder_init(&l, cfg->topology_resolution, cfg->topology_factor,
-			(unsigned)cfg->topology_levels, &why) < 0)
+	                (unsigned)cfg->topology_levels, &why) < 0)
 		return; /* config_load already reported it */
 	topology_names(&t, cfg->topology_prefix, &l);
 	printf("exchange %s -> queue %s; expired messages return to %s; "
@@ -59,11 +59,11 @@ int
 main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"check", no_argument, NULL, 'n'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"check", no_argument, NULL, 'n'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	static struct config cfg;
 	static char err[8192];
@@ -104,7 +104,8 @@ main(int argc, char *argv[])
 		printf("configuration OK\n");
 		return 0;
 	}
-	log_init((enum log_level)cfg.log_level, cfg.log_format == LOG_FORMAT_JSON);
+	log_init((enum log_level)cfg.log_level,
+	         cfg.log_format == LOG_FORMAT_JSON);
 	log_info("starting", " version=%s config=%s", CASCADE_VERSION, path);
 	return daemon_run(&cfg);
 }

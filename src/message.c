@@ -5,7 +5,7 @@
 #include <string.h>
 
 static struct message_list message_spare =
-	TAILQ_HEAD_INITIALIZER(message_spare);
+    TAILQ_HEAD_INITIALIZER(message_spare);
 static unsigned message_nspare;
 
 struct message *

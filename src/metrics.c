@@ -213,13 +213,13 @@ metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
 	static const struct {
 		const char *name, *type, *help;
 	} fam[] = {
-		{"cascade_target_refusals_total", "counter",
-		 "Publishes the destination refused (basic.nack)."},
-		{"cascade_target_diverted_total", "counter",
-		 "Messages sent round the ladder while the destination "
-		 "backed off."},
-		{"cascade_target_backoff_seconds", "gauge",
-		 "How long the destination still backs off; 0: accepting."},
+	    {"cascade_target_refusals_total", "counter",
+	     "Publishes the destination refused (basic.nack)."},
+	    {"cascade_target_diverted_total", "counter",
+	     "Messages sent round the ladder while the destination "
+	     "backed off."},
+	    {"cascade_target_backoff_seconds", "gauge",
+	     "How long the destination still backs off; 0: accepting."},
 	};
 	const struct target *list[TARGETS_RENDER_MAX];
 	const struct target **all;
@@ -241,7 +241,7 @@ metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
 	free(all);
 	for (size_t f = 0; f < 3; f++) {
 		out_printf(&o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name,
-			   fam[f].help, fam[f].name, fam[f].type);
+		           fam[f].help, fam[f].name, fam[f].type);
 		for (size_t i = 0; i < n; i++) {
 			const struct target *t = list[i];
 			out_printf(&o, "%s{exchange=\"", fam[f].name);
@@ -250,16 +250,16 @@ metrics_render_targets(const struct targets *ts, int64_t now, char *buf,
 			out_label(&o, t->routing_key, t->routing_key_len);
 			if (f == 0)
 				out_printf(&o, "\"} %" PRIu64 "\n",
-					   t->refused_total);
+				           t->refused_total);
 			else if (f == 1)
 				out_printf(&o, "\"} %" PRIu64 "\n",
-					   t->diverted_total);
+				           t->diverted_total);
 			else
 				out_printf(&o, "\"} %.3f\n",
-					   t->refusals && now < t->until
-						   ? (double)(t->until - now) /
-							     1000.0
-						   : 0.0);
+				           t->refusals && now < t->until
+				               ? (double)(t->until - now) /
+				                     1000.0
+				               : 0.0);
 		}
 	}
 	return o.full ? -1 : (int)o.len;

@@ -76,7 +76,7 @@ outbox_queue(struct outbox *o, struct outbox_item *it)
 
 void
 outbox_sent(struct outbox *o, struct outbox_item *it, amqp_bytes_t exchange,
-	    amqp_bytes_t routing_key)
+            amqp_bytes_t routing_key)
 {
 	it->seq = ++o->last_seq;
 	it->exchange = exchange;
@@ -128,8 +128,8 @@ outbox_confirmed(struct outbox *o, uint64_t tag, int multiple)
 
 struct outbox_item *
 outbox_returned(struct outbox *o, amqp_bytes_t exchange,
-		amqp_bytes_t routing_key, const char *text, outbox_same_fn same,
-		void *ctx)
+                amqp_bytes_t routing_key, const char *text, outbox_same_fn same,
+                void *ctx)
 {
 	struct outbox_item *it;
 
@@ -177,7 +177,7 @@ outbox_closed(struct outbox *o, int by_publish, struct outbox_item **culprit)
 
 int64_t
 outbox_retry_later(struct outbox *o, struct outbox_item *it, int64_t now,
-		   double unit)
+                   double unit)
 {
 	int64_t ms = OUTBOX_RETRY_MIN_MS;
 	unsigned n = it->retries++;

@@ -32,14 +32,14 @@ park_dead_lettered(const amqp_table_t *h, struct park_target *t)
 	static const struct {
 		const char *reason, *words;
 	} why[] = {
-		{"rejected", "dead-lettered by RabbitMQ: cascade rejected it, "
-			     "for its AMQP library could not decode its "
-			     "headers"},
-		{"delivery_limit", "dead-lettered by RabbitMQ: returned too "
-				   "often without being settled (delivery "
-				   "limit)"},
-		{"expired", "dead-lettered by RabbitMQ: its expiration passed "
-			    "before cascade read it"},
+	    {"rejected", "dead-lettered by RabbitMQ: cascade rejected it, "
+	                 "for its AMQP library could not decode its "
+	                 "headers"},
+	    {"delivery_limit", "dead-lettered by RabbitMQ: returned too "
+	                       "often without being settled (delivery "
+	                       "limit)"},
+	    {"expired", "dead-lettered by RabbitMQ: its expiration passed "
+	                "before cascade read it"},
 	};
 	const amqp_field_value_t *v = headers_find(h, "x-death");
 	const amqp_table_t *death;

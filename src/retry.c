@@ -37,7 +37,7 @@ retry_defaults(struct retry_policy *p)
 
 static int
 parse_number(const char *value, double lo, double hi, double *out,
-	     const char **why)
+             const char **why)
 {
 	char *end;
 
@@ -69,19 +69,19 @@ parse_delay(const char *s, size_t len, int64_t *ms, const char **why)
 
 int
 retry_set(struct retry_policy *p, const char *key, const char *value,
-	  const char **why)
+          const char **why)
 {
 	static const struct {
 		const char *name;
 		unsigned bit;
 	} keys[] = {
-		{"max_retries", RETRY_KEY_MAX_RETRIES},
-		{"delays", RETRY_KEY_DELAYS},
-		{"backoff", RETRY_KEY_BACKOFF},
-		{"initial", RETRY_KEY_INITIAL},
-		{"multiplier", RETRY_KEY_MULTIPLIER},
-		{"max", RETRY_KEY_MAX},
-		{"jitter", RETRY_KEY_JITTER},
+	    {"max_retries", RETRY_KEY_MAX_RETRIES},
+	    {"delays", RETRY_KEY_DELAYS},
+	    {"backoff", RETRY_KEY_BACKOFF},
+	    {"initial", RETRY_KEY_INITIAL},
+	    {"multiplier", RETRY_KEY_MULTIPLIER},
+	    {"max", RETRY_KEY_MAX},
+	    {"jitter", RETRY_KEY_JITTER},
 	};
 	unsigned bit = 0;
 	double d;

@@ -15,7 +15,7 @@ router_park_name(enum park_kind kind)
 {
 	static const char *const names[] = {
 #define PARK_NAME(name) #name,
-		ROUTER_PARK_KINDS(PARK_NAME)
+	    ROUTER_PARK_KINDS(PARK_NAME)
 #undef PARK_NAME
 	};
 
@@ -23,8 +23,7 @@ router_park_name(enum park_kind kind)
 }
 
 void
-router_vpark(struct route *r, enum park_kind kind, const char *fmt,
-	     va_list ap)
+router_vpark(struct route *r, enum park_kind kind, const char *fmt, va_list ap)
 {
 	r->action = ROUTE_PARK;
 	r->park = kind;
@@ -45,12 +44,12 @@ static const amqp_table_t *
 props_headers(const amqp_basic_properties_t *props)
 {
 	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
-							 : NULL;
+	                                                 : NULL;
 }
 
 int
 router_guard(enum route_source src, const amqp_basic_properties_t *props,
-	     amqp_bytes_t routing_key, uint64_t max, struct route *r)
+             amqp_bytes_t routing_key, uint64_t max, struct route *r)
 {
 	const amqp_field_value_t *v;
 	int64_t n;
@@ -64,17 +63,17 @@ router_guard(enum route_source src, const amqp_basic_properties_t *props,
 	r->fresh = src == ROUTE_FROM_INGRESS;
 	r->in_routing_key = routing_key;
 	router_park(r, PARK_redelivered,
-		    "seen %" PRId64 " times without being settled "
-		    "(x-delivery-count; [router] max_redeliveries is %" PRIu64
-		    ")",
-		    n, max);
+	            "seen %" PRId64 " times without being settled "
+	            "(x-delivery-count; [router] max_redeliveries is %" PRIu64
+	            ")",
+	            n, max);
 	return 1;
 }
 
 /* Read the publisher's delay headers into r->due; 0, or -1 after parking. */
 static int
 router_read_due(const struct router_params *p, const amqp_table_t *h,
-		int64_t now, struct route *r)
+                int64_t now, struct route *r)
 {
 	static const char *const delays[] = {"x-remaining-delay", "x-delay"};
 	const amqp_field_value_t *v;
@@ -85,7 +84,8 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	v = headers_find(h, "x-deliver-at");
 	if (v != NULL) {
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, PARK_bad_header, "x-deliver-at: %s", why);
+			router_park(r, PARK_bad_header, "x-deliver-at: %s",
+			            why);
 			return -1;
 		}
 		ms = r->due > now ? r->due - now : 0;
@@ -94,8 +94,9 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 		for (size_t i = 0; i < 2 && v == NULL; i++)
 			v = headers_find(h, name = delays[i]);
 		if (v == NULL) {
-			router_park(r, PARK_bad_header, "missing delay header (x-remaining-delay"
-				       ", x-delay or x-deliver-at)");
+			router_park(r, PARK_bad_header,
+			            "missing delay header (x-remaining-delay"
+			            ", x-delay or x-deliver-at)");
 			return -1;
 		}
 		if (headers_delay(v, &ms, &why) < 0) {
@@ -109,7 +110,8 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	if (ms > p->max_delay) {
 		duration_format(ms, a, sizeof(a));
 		duration_format(p->max_delay, b, sizeof(b));
-		router_park(r, PARK_max_delay, "delay %s exceeds max_delay %s", a, b);
+		router_park(r, PARK_max_delay, "delay %s exceeds max_delay %s",
+		            a, b);
 		return -1;
 	}
 	return 0;
@@ -118,7 +120,7 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 /* A string header into *out, or the fallback; -1 after parking. */
 static int
 router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
-	      amqp_bytes_t *out, struct route *r)
+              amqp_bytes_t *out, struct route *r)
 {
 	const amqp_field_value_t *v = headers_find(h, key);
 
@@ -126,8 +128,8 @@ router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
 	if (v == NULL)
 		return 0;
 	if (headers_string(v, out) < 0 || out->len > 255) {
-		router_park(r, PARK_bad_header, "%s: must be a string of at most 255 bytes",
-			    key);
+		router_park(r, PARK_bad_header,
+		            "%s: must be a string of at most 255 bytes", key);
 		return -1;
 	}
 	return 0;
@@ -143,7 +145,7 @@ router_death_queue(const amqp_table_t *h, amqp_bytes_t *q)
 	    v->value.array.num_entries > 0 &&
 	    v->value.array.entries[0].kind == AMQP_FIELD_KIND_TABLE) {
 		v = headers_find(&v->value.array.entries[0].value.table,
-				 "queue");
+		                 "queue");
 		if (v != NULL && headers_string(v, q) == 0 && q->len > 0)
 			return 0;
 	}
@@ -155,8 +157,8 @@ router_death_queue(const amqp_table_t *h, amqp_bytes_t *q)
 
 /* A message a worker rejected: next attempt after the policy's delay. */
 static int
-router_retry(const struct router_params *p, const amqp_table_t *h,
-	     int64_t now, struct route *r)
+router_retry(const struct router_params *p, const amqp_table_t *h, int64_t now,
+             struct route *r)
 {
 	const struct retry_policy *pol;
 	const amqp_field_value_t *v;
@@ -164,8 +166,9 @@ router_retry(const struct router_params *p, const amqp_table_t *h,
 	double u;
 
 	if (p->retry == NULL || router_death_queue(h, &r->queue) < 0) {
-		router_park(r, PARK_not_from_cascade, "no x-death queue: the message was not "
-			       "dead-lettered by a work queue");
+		router_park(r, PARK_not_from_cascade,
+		            "no x-death queue: the message was not "
+		            "dead-lettered by a work queue");
 		return -1;
 	}
 	v = headers_find(h, "x-cascade-attempt");
@@ -173,7 +176,8 @@ router_retry(const struct router_params *p, const amqp_table_t *h,
 		done = 0;
 	pol = retry_find(p->retry, r->queue);
 	if (done >= (int64_t)pol->max_retries) {
-		router_park(r, PARK_retries_exhausted, "gave up after %u retries", pol->max_retries);
+		router_park(r, PARK_retries_exhausted,
+		            "gave up after %u retries", pol->max_retries);
 		return -1;
 	}
 	r->attempt = (unsigned)done + 1;
@@ -202,8 +206,8 @@ router_read_refused(const amqp_table_t *h, struct route *r)
 
 void
 router_decide(const struct router_params *p, enum route_source src,
-	      const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
-	      int64_t now, struct route *r)
+              const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
+              int64_t now, struct route *r)
 {
 	const amqp_table_t *h = props_headers(props);
 	const amqp_field_value_t *v;
@@ -216,9 +220,9 @@ router_decide(const struct router_params *p, enum route_source src,
 	if (src == ROUTE_FROM_INGRESS) {
 		if (router_read_due(p, h, now, r) < 0 ||
 		    router_string(h, "x-target-exchange", p->default_exchange,
-				  &r->exchange, r) < 0 ||
+		                  &r->exchange, r) < 0 ||
 		    router_string(h, "x-target-routing-key", routing_key,
-				  &r->routing_key, r) < 0)
+		                  &r->routing_key, r) < 0)
 			return;
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
@@ -239,24 +243,27 @@ router_decide(const struct router_params *p, enum route_source src,
 	} else {
 		v = headers_find(h, "x-cascade-due");
 		if (v == NULL) {
-			router_park(r, PARK_not_from_cascade, "x-cascade-due missing: the message did "
-				       "not come through cascade's ingress");
+			router_park(r, PARK_not_from_cascade,
+			            "x-cascade-due missing: the message did "
+			            "not come through cascade's ingress");
 			return;
 		}
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, PARK_not_from_cascade, "x-cascade-due: %s", why);
+			router_park(r, PARK_not_from_cascade,
+			            "x-cascade-due: %s", why);
 			return;
 		}
 		if (headers_find(h, "x-cascade-routing-key") == NULL) {
-			router_park(r, PARK_not_from_cascade, "x-cascade-routing-key missing: the "
-				       "message did not come through cascade's "
-				       "ingress");
+			router_park(r, PARK_not_from_cascade,
+			            "x-cascade-routing-key missing: the "
+			            "message did not come through cascade's "
+			            "ingress");
 			return;
 		}
 		if (router_string(h, "x-cascade-exchange", p->default_exchange,
-				  &r->exchange, r) < 0 ||
+		                  &r->exchange, r) < 0 ||
 		    router_string(h, "x-cascade-routing-key", routing_key,
-				  &r->routing_key, r) < 0)
+		                  &r->routing_key, r) < 0)
 			return;
 		v = headers_find(h, "x-cascade-expiration");
 		if (v != NULL && headers_string(v, &r->expiration) == 0)
@@ -266,15 +273,16 @@ router_decide(const struct router_params *p, enum route_source src,
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
 		router_park(r, PARK_bad_header,
-			    "target exchange name is not valid UTF-8 "
-			    "(RabbitMQ refuses it)");
+		            "target exchange name is not valid UTF-8 "
+		            "(RabbitMQ refuses it)");
 		return;
 	}
 	if (p->allowed != NULL && !p->allowed(p->allowed_ctx, r->exchange)) {
 		router_park(r, PARK_not_allowed,
-			    "target exchange '%.*s' is not allowed by [router] "
-			    "allowed_targets",
-			    (int)r->exchange.len, (const char *)r->exchange.bytes);
+		            "target exchange '%.*s' is not allowed by [router] "
+		            "allowed_targets",
+		            (int)r->exchange.len,
+		            (const char *)r->exchange.bytes);
 		return;
 	}
 	router_step(p, r, now);
@@ -296,10 +304,10 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 	r->action = ROUTE_HOP;
 	if (p->hold_tail) {
 		/* Come back tail_margin early; hold the rest. */
-		r->level = remaining > p->tail_margin
-				   ? ladder_pick(p->ladder,
-						 remaining - p->tail_margin)
-				   : -1;
+		r->level =
+		    remaining > p->tail_margin
+		        ? ladder_pick(p->ladder, remaining - p->tail_margin)
+		        : -1;
 	} else {
 		r->level = ladder_pick(p->ladder, remaining);
 	}
@@ -314,15 +322,15 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 
 void
 router_hop(const struct router_params *p, struct route *r, int level,
-	   int64_t now)
+           int64_t now)
 {
 	int64_t remaining = r->due > now ? r->due - now : 0;
 
 	r->action = ROUTE_HOP;
 	r->level = level;
 	r->left = remaining > p->ladder->ttl[level]
-			  ? remaining - p->ladder->ttl[level]
-			  : 0;
+	              ? remaining - p->ladder->ttl[level]
+	              : 0;
 }
 
 /* A parked copy without the publisher's headers leaves these out. */
@@ -338,7 +346,7 @@ router_drops(const struct route *r, amqp_bytes_t key)
 {
 	enum header_class c;
 	enum header_fate f = headers_fate(
-		key, r->action == ROUTE_PARK ? HEADER_PARK : HEADER_FORWARD, &c);
+	    key, r->action == ROUTE_PARK ? HEADER_PARK : HEADER_FORWARD, &c);
 
 	/* Parked without the publisher's headers: cascade's own stay. */
 	if (r->action == ROUTE_PARK && r->strip_headers && router_strips(c))
@@ -379,8 +387,8 @@ router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
 	char *note = amqp_pool_alloc(pool, cap);
 	size_t len = 0;
 	int i, n = 0, all = h ? h->num_entries : 0;
-	amqp_bytes_t *keys = amqp_pool_alloc(pool, sizeof(*keys) *
-							   (size_t)(all + 1));
+	amqp_bytes_t *keys =
+	    amqp_pool_alloc(pool, sizeof(*keys) * (size_t)(all + 1));
 
 	if (note == NULL || keys == NULL)
 		return NULL;
@@ -392,27 +400,28 @@ router_dropped_note(const amqp_table_t *h, amqp_pool_t *pool)
 	qsort(keys, (size_t)n, sizeof(*keys), key_order);
 	for (i = 0; i < n && len < 512; i++) {
 		amqp_bytes_t k = keys[i];
-		len += (size_t)snprintf(note + len, cap - len, "%s%.*s",
-					len ? ", " : "", (int)(k.len < 100 ? k.len : 100),
-					(const char *)k.bytes);
+		len += (size_t)snprintf(
+		    note + len, cap - len, "%s%.*s", len ? ", " : "",
+		    (int)(k.len < 100 ? k.len : 100), (const char *)k.bytes);
 	}
-	snprintf(note + len, cap - len, "%s (%zu bytes encoded) did not fit "
-		 "in one frame and %s dropped",
-		 i < n ? ", ..." : "", headers_table_size(h),
-		 n == 1 ? "was" : "were");
+	snprintf(note + len, cap - len,
+	         "%s (%zu bytes encoded) did not fit "
+	         "in one frame and %s dropped",
+	         i < n ? ", ..." : "", headers_table_size(h),
+	         n == 1 ? "was" : "were");
 	return note;
 }
 
 int
 router_props(const amqp_basic_properties_t *in, const struct route *r,
-	     amqp_pool_t *pool, amqp_basic_properties_t *out)
+             amqp_pool_t *pool, amqp_basic_properties_t *out)
 {
 	const amqp_table_t *h = props_headers(in);
 	const amqp_field_value_t *cc;
 	int n = h ? h->num_entries : 0;
-	int move_uid = (in->_flags & AMQP_BASIC_USER_ID_FLAG) &&
-		       (r->fresh ||
-			headers_find(h, "x-cascade-user-id") == NULL);
+	int move_uid =
+	    (in->_flags & AMQP_BASIC_USER_ID_FLAG) &&
+	    (r->fresh || headers_find(h, "x-cascade-user-id") == NULL);
 	amqp_table_t t;
 
 	*out = *in;
@@ -422,7 +431,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-						  (size_t)(n + 12));
+	                                      (size_t)(n + 12));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -434,11 +443,12 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	switch (r->action) {
 	case ROUTE_PARK:
-		/* Hold the expiration, or it would expire in the error queue. */
+		/* Hold the expiration, or it would expire in the error queue.
+		 */
 		if ((in->_flags & AMQP_BASIC_EXPIRATION_FLAG) &&
 		    headers_find(h, "x-cascade-expiration") == NULL)
 			headers_put_bytes(&t, "x-cascade-expiration",
-					  in->expiration);
+			                  in->expiration);
 		if (cc != NULL && headers_find(h, "x-cascade-cc") == NULL)
 			headers_put_value(&t, "x-cascade-cc", cc);
 		if (r->queue.len > 0)
@@ -448,15 +458,15 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		if (r->fresh &&
 		    headers_find(h, "x-cascade-routing-key") == NULL)
 			headers_put_bytes(&t, "x-cascade-routing-key",
-					  r->in_routing_key);
+			                  r->in_routing_key);
 		headers_put_bytes(&t, "x-cascade-error",
-				  amqp_cstring_bytes(r->reason));
+		                  amqp_cstring_bytes(r->reason));
 		if (r->strip_headers) {
 			char *note = router_dropped_note(h, pool);
 			if (note == NULL)
 				return -1;
 			headers_put_bytes(&t, "x-cascade-dropped-headers",
-					  amqp_cstring_bytes(note));
+			                  amqp_cstring_bytes(note));
 		}
 		break;
 	case ROUTE_HOP:
@@ -465,7 +475,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);
 		if (r->has_expiration)
 			headers_put_bytes(&t, "x-cascade-expiration",
-					  r->expiration);
+			                  r->expiration);
 		if (cc != NULL)
 			headers_put_value(&t, "x-cascade-cc", cc);
 		if (r->attempt > 0)
@@ -473,7 +483,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		if (r->refused > 0) {
 			headers_put_i64(&t, "x-cascade-refused", r->refused);
 			headers_put_i64(&t, "x-cascade-refused-since",
-					r->refused_since);
+			                r->refused_since);
 		}
 		headers_put_i64(&t, "x-remaining-delay", r->left);
 		break;

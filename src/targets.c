@@ -26,7 +26,8 @@ static int
 target_is(const struct target *t, amqp_bytes_t ex, amqp_bytes_t rk)
 {
 	amqp_bytes_t e = {t->exchange_len, (void *)(uintptr_t)t->exchange};
-	amqp_bytes_t k = {t->routing_key_len, (void *)(uintptr_t)t->routing_key};
+	amqp_bytes_t k = {t->routing_key_len,
+	                  (void *)(uintptr_t)t->routing_key};
 
 	return headers_bytes_eq(e, ex) && headers_bytes_eq(k, rk);
 }
@@ -80,7 +81,7 @@ targets_get(struct targets *ts, amqp_bytes_t ex, amqp_bytes_t rk)
 
 int64_t
 targets_refused(struct targets *ts, amqp_bytes_t exchange,
-		amqp_bytes_t routing_key, int64_t now)
+                amqp_bytes_t routing_key, int64_t now)
 {
 	struct target *t = targets_get(ts, exchange, routing_key);
 	int64_t ms = ts->min_ms;
@@ -107,7 +108,7 @@ targets_refused(struct targets *ts, amqp_bytes_t exchange,
 
 void
 targets_accepted(struct targets *ts, amqp_bytes_t exchange,
-		 amqp_bytes_t routing_key)
+                 amqp_bytes_t routing_key)
 {
 	struct target *t = targets_find(ts, exchange, routing_key);
 
@@ -119,7 +120,7 @@ targets_accepted(struct targets *ts, amqp_bytes_t exchange,
 
 int64_t
 targets_wait(const struct targets *ts, amqp_bytes_t exchange,
-	     amqp_bytes_t routing_key, int64_t now)
+             amqp_bytes_t routing_key, int64_t now)
 {
 	const struct target *t;
 
@@ -133,7 +134,7 @@ targets_wait(const struct targets *ts, amqp_bytes_t exchange,
 
 void
 targets_diverted(struct targets *ts, amqp_bytes_t exchange,
-		 amqp_bytes_t routing_key)
+                 amqp_bytes_t routing_key)
 {
 	struct target *t = targets_find(ts, exchange, routing_key);
 

@@ -19,7 +19,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l)
 	t->levels = l->levels;
 	for (unsigned k = 0; k < l->levels; k++)
 		snprintf(t->delay[k], sizeof(t->delay[k]), "%s.delay.%" PRId64,
-			 prefix, l->ttl[k]);
+		         prefix, l->ttl[k]);
 }
 
 static void
@@ -40,24 +40,24 @@ arg_i64(amqp_table_entry_t *e, const char *key, int64_t value)
 
 static int
 topology_queue(amqp_connection_state_t conn, amqp_channel_t ch,
-	       const char *name, amqp_table_t args, char *err, size_t errsize)
+               const char *name, amqp_table_t args, char *err, size_t errsize)
 {
 	char what[TOPOLOGY_NAME_MAX + 32];
 
 	amqp_queue_declare(conn, ch, amqp_cstring_bytes(name), 0, 1, 0, 0,
-			   args);
+	                   args);
 	snprintf(what, sizeof(what), "declare queue %s", name);
 	if (broker_check(conn, what, err, errsize) == 0)
 		return 0;
 	return broker_reply_code(conn) == AMQP_PRECONDITION_FAILED
-		       ? TOPOLOGY_MISMATCH
-		       : -1;
+	           ? TOPOLOGY_MISMATCH
+	           : -1;
 }
 
 /* The broker closed ch over a failed declare: open it again. */
 static int
 topology_reopen(amqp_connection_state_t conn, amqp_channel_t ch, char *err,
-		size_t errsize)
+                size_t errsize)
 {
 	amqp_channel_close_ok_t ok = {0};
 
@@ -85,16 +85,15 @@ topology_policy(char *buf, size_t size, const amqp_table_entry_t *e, int n)
 		const char *k = (const char *)e[i].key.bytes + 2;
 		int klen = (int)e[i].key.len - 2;
 		if (e[i].value.kind == AMQP_FIELD_KIND_I64)
-			j += (size_t)snprintf(buf + j, size - j,
-					      "%s\\\"%.*s\\\":%" PRId64,
-					      i ? "," : "", klen, k,
-					      e[i].value.value.i64);
+			j += (size_t)snprintf(
+			    buf + j, size - j, "%s\\\"%.*s\\\":%" PRId64,
+			    i ? "," : "", klen, k, e[i].value.value.i64);
 		else
 			j += (size_t)snprintf(
-				buf + j, size - j, "%s\\\"%.*s\\\":\\\"%.*s\\\"",
-				i ? "," : "", klen, k,
-				(int)e[i].value.value.bytes.len,
-				(const char *)e[i].value.value.bytes.bytes);
+			    buf + j, size - j, "%s\\\"%.*s\\\":\\\"%.*s\\\"",
+			    i ? "," : "", klen, k,
+			    (int)e[i].value.value.bytes.len,
+			    (const char *)e[i].value.value.bytes.bytes);
 	}
 	if (j < size)
 		snprintf(buf + j, size - j, "}");
@@ -112,8 +111,8 @@ topology_policy(char *buf, size_t size, const amqp_table_entry_t *e, int n)
  */
 static int
 topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
-		  const struct topology *t, const char *name, int to_error,
-		  int quorum, int v4, int *safe, char *err, size_t errsize)
+                  const struct topology *t, const char *name, int to_error,
+                  int quorum, int v4, int *safe, char *err, size_t errsize)
 {
 	amqp_table_entry_t e[6];
 	char policy[512];
@@ -128,7 +127,7 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 		arg_str(&e[n++], "x-dead-letter-routing-key", t->error);
 		if (quorum) {
 			arg_str(&e[n++], "x-dead-letter-strategy",
-				"at-least-once");
+			        "at-least-once");
 			arg_str(&e[n++], "x-overflow", "reject-publish");
 		}
 	}
@@ -136,7 +135,7 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 		arg_i64(&e[n++], "x-delivery-limit", -1);
 	if (n == plain)
 		return topology_queue(conn, ch, name, (amqp_table_t){n, e}, err,
-				      errsize);
+		                      errsize);
 	rc = topology_queue(conn, ch, name, (amqp_table_t){n, e}, err, errsize);
 	if (rc == 0)
 		*safe = to_error;
@@ -145,28 +144,28 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 	if (topology_reopen(conn, ch, err, errsize) < 0)
 		return -1;
 	rc = topology_queue(conn, ch, name, (amqp_table_t){plain, e}, err,
-			    errsize);
+	                    errsize);
 	if (rc < 0)
 		return rc;
 	topology_policy(policy, sizeof(policy), e + plain, n - plain);
 	log_warn("queue_arguments",
-		 " queue=%s reason=\"declared by an older cascade without "
-		 "%s: it keeps working; a policy adds them\" fix=\"rabbitmqctl "
-		 "set_policy --apply-to queues cascade-%s '^%s$' '%s'\"",
-		 name,
-		 to_error ? "a dead-letter target (P.error) for what cannot be "
-			    "read, nor, on RabbitMQ 4.x, x-delivery-limit -1"
-			  : "x-delivery-limit -1 (RabbitMQ 4.x drops a "
-			    "message returned 20 times)",
-		 name, name, policy);
+	         " queue=%s reason=\"declared by an older cascade without "
+	         "%s: it keeps working; a policy adds them\" fix=\"rabbitmqctl "
+	         "set_policy --apply-to queues cascade-%s '^%s$' '%s'\"",
+	         name,
+	         to_error ? "a dead-letter target (P.error) for what cannot be "
+	                    "read, nor, on RabbitMQ 4.x, x-delivery-limit -1"
+	                  : "x-delivery-limit -1 (RabbitMQ 4.x drops a "
+	                    "message returned 20 times)",
+	         name, name, policy);
 	return 0;
 }
 
 int
 topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
-		 const struct config *cfg, const struct topology *t,
-		 const struct ladder *l, int reject_parks[3], char *err,
-		 size_t errsize)
+                 const struct config *cfg, const struct topology *t,
+                 const struct ladder *l, int reject_parks[3], char *err,
+                 size_t errsize)
 {
 	amqp_table_entry_t e[8];
 	amqp_table_t args;
@@ -178,38 +177,38 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	int rc;
 
 	amqp_exchange_declare(conn, ch, amqp_cstring_bytes(t->exchange),
-			      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
-			      amqp_empty_table);
+	                      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+	                      amqp_empty_table);
 	snprintf(what, sizeof(what), "declare exchange %s", t->exchange);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4,
-				    &none, err, errsize)) < 0 ||
+	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4, &none,
+	                            err, errsize)) < 0 ||
 	    (rc = topology_consumed(conn, ch, t, t->ingress, 1, quorum, v4,
-				    &reject_parks[0], err, errsize)) < 0 ||
+	                            &reject_parks[0], err, errsize)) < 0 ||
 	    (rc = topology_consumed(conn, ch, t, t->ret, 1, quorum, v4,
-				    &reject_parks[1], err, errsize)) < 0)
+	                            &reject_parks[1], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->ingress),
-			amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
-			amqp_empty_table);
+	                amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
+	                amqp_empty_table);
 	snprintf(what, sizeof(what), "bind queue %s", t->ingress);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
 
 	/* Work queues dead-letter rejected messages to P.retry. */
 	amqp_exchange_declare(conn, ch, amqp_cstring_bytes(t->retry),
-			      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
-			      amqp_empty_table);
+	                      amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+	                      amqp_empty_table);
 	snprintf(what, sizeof(what), "declare exchange %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
 	if ((rc = topology_consumed(conn, ch, t, t->retry, 1, quorum, v4,
-				    &reject_parks[2], err, errsize)) < 0)
+	                            &reject_parks[2], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
-			amqp_cstring_bytes(t->retry), amqp_empty_bytes,
-			amqp_empty_table);
+	                amqp_cstring_bytes(t->retry), amqp_empty_bytes,
+	                amqp_empty_table);
 	snprintf(what, sizeof(what), "bind queue %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
@@ -220,17 +219,17 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 		arg_str(&e[n++], "x-dead-letter-exchange", "");
 		arg_str(&e[n++], "x-dead-letter-routing-key", t->ret);
 		arg_i64(&e[n++], "x-max-length",
-			(int64_t)cfg->topology_max_length);
+		        (int64_t)cfg->topology_max_length);
 		arg_str(&e[n++], "x-overflow", "reject-publish");
 		if (quorum) {
 			arg_str(&e[n++], "x-queue-type", "quorum");
 			arg_str(&e[n++], "x-dead-letter-strategy",
-				"at-least-once");
+			        "at-least-once");
 		}
 		args.num_entries = n;
 		args.entries = e;
 		if ((rc = topology_queue(conn, ch, t->delay[k], args, err,
-					 errsize)) < 0)
+		                         errsize)) < 0)
 			return rc;
 	}
 	return 0;

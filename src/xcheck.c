@@ -25,7 +25,7 @@ name_eq(const char *name, size_t len, amqp_bytes_t b)
 
 enum xcheck_answer
 xcheck_find(const struct xcheck *x, amqp_bytes_t name, int64_t now,
-	    const char **why)
+            const char **why)
 {
 	*why = NULL;
 	for (unsigned i = 0; i < XCHECK_CACHE; i++) {
@@ -62,7 +62,7 @@ xcheck_add(struct xcheck *x, amqp_bytes_t name, const char *why, int64_t now)
 
 struct xcheck_lookup *
 xcheck_wait(struct xcheck *x, amqp_bytes_t name, struct outbox_item *it,
-	    int *oom)
+            int *oom)
 {
 	struct xcheck_lookup *lk;
 

@@ -16,10 +16,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int64_t ms, again;
 
 	if (duration_parse((const char *)data, size, DURATION_BARE_MS, &ms,
-			   &why) == 0) {
+	                   &why) == 0) {
 		duration_format(ms, buf, sizeof(buf));
 		if (duration_parse(buf, strlen(buf), DURATION_BARE_REJECT,
-				   &again, &why) != 0 ||
+		                   &again, &why) != 0 ||
 		    again != ms)
 			abort(); /* what we print must read back the same */
 	}

@@ -43,7 +43,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&in, 0, sizeof(in));
 	if (amqp_decode_table(encoded, &pool, &in.headers, &offset) == 0) {
 		in._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
-			    AMQP_BASIC_EXPIRATION_FLAG;
+		            AMQP_BASIC_EXPIRATION_FLAG;
 		in.user_id = amqp_cstring_bytes("guest");
 		in.expiration = amqp_cstring_bytes("60000");
 		for (int src = 0; src < 3; src++) {
@@ -53,17 +53,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				size_t off = 0;
 				p.hold_tail = hold;
 				router_decide(&p, (enum route_source)src, &in,
-					      amqp_cstring_bytes("rk"),
-					      INT64_C(1800000000000), &r);
+				              amqp_cstring_bytes("rk"),
+				              INT64_C(1800000000000), &r);
 				if (r.action == ROUTE_HOLD)
 					router_step(&p, &r,
-						    INT64_C(1800000000000) +
-							    r.left);
+					            INT64_C(1800000000000) +
+					                r.left);
 				if (router_props(&in, &r, &pool, &out) < 0)
 					abort();
 				if (amqp_encode_table(b, &out.headers, &off) <
-				    0 && out.headers.num_entries > 0 &&
-				    off == 0)
+				        0 &&
+				    out.headers.num_entries > 0 && off == 0)
 					abort();
 			}
 		}

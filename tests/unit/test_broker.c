@@ -173,14 +173,14 @@ Test(broker_confirms, other_channels_and_methods_are_the_callers)
 
 Test(broker_confirms, closes_are_errors)
 {
-	amqp_channel_close_t cc = {404, amqp_cstring_bytes("NOT_FOUND - x"),
-	                           60, 40};
-	amqp_connection_close_t oc = {320, amqp_cstring_bytes("FORCED"), 0,
-	                              0};
+	amqp_channel_close_t cc = {404, amqp_cstring_bytes("NOT_FOUND - x"), 60,
+	                           40};
+	amqp_connection_close_t oc = {320, amqp_cstring_bytes("FORCED"), 0, 0};
 
 	cr_assert_eq(method(2, AMQP_CHANNEL_CLOSE_METHOD, &cc), 0);
 	cr_assert_eq(method(1, AMQP_CHANNEL_CLOSE_METHOD, &cc), -1);
-	cr_assert_str_eq(err, "channel closed by the broker: 404 NOT_FOUND - x");
+	cr_assert_str_eq(err,
+	                 "channel closed by the broker: 404 NOT_FOUND - x");
 	cr_assert_eq(method(0, AMQP_CONNECTION_CLOSE_METHOD, &oc), -1);
 	cr_assert_str_eq(err, "connection closed by the broker: 320 FORCED");
 }

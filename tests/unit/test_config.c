@@ -607,9 +607,9 @@ Test(config, password_file_replaces_the_url_password)
 	char text[256], *path = temp_file("s3cret\n");
 
 	snprintf(text, sizeof(text),
-		 "[broker]\nurl = amqp://cascade@localhost/\n"
-		 "password_file = %s\n",
-		 path);
+	         "[broker]\nurl = amqp://cascade@localhost/\n"
+	         "password_file = %s\n",
+	         path);
 	load_ok(text);
 	cr_assert(cfg.broker_password_set);
 	cr_assert_str_eq(cfg.broker_password, "s3cret");
@@ -639,7 +639,7 @@ Test(config, password_file_missing_or_empty)
 
 	load_bad("[broker]\npassword_file = /nonexistent/pw\n");
 	expect_error("test.ini:2: broker.password_file: ",
-		     "No such file or directory");
+	             "No such file or directory");
 	path = temp_file("\n");
 	snprintf(text, sizeof(text), "[broker]\n\npassword_file = %s\n", path);
 	load_bad(text);
@@ -652,12 +652,13 @@ Test(config, tls_files_need_amqps)
 	char text[256], *path = temp_file("not checked here\n");
 
 	snprintf(text, sizeof(text),
-		 "[broker]\nurl = amqp://localhost/\ntls_ca_file = %s\n", path);
+	         "[broker]\nurl = amqp://localhost/\ntls_ca_file = %s\n", path);
 	load_bad(text);
-	expect_error("test.ini:3: broker.tls_ca_file: ", "no broker URL is amqps://");
+	expect_error("test.ini:3: broker.tls_ca_file: ",
+	             "no broker URL is amqps://");
 	snprintf(text, sizeof(text),
-		 "[broker]\nurl = amqps://localhost/\ntls_ca_file = %s\n",
-		 path);
+	         "[broker]\nurl = amqps://localhost/\ntls_ca_file = %s\n",
+	         path);
 	load_ok(text);
 	unlink(path);
 }
@@ -665,13 +666,13 @@ Test(config, tls_files_need_amqps)
 Test(config, tls_files_must_exist_and_come_in_pairs)
 {
 	load_bad("[broker]\nurl = amqps://localhost/\n"
-		 "tls_ca_file = /nonexistent/ca.pem\n");
+	         "tls_ca_file = /nonexistent/ca.pem\n");
 	expect_error("test.ini:3: broker.tls_ca_file: ", "/nonexistent/ca.pem");
 	char text[256], *path = temp_file("pem\n");
 
 	snprintf(text, sizeof(text),
-		 "[broker]\nurl = amqps://localhost/\ntls_cert_file = %s\n",
-		 path);
+	         "[broker]\nurl = amqps://localhost/\ntls_cert_file = %s\n",
+	         path);
 	load_bad(text);
 	expect_error("test.ini:3: broker.tls_cert_file: ", "both");
 	unlink(path);
@@ -747,7 +748,7 @@ Test(config, several_broker_urls)
 	char url[CONFIG_STR_MAX], masked[512];
 
 	load_ok("[broker]\nurl = amqp://u:p1@a:5672/%2f, amqp://u:p2@b/%2f "
-		"amqp://c\n");
+	        "amqp://c\n");
 	cr_assert_eq(config_broker_url_count(&cfg), 3);
 	cr_assert_eq(config_broker_url(&cfg, 0, url, sizeof(url)), 0);
 	cr_assert_str_eq(url, "amqp://u:p1@a:5672/%2f");
@@ -756,7 +757,7 @@ Test(config, several_broker_urls)
 	cr_assert_eq(config_broker_url(&cfg, 3, url, sizeof(url)), -1);
 	config_mask_url(cfg.broker_url, masked, sizeof(masked));
 	cr_assert_str_eq(masked, "amqp://u:***@a:5672/%2f, amqp://u:***@b/%2f "
-				 "amqp://c");
+	                         "amqp://c");
 }
 
 Test(config, one_bad_url_among_several)
@@ -773,8 +774,8 @@ Test(config, tls_files_with_one_amqps_url_among_several)
 	char text[256], *path = temp_file("pem\n");
 
 	snprintf(text, sizeof(text),
-		 "[broker]\nurl = amqp://a amqps://b\ntls_ca_file = %s\n",
-		 path);
+	         "[broker]\nurl = amqp://a amqps://b\ntls_ca_file = %s\n",
+	         path);
 	load_ok(text);
 	unlink(path);
 }

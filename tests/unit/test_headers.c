@@ -705,13 +705,14 @@ Test(headers, props_size_is_what_rabbitmq_c_encodes)
 
 	memset(&p, 0, sizeof(p));
 	cr_assert_eq(headers_props_size(&p), encoded_props(&p));
-	p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
-		   AMQP_BASIC_PRIORITY_FLAG | AMQP_BASIC_TIMESTAMP_FLAG |
-		   AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_EXPIRATION_FLAG |
-		   AMQP_BASIC_USER_ID_FLAG | AMQP_BASIC_APP_ID_FLAG |
-		   AMQP_BASIC_CLUSTER_ID_FLAG | AMQP_BASIC_TYPE_FLAG |
-		   AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
-		   AMQP_BASIC_CONTENT_ENCODING_FLAG | AMQP_BASIC_HEADERS_FLAG;
+	p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG |
+	           AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_PRIORITY_FLAG |
+	           AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
+	           AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_USER_ID_FLAG |
+	           AMQP_BASIC_APP_ID_FLAG | AMQP_BASIC_CLUSTER_ID_FLAG |
+	           AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_REPLY_TO_FLAG |
+	           AMQP_BASIC_CORRELATION_ID_FLAG |
+	           AMQP_BASIC_CONTENT_ENCODING_FLAG | AMQP_BASIC_HEADERS_FLAG;
 	p.content_type = amqp_cstring_bytes("application/json");
 	p.content_encoding = amqp_cstring_bytes("gzip");
 	p.correlation_id = amqp_cstring_bytes("c-1");
@@ -726,12 +727,12 @@ Test(headers, props_size_is_what_rabbitmq_c_encodes)
 	p.priority = 3;
 	p.timestamp = 1700000000;
 	static const uint8_t kinds[] = {
-		AMQP_FIELD_KIND_BOOLEAN, AMQP_FIELD_KIND_I8,
-		AMQP_FIELD_KIND_U8,	 AMQP_FIELD_KIND_I16,
-		AMQP_FIELD_KIND_U16,	 AMQP_FIELD_KIND_I32,
-		AMQP_FIELD_KIND_U32,	 AMQP_FIELD_KIND_I64,
-		AMQP_FIELD_KIND_F32,	 AMQP_FIELD_KIND_F64,
-		AMQP_FIELD_KIND_TIMESTAMP, AMQP_FIELD_KIND_VOID,
+	    AMQP_FIELD_KIND_BOOLEAN,   AMQP_FIELD_KIND_I8,
+	    AMQP_FIELD_KIND_U8,        AMQP_FIELD_KIND_I16,
+	    AMQP_FIELD_KIND_U16,       AMQP_FIELD_KIND_I32,
+	    AMQP_FIELD_KIND_U32,       AMQP_FIELD_KIND_I64,
+	    AMQP_FIELD_KIND_F32,       AMQP_FIELD_KIND_F64,
+	    AMQP_FIELD_KIND_TIMESTAMP, AMQP_FIELD_KIND_VOID,
 	};
 	memset(e, 0, sizeof(e));
 	for (size_t i = 0; i < sizeof(kinds); i++) {
@@ -764,23 +765,25 @@ Test(headers, utf8_validity_as_rabbitmq_checks_names)
 		const char *s;
 		int ok;
 	} cases[] = {
-		{"", 1},
-		{"billing", 1},
-		{"caf\xc3\xa9", 1},
-		{"\xe2\x82\xac", 1},
-		{"\xf0\x9f\x90\x87", 1},
-		{"foo\n", 1},
-		{"\xff\xfe" "abc", 0},
-		{"\xc3", 0},		 /* cut short */
-		{"\xc0\xaf", 0},	 /* overlong '/' */
-		{"\xed\xa0\x80", 0},	 /* surrogate */
-		{"\xf4\x90\x80\x80", 0}, /* past U+10FFFF */
-		{"\xe2\x28\xa1", 0},
+	    {"", 1},
+	    {"billing", 1},
+	    {"caf\xc3\xa9", 1},
+	    {"\xe2\x82\xac", 1},
+	    {"\xf0\x9f\x90\x87", 1},
+	    {"foo\n", 1},
+	    {"\xff\xfe"
+	     "abc",
+	     0},
+	    {"\xc3", 0},             /* cut short */
+	    {"\xc0\xaf", 0},         /* overlong '/' */
+	    {"\xed\xa0\x80", 0},     /* surrogate */
+	    {"\xf4\x90\x80\x80", 0}, /* past U+10FFFF */
+	    {"\xe2\x28\xa1", 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		cr_assert_eq(headers_utf8_valid(amqp_cstring_bytes(cases[i].s)),
-			     cases[i].ok, "case %zu", i);
+		             cases[i].ok, "case %zu", i);
 }
 
 /* The one table of special headers: every use agrees with it. */
@@ -791,49 +794,44 @@ Test(headers, rules_table_classes_and_fates)
 		enum header_class cls;
 		enum header_fate forward, park, requeue;
 	} cases[] = {
-		{"tenant", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
-		{"x-custom", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP,
-		 HEADER_KEEP},
-		{"CC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"BCC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"x-delay", HEADER_DELAY, HEADER_DROP, HEADER_KEEP, HEADER_ASK},
-		{"x-target-exchange", HEADER_TARGET, HEADER_DROP, HEADER_KEEP,
-		 HEADER_KEEP},
-		{"x-death", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"x-last-death-queue", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"x-delivery-count", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"x-cascade-user-id", HEADER_USER_ID, HEADER_ASK, HEADER_ASK,
-		 HEADER_KEEP},
-		{"x-cascade-attempt", HEADER_ATTEMPT, HEADER_ASK, HEADER_KEEP,
-		 HEADER_ASK},
-		{"x-cascade-error", HEADER_PARK_NOTE, HEADER_DROP, HEADER_DROP,
-		 HEADER_DROP},
-		{"x-cascade-due", HEADER_STATE, HEADER_DROP, HEADER_KEEP,
-		 HEADER_DROP},
-		/* state added later needs no new rule */
-		{"x-cascade-refused-since", HEADER_STATE, HEADER_DROP,
-		 HEADER_KEEP, HEADER_DROP},
-		/* near misses are the publisher's */
-		{"x-deat", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
-		{"CCX", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
-		{"x-cascade", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP,
-		 HEADER_KEEP},
+	    {"tenant", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+	    {"x-custom", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+	    {"CC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	    {"BCC", HEADER_DISTRIBUTION, HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	    {"x-delay", HEADER_DELAY, HEADER_DROP, HEADER_KEEP, HEADER_ASK},
+	    {"x-target-exchange", HEADER_TARGET, HEADER_DROP, HEADER_KEEP,
+	     HEADER_KEEP},
+	    {"x-death", HEADER_BROKER, HEADER_DROP, HEADER_DROP, HEADER_DROP},
+	    {"x-last-death-queue", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+	     HEADER_DROP},
+	    {"x-delivery-count", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+	     HEADER_DROP},
+	    {"x-cascade-user-id", HEADER_USER_ID, HEADER_ASK, HEADER_ASK,
+	     HEADER_KEEP},
+	    {"x-cascade-attempt", HEADER_ATTEMPT, HEADER_ASK, HEADER_KEEP,
+	     HEADER_ASK},
+	    {"x-cascade-error", HEADER_PARK_NOTE, HEADER_DROP, HEADER_DROP,
+	     HEADER_DROP},
+	    {"x-cascade-due", HEADER_STATE, HEADER_DROP, HEADER_KEEP,
+	     HEADER_DROP},
+	    /* state added later needs no new rule */
+	    {"x-cascade-refused-since", HEADER_STATE, HEADER_DROP, HEADER_KEEP,
+	     HEADER_DROP},
+	    /* near misses are the publisher's */
+	    {"x-deat", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+	    {"CCX", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
+	    {"x-cascade", HEADER_OTHER, HEADER_KEEP, HEADER_KEEP, HEADER_KEEP},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		amqp_bytes_t k = amqp_cstring_bytes(cases[i].key);
 		enum header_class c;
 		cr_assert_eq(headers_fate(k, HEADER_FORWARD, &c),
-			     cases[i].forward, "%s forward", cases[i].key);
+		             cases[i].forward, "%s forward", cases[i].key);
 		cr_assert_eq(c, cases[i].cls, "%s class", cases[i].key);
 		cr_assert_eq(headers_fate(k, HEADER_PARK, NULL), cases[i].park,
-			     "%s park", cases[i].key);
+		             "%s park", cases[i].key);
 		cr_assert_eq(headers_fate(k, HEADER_REQUEUE, NULL),
-			     cases[i].requeue, "%s requeue", cases[i].key);
+		             cases[i].requeue, "%s requeue", cases[i].key);
 	}
 }

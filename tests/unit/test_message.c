@@ -22,7 +22,7 @@ Test(message, body_is_assembled_from_fragments_and_overflow_refused)
 	cr_assert_eq(message_append(m, amqp_cstring_bytes("wor!!")), 1);
 	cr_assert_eq(memcmp(m->body.bytes, "hellowor!!", 10), 0);
 	cr_assert_eq(message_append(m, amqp_cstring_bytes("x")), -1,
-		     "more than the content header announced");
+	             "more than the content header announced");
 	message_free(m);
 }
 
@@ -69,8 +69,8 @@ Test(message, properties_survive_the_frame_pool)
 	cr_assert_eq(memcmp(m->props.message_id.bytes, "id-123", 6), 0);
 	cr_assert_eq(m->props.headers.num_entries, 1);
 	cr_assert_eq(memcmp(m->props.headers.entries[0].key.bytes,
-			    "x-remaining-delay", 17),
-		     0);
+	                    "x-remaining-delay", 17),
+	             0);
 	cr_assert_eq(m->props.headers.entries[0].value.value.i64, 90000);
 	message_free(m);
 }

@@ -33,7 +33,7 @@ send(int i, const char *exchange, const char *key)
 {
 	cr_assert(outbox_may_send(&o, &items[i]), "item %d may be sent", i);
 	outbox_sent(&o, &items[i], amqp_cstring_bytes(exchange),
-		    amqp_cstring_bytes(key));
+	            amqp_cstring_bytes(key));
 }
 
 static void
@@ -124,28 +124,28 @@ Test(outbox, return_names_the_first_unreturned_publish_with_same_route)
 	send(3, "x", "a");
 	/* Exchange and key pick 0, 2 and 3; the content test picks 2. */
 	cr_assert_eq(idx(outbox_returned(&o, amqp_cstring_bytes("x"),
-					 amqp_cstring_bytes("a"),
-					 "312 NO_ROUTE", same_body, &want)),
-		     2);
+	                                 amqp_cstring_bytes("a"),
+	                                 "312 NO_ROUTE", same_body, &want)),
+	             2);
 	cr_assert(items[2].returned);
 	cr_assert_str_eq(items[2].return_text, "312 NO_ROUTE");
 	cr_assert_not(items[0].returned);
 	/* Without a content test: the oldest, skipping the returned one. */
-	cr_assert_eq(idx(outbox_returned(&o, amqp_cstring_bytes("x"),
-					 amqp_cstring_bytes("a"), "312",
-					 NULL, NULL)),
-		     0);
-	cr_assert_eq(idx(outbox_returned(&o, amqp_cstring_bytes("x"),
-					 amqp_cstring_bytes("a"), "312",
-					 NULL, NULL)),
-		     3);
+	cr_assert_eq(
+	    idx(outbox_returned(&o, amqp_cstring_bytes("x"),
+	                        amqp_cstring_bytes("a"), "312", NULL, NULL)),
+	    0);
+	cr_assert_eq(
+	    idx(outbox_returned(&o, amqp_cstring_bytes("x"),
+	                        amqp_cstring_bytes("a"), "312", NULL, NULL)),
+	    3);
 	cr_assert_null(outbox_returned(&o, amqp_cstring_bytes("x"),
-				       amqp_cstring_bytes("a"), "312", NULL,
-				       NULL));
+	                               amqp_cstring_bytes("a"), "312", NULL,
+	                               NULL));
 	/* Different exchange, same key: no match. */
 	cr_assert_null(outbox_returned(&o, amqp_cstring_bytes("y"),
-				       amqp_cstring_bytes("b"), "312", NULL,
-				       NULL));
+	                               amqp_cstring_bytes("b"), "312", NULL,
+	                               NULL));
 	/* The returned publish is still settled by its confirm. */
 	cr_assert_eq(idx(outbox_confirmed(&o, 3, 0)), 2);
 }
@@ -269,7 +269,7 @@ Test(outbox, retries_back_off_exponentially_with_jitter_and_a_cap)
 	/* Jitter takes off up to a fifth. */
 	w = outbox_retry_later(&o, &items[0], 1000, 0.999);
 	cr_assert(w > 4 * OUTBOX_RETRY_MIN_MS * 4 / 5 &&
-		  w <= 4 * OUTBOX_RETRY_MIN_MS);
+	          w <= 4 * OUTBOX_RETRY_MIN_MS);
 	TAILQ_REMOVE(&o.retry, &items[0], link);
 	for (int i = 0; i < 20; i++) {
 		w = outbox_retry_later(&o, &items[0], 1000, 0.0);
@@ -282,7 +282,7 @@ Test(outbox, retries_come_due_by_time_not_by_order)
 {
 	outbox_retry_later(&o, &items[0], 0, 0.0); /* at 200 */
 	items[1].retries = 3;
-	outbox_retry_later(&o, &items[1], 0, 0.0); /* at 1600 */
+	outbox_retry_later(&o, &items[1], 0, 0.0);   /* at 1600 */
 	outbox_retry_later(&o, &items[2], 100, 0.0); /* at 300 */
 	cr_assert_eq(outbox_retry_next(&o), 200);
 	cr_assert_null(outbox_retry_due(&o, 199));
@@ -323,7 +323,7 @@ Test(outbox, drop_frees_every_item_on_every_list_once)
 	outbox_closed(&o, 1, &culprit); /* 0, 1 suspects */
 	outbox_open(&o);
 	outbox_sent(&o, outbox_next(&o, &done), amqp_cstring_bytes(""),
-		    amqp_cstring_bytes("q")); /* 0 in flight, 1 suspect */
+	            amqp_cstring_bytes("q")); /* 0 in flight, 1 suspect */
 	outbox_queue(&o, &items[2]);
 	outbox_retry_later(&o, &items[4], 0, 0.0);
 	outbox_pause(&o, &items[5]);
@@ -332,7 +332,7 @@ Test(outbox, drop_frees_every_item_on_every_list_once)
 	outbox_drop(&o, free_item, NULL);
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(freed[i], i == 3 || i == 7 ? 0 : 1,
-			     "item %d freed %d times", i, freed[i]);
+		             "item %d freed %d times", i, freed[i]);
 	cr_assert(outbox_settled(&o));
 	cr_assert_not(o.ready);
 	cr_assert_not(o.probing);

@@ -1118,21 +1118,21 @@ Test(router_guard, parks_at_the_limit_and_not_below)
 	p = props_of(&t);
 	memset(&r, 0x5a, sizeof(r));
 	cr_assert_eq(router_guard(ROUTE_FROM_INGRESS, &p,
-				  amqp_cstring_bytes("orders"), 10, &r),
-		     0);
+	                          amqp_cstring_bytes("orders"), 10, &r),
+	             0);
 	cr_assert_eq(r.level, 0x5a5a5a5a, "route untouched below the limit");
 
 	t.e[0].value.value.i64 = 10;
 	cr_assert_eq(router_guard(ROUTE_FROM_INGRESS, &p,
-				  amqp_cstring_bytes("orders"), 10, &r),
-		     1);
+	                          amqp_cstring_bytes("orders"), 10, &r),
+	             1);
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(r.park, PARK_redelivered);
 	cr_assert(r.fresh, "first sight: the publisher's headers");
 	cr_assert(bytes_is(r.in_routing_key, "orders"));
 	cr_assert_str_eq(r.reason,
-			 "seen 10 times without being settled "
-			 "(x-delivery-count; [router] max_redeliveries is 10)");
+	                 "seen 10 times without being settled "
+	                 "(x-delivery-count; [router] max_redeliveries is 10)");
 }
 
 Test(router_guard, counts_of_any_integer_width_and_none_at_all)
@@ -1142,17 +1142,17 @@ Test(router_guard, counts_of_any_integer_width_and_none_at_all)
 	amqp_basic_properties_t p, none = props_of(NULL);
 
 	cr_assert_eq(router_guard(ROUTE_FROM_RETURN, &none,
-				  amqp_cstring_bytes("cascade.ret"), 1, &r),
-		     0, "classic queues do not count");
+	                          amqp_cstring_bytes("cascade.ret"), 1, &r),
+	             0, "classic queues do not count");
 	tb_i32(&t, "x-delivery-count", 3);
 	p = props_of(&t);
 	cr_assert_eq(router_guard(ROUTE_FROM_RETURN, &p,
-				  amqp_cstring_bytes("cascade.ret"), 3, &r),
-		     1);
+	                          amqp_cstring_bytes("cascade.ret"), 3, &r),
+	             1);
 	cr_assert_not(r.fresh, "back from the ladder: cascade's own state");
 	t.e[0].value.kind = AMQP_FIELD_KIND_UTF8;
 	t.e[0].value.value.bytes = amqp_cstring_bytes("99");
 	cr_assert_eq(router_guard(ROUTE_FROM_RETURN, &p,
-				  amqp_cstring_bytes("cascade.ret"), 3, &r),
-		     0, "not an integer: not a count");
+	                          amqp_cstring_bytes("cascade.ret"), 3, &r),
+	             0, "not an integer: not a count");
 }

@@ -40,7 +40,7 @@ Test(targets, the_backoff_doubles_up_to_the_cap_and_then_probes)
 	targets_init(&ts, 100, 1000);
 	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
 		cr_assert_eq(targets_refused(&ts, B("e"), B("k"), now),
-			     expect[i], "refusal %zu", i);
+		             expect[i], "refusal %zu", i);
 		/* Over: the next publish is a probe. */
 		now += expect[i];
 		cr_assert_eq(targets_wait(&ts, B("e"), B("k"), now), 0);
@@ -107,9 +107,16 @@ Test(targets, metrics_name_the_destination_with_escaped_labels)
 	targets_diverted(&ts, B("bill\"ing"), B("in\nv"));
 	n = metrics_render_targets(&ts, 500, buf, sizeof(buf));
 	cr_assert_gt(n, 0);
-	cr_assert(strstr(buf, "cascade_target_refusals_total{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 2\n"), "%s", buf);
-	cr_assert(strstr(buf, "cascade_target_diverted_total{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 1\n"), "%s", buf);
-	cr_assert(strstr(buf, "cascade_target_backoff_seconds{exchange=\"bill\\\"ing\",routing_key=\"in\\nv\"} 0.500\n"), "%s", buf);
+	cr_assert(strstr(buf, "cascade_target_refusals_total{exchange="
+	                      "\"bill\\\"ing\",routing_key=\"in\\nv\"} 2\n"),
+	          "%s", buf);
+	cr_assert(strstr(buf, "cascade_target_diverted_total{exchange="
+	                      "\"bill\\\"ing\",routing_key=\"in\\nv\"} 1\n"),
+	          "%s", buf);
+	cr_assert(strstr(buf,
+	                 "cascade_target_backoff_seconds{exchange="
+	                 "\"bill\\\"ing\",routing_key=\"in\\nv\"} 0.500\n"),
+	          "%s", buf);
 	cr_assert_eq(metrics_render_targets(&ts, 500, buf, 10), -1);
 	targets_free(&ts);
 }

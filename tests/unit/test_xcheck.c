@@ -44,11 +44,11 @@ Test(xcheck, unknown_until_answered_then_believed_for_the_ttl)
 	cr_assert_eq(xcheck_find(&x, b("orders"), 1000, &why), XCHECK_EXISTS);
 	cr_assert_null(why);
 	cr_assert_eq(xcheck_find(&x, b("order"), 1000, &why), XCHECK_UNKNOWN);
-	cr_assert_eq(xcheck_find(&x, b("orders"), 1000 + XCHECK_TTL_MS - 1,
-				 &why),
-		     XCHECK_EXISTS);
+	cr_assert_eq(
+	    xcheck_find(&x, b("orders"), 1000 + XCHECK_TTL_MS - 1, &why),
+	    XCHECK_EXISTS);
 	cr_assert_eq(xcheck_find(&x, b("orders"), 1000 + XCHECK_TTL_MS, &why),
-		     XCHECK_UNKNOWN);
+	             XCHECK_UNKNOWN);
 }
 
 Test(xcheck, a_refusal_replaces_the_answer_that_it_exists)
@@ -63,7 +63,7 @@ Test(xcheck, a_refusal_replaces_the_answer_that_it_exists)
 	cr_assert_eq(xcheck_find(&x, b("other"), 6, &why), XCHECK_EXISTS);
 	/* The refusal is believed from when it was seen. */
 	cr_assert_eq(xcheck_find(&x, b("logs"), 4 + XCHECK_TTL_MS, &why),
-		     XCHECK_REFUSED);
+	             XCHECK_REFUSED);
 }
 
 Test(xcheck, the_cache_keeps_the_newest_when_full)
@@ -89,7 +89,7 @@ Test(xcheck, messages_for_one_exchange_share_one_lookup)
 	lk = xcheck_wait(&x, b("a"), &items[0], &oom);
 	cr_assert_not_null(lk, "the first message needs a declare");
 	cr_assert_null(xcheck_wait(&x, b("a"), &items[1], &oom),
-		       "the second waits on the same one");
+	               "the second waits on the same one");
 	cr_assert_not(oom);
 	cr_assert_not_null(xcheck_wait(&x, b("b"), &items[2], &oom));
 	cr_assert_eq(xcheck_waiting(&x), 3);
