@@ -37,6 +37,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "outbox.h"
+#include "plan.h"
 #include "router.h"
 #include "targets.h"
 #include "topology.h"
@@ -70,6 +71,7 @@ struct daemon {
 	struct xcheck xc;         /* target exchanges, BROKER_CH_CHECK */
 	struct message_list held; /* the sub-resolution tail */
 	struct targets targets;
+	struct plan plan; /* the next publish, given the targets */
 	amqp_pool_t scratch;
 	struct acks acks;
 	unsigned reconnects;
@@ -101,6 +103,8 @@ static void daemon_dispatch(struct daemon *d, struct message *m);
 static void daemon_route(struct daemon *d, struct message *m);
 static void daemon_publish(struct daemon *d, struct message *m);
 static void daemon_pub_kick(struct daemon *d);
+static void daemon_next(struct daemon *d, struct message *m,
+                        enum plan_next next, const char *why);
 
 static int64_t
 now_ms(void)
@@ -439,105 +443,20 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 	daemon_resume(d);
 }
 
-/*
- * A hop to r's level: when that delay queue backs off (it refused a
- * publish: full), take the largest lower level that does not; a lower level
- * is never early, it only costs another hop.  Returns 0, or the shortest
- * wait in ms when every level from r's down backs off.
- */
-static int64_t
-daemon_hop_level(struct daemon *d, struct route *r)
-{
-	int64_t mono = mono_ms(), wait, first = INT64_MAX;
-	int level = r->level;
-
-	while (level >= 0) {
-		wait = targets_wait(&d->targets, amqp_empty_bytes,
-		                    amqp_cstring_bytes(d->topo.delay[level]),
-		                    mono);
-		if (wait == 0)
-			break;
-		if (wait < first)
-			first = wait;
-		level--;
-	}
-	if (level < 0)
-		return first;
-	if (level != r->level)
-		router_hop(&d->rp, r, level, now_ms());
-	return 0;
-}
-
-/*
- * m's target refused it, or backs off for wait ms: send m round the ladder
- * for about that long instead of holding it.  Its due time stays, so it is
- * late, never early; [router] refused_park_after parks it in the end.
- */
-static void
-daemon_divert(struct daemon *d, struct message *m, int64_t wait)
-{
-	struct route *r = &m->route;
-	int64_t now = now_ms(), after = d->cfg->router_refused_park_after;
-	char a[32];
-	int level;
-
-	if (r->refused == 0 || r->refused_since <= 0)
-		r->refused_since = now;
-	r->refused++;
-	if (after > 0 && now - r->refused_since >= after) {
-		duration_format(now - r->refused_since, a, sizeof(a));
-		daemon_park(d, m, PARK_refused,
-		            "target exchange '%.*s' routing key '%.*s' refused "
-		            "it for %s ([router] refused_park_after)",
-		            (int)r->exchange.len,
-		            (const char *)r->exchange.bytes,
-		            (int)r->routing_key.len,
-		            (const char *)r->routing_key.bytes, a);
-		return;
-	}
-	targets_diverted(&d->targets, r->exchange, r->routing_key);
-	level = ladder_pick(&d->ladder, wait);
-	router_hop(&d->rp, r, level < 0 ? 0 : level, now);
-	daemon_dispatch(d, m);
-}
-
 /* The broker refused m's publish (basic.nack). */
 static void
 daemon_nacked(struct daemon *d, struct message *m)
 {
-	struct route *r = &m->route;
+	const char *refusal, *why;
+	enum plan_next next;
 	int64_t wait;
 
 	d->m.nacks++;
-	switch (r->action) {
-	case ROUTE_DELIVER:
-		wait = targets_refused(&d->targets, r->exchange, r->routing_key,
-		                       mono_ms());
-		if (wait <= 0)
-			wait = d->ladder.ttl[0];
-		daemon_log_refused(d, m,
-		                   "target refused the delivery "
-		                   "(queue full or unavailable)",
-		                   wait);
-		daemon_divert(d, m, wait);
-		return;
-	case ROUTE_HOP:
-		wait = targets_refused(&d->targets, amqp_empty_bytes,
-		                       m->out.routing_key, mono_ms());
-		daemon_log_refused(d, m,
-		                   "delay queue refused the hop "
-		                   "(full or unavailable)",
-		                   wait);
-		/* Step afresh: a lower level, or deliver if due by now. */
-		router_step(&d->rp, r, now_ms());
-		daemon_dispatch(d, m);
-		return;
-	default:
-		daemon_retry_later(d, m,
-		                   "broker nacked the publish "
-		                   "(queue full or unavailable)");
-		return;
-	}
+	next = plan_nacked(&d->plan, &m->route, m->out.routing_key, now_ms(),
+	                   mono_ms(), &refusal, &wait, &why);
+	if (refusal != NULL)
+		daemon_log_refused(d, m, refusal, wait);
+	daemon_next(d, m, next, why);
 }
 
 /* The broker confirmed m's publish (or refused it, when nack). */
@@ -555,15 +474,12 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			daemon_log_park(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
-			targets_accepted(&d->targets, amqp_empty_bytes,
-			                 m->out.routing_key);
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
 			                                    m->route.due);
-			targets_accepted(&d->targets, m->route.exchange,
-			                 m->route.routing_key);
 		}
+		plan_accepted(&d->plan, &m->route, m->out.routing_key);
 		daemon_ack(d, m);
 		return;
 	}
@@ -883,45 +799,43 @@ daemon_hold(struct daemon *d, struct message *m)
 static void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
-	struct route *r = &m->route;
 	const char *why;
-	int64_t wait;
+	enum plan_next next;
 
-	switch (r->action) {
-	case ROUTE_HOLD:
+	next = plan_dispatch(&d->plan, &m->route, now_ms(), mono_ms(), &why);
+	daemon_next(d, m, next, why);
+}
+
+/* Carry out what the plan says (plan.h). */
+static void
+daemon_next(struct daemon *d, struct message *m, enum plan_next next,
+            const char *why)
+{
+	const char *refused;
+
+	switch (next) {
+	case PLAN_HOLD:
 		daemon_hold(d, m);
 		return;
-	case ROUTE_DELIVER:
-		wait = targets_wait(&d->targets, r->exchange, r->routing_key,
-		                    mono_ms());
-		if (wait > 0) {
-			daemon_divert(d, m, wait);
-			return;
-		}
-		if (r->exchange.len == 0)
-			break; /* the default exchange always exists */
-		switch (xcheck_find(&d->xc, r->exchange, mono_ms(), &why)) {
+	case PLAN_RETRY:
+		daemon_retry_later(d, m, why);
+		return;
+	case PLAN_CHECK:
+		switch (xcheck_find(&d->xc, m->route.exchange, mono_ms(),
+		                    &refused)) {
 		case XCHECK_UNKNOWN:
 			daemon_wait_exchange(d, m);
 			return;
 		case XCHECK_REFUSED:
 			daemon_park(d, m, PARK_broker_refused,
-			            "the broker refused the delivery: %s", why);
+			            "the broker refused the delivery: %s",
+			            refused);
 			return;
 		case XCHECK_EXISTS:
 			break;
 		}
 		break;
-	case ROUTE_HOP:
-		wait = daemon_hop_level(d, r);
-		if (wait > 0) {
-			daemon_retry_later(d, m,
-			                   "every delay level it could "
-			                   "take refuses publishes");
-			return;
-		}
-		break;
-	default:
+	case PLAN_PUBLISH:
 		break;
 	}
 	daemon_publish(d, m);
@@ -1679,6 +1593,11 @@ daemon_run(const struct config *cfg)
 	xcheck_init(&d->xc);
 	targets_init(&d->targets, d->ladder.ttl[0],
 	             cfg->router_target_backoff_max);
+	d->plan.rp = &d->rp;
+	d->plan.ladder = &d->ladder;
+	d->plan.targets = &d->targets;
+	d->plan.level_queues = d->level_queues;
+	d->plan.refused_park_after = cfg->router_refused_park_after;
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);

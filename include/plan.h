@@ -1,0 +1,67 @@
+/*
+ * The next publish of a routed message, given which destinations refuse
+ * (targets.h).  The router says where a message goes; the plan checks that
+ * against the destinations backing off and answers what to do now:
+ *
+ *   - a delivery whose target backs off goes round the ladder for about
+ *     that long instead (diverted), its due time kept, so it is late and
+ *     never early; after [router] refused_park_after it is parked instead;
+ *   - a hop whose delay level backs off takes the largest lower level that
+ *     does not (a lower level is never early, it only costs another hop);
+ *     when every level from its own down backs off, it is retried from
+ *     memory;
+ *   - a nacked publish is stepped afresh from the clock, so it may now be
+ *     due, or take a lower level.
+ *
+ * Pure code: the caller publishes, holds or retries, and passes in the wall
+ * clock (Unix ms, for due times) and the monotonic clock (for backoffs).
+ */
+#ifndef CASCADE_PLAN_H
+#define CASCADE_PLAN_H
+
+#include "amqp_compat.h"
+#include <stdint.h>
+
+#include "ladder.h"
+#include "router.h"
+#include "targets.h"
+
+struct plan {
+	const struct router_params *rp;
+	const struct ladder *ladder;
+	struct targets *targets;
+	const char *const *level_queues; /* the delay queues, by level */
+	int64_t refused_park_after;      /* ms; 0: never park for refusals */
+};
+
+enum plan_next {
+	PLAN_PUBLISH, /* publish as r says now (it may be parked or diverted) */
+	PLAN_CHECK,   /* a delivery to a named exchange: publish once it is
+	                 known to exist (xcheck.h) */
+	PLAN_HOLD,    /* hold in memory for r->left ms, then step again */
+	PLAN_RETRY,   /* publish again later from memory, for *why */
+};
+
+/*
+ * What to do with r, routed, at now.  r may change: diverted to a hop, or
+ * a lower level, or parked.
+ */
+enum plan_next plan_dispatch(const struct plan *p, struct route *r, int64_t now,
+                             int64_t mono, const char **why);
+
+/*
+ * r's publish to routing_key (a delay queue's name for a hop) was nacked:
+ * its destination backs off, and r goes where plan_dispatch says once
+ * stepped afresh.  *refusal says what refused, for the log, with the
+ * backoff in *wait (ms); NULL when the publish is simply retried.
+ */
+enum plan_next plan_nacked(const struct plan *p, struct route *r,
+                           amqp_bytes_t routing_key, int64_t now, int64_t mono,
+                           const char **refusal, int64_t *wait,
+                           const char **why);
+
+/* r's publish to routing_key was confirmed: its destination accepts. */
+void plan_accepted(const struct plan *p, const struct route *r,
+                   amqp_bytes_t routing_key);
+
+#endif
