@@ -7,11 +7,11 @@ SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
 SRCS := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	outbox.c message.c xcheck.c plan.c broker.c topology.c metrics.c listen.c httpd.c daemon.c main.c
+	outbox.c message.c xcheck.c plan.c idmap.c events.c broker.c topology.c metrics.c listen.c httpd.c daemon.c main.c
 # libcascade.a: everything but the event loop and main.  The daemon, the
 # tools and the unit tests link it, and so take only the modules they use.
 PURE := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	outbox.c message.c xcheck.c plan.c topology.c broker.c metrics.c listen.c httpd.c
+	outbox.c message.c xcheck.c plan.c idmap.c events.c topology.c broker.c metrics.c listen.c httpd.c
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2

@@ -1,0 +1,111 @@
+/*
+ * What waits in cascade, recorded in two RabbitMQ streams (durable,
+ * replicated, no plugin: RabbitMQ 3.9 and later):
+ *
+ *   P.events   a `scheduled` record when a message starts waiting (first
+ *              sight from P.ingress or P.retry) and one when it stops
+ *              (`delivered`, `parked` or `cancelled`): cascade-ctl list
+ *              folds them.  Not one per hop.
+ *   P.cancels  `cancel` requests.  Every daemon reads it from the start when
+ *              it connects, keeps the requests whose messages may still be
+ *              waiting, and drops (or parks) those messages at their next
+ *              hop or delivery.
+ *
+ * Either stream also carries `marker` records: a reader writes one and
+ * reads until it sees it, so it knows it has read everything before.
+ *
+ * A record is an AMQP message with an empty body; its type property names
+ * the kind and its headers carry the fields, so any client can read the
+ * streams.  Pure code.
+ */
+#ifndef CASCADE_EVENTS_H
+#define CASCADE_EVENTS_H
+
+#include "amqp_compat.h"
+#include <stdint.h>
+
+#include "idmap.h"
+
+enum event_kind {
+	EVENT_SCHEDULED,
+	EVENT_DELIVERED,
+	EVENT_PARKED,
+	EVENT_CANCELLED,
+	EVENT_CANCEL, /* a request, in P.cancels */
+	EVENT_MARKER,
+	EVENT_KINDS
+};
+
+struct event {
+	enum event_kind kind;
+	int64_t at;              /* written, Unix ms (x-cascade-at) */
+	amqp_bytes_t id;         /* x-cascade-id: one message, unique */
+	amqp_bytes_t message_id; /* the publisher's (property), or empty */
+	/* scheduled */
+	int64_t due;              /* Unix ms (x-cascade-due) */
+	amqp_bytes_t exchange;    /* target (x-cascade-exchange) */
+	amqp_bytes_t routing_key; /* target (x-cascade-routing-key) */
+	int64_t size;             /* body bytes (x-cascade-size) */
+	/* parked */
+	amqp_bytes_t reason; /* x-cascade-error */
+	/* cancel: x-cascade-cancel names a message-id or a cascade id */
+	amqp_bytes_t cancel;
+	int park;      /* x-cascade-cancel-park: park rather than drop */
+	int64_t until; /* x-cascade-until: the request lapses then, Unix ms */
+	/* marker */
+	amqp_bytes_t marker; /* x-cascade-marker: the writer's token */
+};
+
+/* The type property's value for kind ("scheduled", ...). */
+const char *events_kind_name(enum event_kind kind);
+
+/*
+ * The properties of e's record (delivery-mode 2, type, message-id,
+ * headers), with the headers table from pool.  -1 out of memory.
+ */
+int events_props(const struct event *e, amqp_pool_t *pool,
+                 amqp_basic_properties_t *out);
+
+/*
+ * Read a record's properties into e (bytes point into p).  -1 when it is
+ * not a record of a known kind or lacks a field its kind needs.
+ */
+int events_parse(const amqp_basic_properties_t *p, struct event *e);
+
+/*
+ * A fresh cascade id: 16 bytes of hex from a 64-bit counter mixed with a
+ * per-process random seed, so daemons never hand out the same one.
+ */
+void events_new_id(char out[17]);
+
+/* The cancellation requests a daemon holds, by id. */
+struct cancels {
+	struct idmap map; /* id -> struct cancel */
+};
+
+struct cancel {
+	int park;
+	int64_t until; /* Unix ms */
+};
+
+void cancels_init(struct cancels *c);
+void cancels_free(struct cancels *c);
+
+/*
+ * Hold a request (again): a later one for the same id wins, and the
+ * longer of the two lifetimes.  -1 out of memory.
+ */
+int cancels_add(struct cancels *c, amqp_bytes_t id, int park, int64_t until);
+
+/*
+ * The request for either id (the message-id, then the cascade id) still
+ * in force at now, or NULL.
+ */
+const struct cancel *cancels_find(const struct cancels *c,
+                                  amqp_bytes_t message_id,
+                                  amqp_bytes_t cascade_id, int64_t now);
+
+/* Forget the requests that lapsed by now; how many are left. */
+size_t cancels_prune(struct cancels *c, int64_t now);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * A hash map from byte strings (message ids) to pointers: open addressing,
+ * FNV-1a, a power-of-two table at most half full.  Keys are copied.  Pure
+ * code, for the cancellations a daemon holds and the records cascade-ctl
+ * list folds.
+ */
+#ifndef CASCADE_IDMAP_H
+#define CASCADE_IDMAP_H
+
+#include "amqp_compat.h"
+#include <stddef.h>
+
+struct idmap_slot {
+	char *key; /* NULL: empty */
+	size_t len;
+	void *value;
+};
+
+struct idmap {
+	struct idmap_slot *slot;
+	size_t cap; /* 0 or a power of two */
+	size_t n;
+};
+
+void idmap_init(struct idmap *m);
+
+/* Free the table and the keys; each value goes to free_value when set. */
+void idmap_free(struct idmap *m, void (*free_value)(void *));
+
+/* The value for key, or NULL. */
+void *idmap_get(const struct idmap *m, amqp_bytes_t key);
+
+/*
+ * Set key's value; the old value, if any, in *old (else NULL).  -1 out of
+ * memory (nothing changed).
+ */
+int idmap_put(struct idmap *m, amqp_bytes_t key, void *value, void **old);
+
+/* Remove key; its value, or NULL when it was not there. */
+void *idmap_del(struct idmap *m, amqp_bytes_t key);
+
+/*
+ * Visit every entry; fn returns nonzero to remove that entry (its value is
+ * then the caller's to free).  After a removal fn may see an entry a second
+ * time (one moved back past the cursor): it must not mind.
+ */
+void idmap_each(struct idmap *m,
+                int (*fn)(amqp_bytes_t key, void *value, void *ctx), void *ctx);
+
+#endif

@@ -1,0 +1,257 @@
+/* Records of what waits, and the cancellations a daemon holds: events.h. */
+#include "events.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "headers.h"
+
+static const char *const kind_names[EVENT_KINDS] = {
+    "scheduled", "delivered", "parked", "cancelled", "cancel", "marker",
+};
+
+const char *
+events_kind_name(enum event_kind kind)
+{
+	return (unsigned)kind < EVENT_KINDS ? kind_names[kind] : "unknown";
+}
+
+/* At most 10 headers per record. */
+#define EVENT_HEADERS 10
+
+static void
+put_str(amqp_table_t *t, const char *key, amqp_bytes_t v)
+{
+	amqp_table_entry_t *e = &t->entries[t->num_entries++];
+
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_UTF8;
+	e->value.value.bytes = v;
+}
+
+static void
+put_i64(amqp_table_t *t, const char *key, int64_t v)
+{
+	amqp_table_entry_t *e = &t->entries[t->num_entries++];
+
+	e->key = amqp_cstring_bytes(key);
+	e->value.kind = AMQP_FIELD_KIND_I64;
+	e->value.value.i64 = v;
+}
+
+int
+events_props(const struct event *e, amqp_pool_t *pool,
+             amqp_basic_properties_t *out)
+{
+	amqp_table_t *t = &out->headers;
+
+	memset(out, 0, sizeof(*out));
+	out->_flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_TYPE_FLAG |
+	              AMQP_BASIC_HEADERS_FLAG;
+	out->delivery_mode = 2;
+	out->type = amqp_cstring_bytes(events_kind_name(e->kind));
+	if (e->message_id.len > 0) {
+		out->_flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+		out->message_id = e->message_id;
+	}
+	t->entries = amqp_pool_alloc(pool, EVENT_HEADERS * sizeof(*t->entries));
+	if (t->entries == NULL)
+		return -1;
+	t->num_entries = 0;
+	put_i64(t, "x-cascade-at", e->at);
+	switch (e->kind) {
+	case EVENT_SCHEDULED:
+		put_str(t, "x-cascade-id", e->id);
+		put_i64(t, "x-cascade-due", e->due);
+		put_str(t, "x-cascade-exchange", e->exchange);
+		put_str(t, "x-cascade-routing-key", e->routing_key);
+		put_i64(t, "x-cascade-size", e->size);
+		break;
+	case EVENT_PARKED:
+		put_str(t, "x-cascade-id", e->id);
+		put_str(t, "x-cascade-error", e->reason);
+		break;
+	case EVENT_DELIVERED:
+	case EVENT_CANCELLED:
+		put_str(t, "x-cascade-id", e->id);
+		break;
+	case EVENT_CANCEL: {
+		amqp_table_entry_t *p = &t->entries[t->num_entries++];
+		put_str(t, "x-cascade-cancel", e->cancel);
+		p->key = amqp_cstring_bytes("x-cascade-cancel-park");
+		p->value.kind = AMQP_FIELD_KIND_BOOLEAN;
+		p->value.value.boolean = e->park != 0;
+		put_i64(t, "x-cascade-until", e->until);
+		break;
+	}
+	case EVENT_MARKER:
+		put_str(t, "x-cascade-marker", e->marker);
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* A string header into *out; -1 when absent or not a string. */
+static int
+get_str(const amqp_table_t *h, const char *key, amqp_bytes_t *out)
+{
+	const amqp_field_value_t *v = headers_find(h, key);
+
+	return v != NULL && headers_string(v, out) == 0 ? 0 : -1;
+}
+
+static int
+get_i64(const amqp_table_t *h, const char *key, int64_t *out)
+{
+	const amqp_field_value_t *v = headers_find(h, key);
+
+	return v != NULL && headers_integer(v, out) == 1 ? 0 : -1;
+}
+
+int
+events_parse(const amqp_basic_properties_t *p, struct event *e)
+{
+	const amqp_table_t *h;
+	const amqp_field_value_t *v;
+	int k;
+
+	memset(e, 0, sizeof(*e));
+	if (!(p->_flags & AMQP_BASIC_TYPE_FLAG) ||
+	    !(p->_flags & AMQP_BASIC_HEADERS_FLAG))
+		return -1;
+	h = &p->headers;
+	for (k = 0; k < EVENT_KINDS; k++)
+		if (headers_key_is(p->type, kind_names[k]))
+			break;
+	if (k == EVENT_KINDS)
+		return -1;
+	e->kind = (enum event_kind)k;
+	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		e->message_id = p->message_id;
+	(void)get_i64(h, "x-cascade-at", &e->at);
+	switch (e->kind) {
+	case EVENT_SCHEDULED:
+		if (get_str(h, "x-cascade-id", &e->id) < 0 ||
+		    get_i64(h, "x-cascade-due", &e->due) < 0)
+			return -1;
+		(void)get_str(h, "x-cascade-exchange", &e->exchange);
+		(void)get_str(h, "x-cascade-routing-key", &e->routing_key);
+		(void)get_i64(h, "x-cascade-size", &e->size);
+		return 0;
+	case EVENT_PARKED:
+		(void)get_str(h, "x-cascade-error", &e->reason);
+		/* fall through */
+	case EVENT_DELIVERED:
+	case EVENT_CANCELLED:
+		return get_str(h, "x-cascade-id", &e->id);
+	case EVENT_CANCEL:
+		if (get_str(h, "x-cascade-cancel", &e->cancel) < 0 ||
+		    e->cancel.len == 0 ||
+		    get_i64(h, "x-cascade-until", &e->until) < 0)
+			return -1;
+		v = headers_find(h, "x-cascade-cancel-park");
+		e->park = v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN &&
+		          v->value.boolean;
+		return 0;
+	case EVENT_MARKER:
+		return get_str(h, "x-cascade-marker", &e->marker);
+	default:
+		return -1;
+	}
+}
+
+void
+events_new_id(char out[17])
+{
+	static uint64_t seed, counter;
+	uint64_t x;
+
+	if (seed == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed =
+		    ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+		    ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&ts;
+		seed |= 1;
+	}
+	/* splitmix64 of seed + counter: distinct for 2^64 ids per process. */
+	x = seed + UINT64_C(0x9e3779b97f4a7c15) * ++counter;
+	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+	x ^= x >> 31;
+	snprintf(out, 17, "%016llx", (unsigned long long)x);
+}
+
+void
+cancels_init(struct cancels *c)
+{
+	idmap_init(&c->map);
+}
+
+void
+cancels_free(struct cancels *c)
+{
+	idmap_free(&c->map, free);
+}
+
+int
+cancels_add(struct cancels *c, amqp_bytes_t id, int park, int64_t until)
+{
+	struct cancel *n, *old = idmap_get(&c->map, id);
+	void *prev;
+
+	if (old != NULL) {
+		old->park = park;
+		if (until > old->until)
+			old->until = until;
+		return 0;
+	}
+	if ((n = malloc(sizeof(*n))) == NULL)
+		return -1;
+	n->park = park;
+	n->until = until;
+	if (idmap_put(&c->map, id, n, &prev) < 0) {
+		free(n);
+		return -1;
+	}
+	return 0;
+}
+
+const struct cancel *
+cancels_find(const struct cancels *c, amqp_bytes_t message_id,
+             amqp_bytes_t cascade_id, int64_t now)
+{
+	const struct cancel *k = NULL;
+
+	if (c->map.n == 0)
+		return NULL;
+	if (message_id.len > 0)
+		k = idmap_get(&c->map, message_id);
+	if ((k == NULL || k->until <= now) && cascade_id.len > 0)
+		k = idmap_get(&c->map, cascade_id);
+	return k != NULL && k->until > now ? k : NULL;
+}
+
+static int
+lapsed(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct cancel *k = value;
+
+	(void)key;
+	if (k->until > *(const int64_t *)ctx)
+		return 0;
+	free(k);
+	return 1;
+}
+
+size_t
+cancels_prune(struct cancels *c, int64_t now)
+{
+	idmap_each(&c->map, lapsed, &now);
+	return c->map.n;
+}

@@ -1,0 +1,242 @@
+/*
+ * Records in the events streams, the cancellations a daemon holds, and the
+ * id map under both.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "events.h"
+#include "headers.h"
+#include "idmap.h"
+
+static amqp_bytes_t
+b(const char *s)
+{
+	return amqp_cstring_bytes(s);
+}
+
+Test(idmap, put_get_replace_delete_across_growth)
+{
+	struct idmap m;
+	char key[32];
+	void *old;
+
+	idmap_init(&m);
+	cr_assert_null(idmap_get(&m, b("absent")));
+	for (long i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "order-%ld", i);
+		cr_assert_eq(idmap_put(&m, b(key), (void *)(i + 1), &old), 0);
+		cr_assert_null(old);
+	}
+	cr_assert_eq(m.n, 5000);
+	cr_assert_eq(idmap_put(&m, b("order-7"), (void *)99, &old), 0);
+	cr_assert_eq((long)old, 8, "replacing returns the old value");
+	cr_assert_eq(m.n, 5000);
+	for (long i = 0; i < 5000; i += 2) {
+		snprintf(key, sizeof(key), "order-%ld", i);
+		cr_assert_eq((long)idmap_del(&m, b(key)), i == 0 ? 1 : i + 1);
+	}
+	cr_assert_eq(m.n, 2500);
+	/* Deleting never hides the entries that probed past it. */
+	for (long i = 1; i < 5000; i += 2) {
+		snprintf(key, sizeof(key), "order-%ld", i);
+		cr_assert_eq((long)idmap_get(&m, b(key)), i == 7 ? 99 : i + 1,
+		             "%s", key);
+	}
+	cr_assert_null(idmap_get(&m, b("order-8")));
+	cr_assert_null(idmap_del(&m, b("order-8")));
+	cr_assert_eq(idmap_put(&m, b(""), (void *)5, &old), 0,
+	             "the empty key is a key");
+	cr_assert_eq((long)idmap_get(&m, b("")), 5);
+	idmap_free(&m, NULL);
+}
+
+static int
+drop_odd(amqp_bytes_t key, void *value, void *ctx)
+{
+	(void)key;
+	(*(int *)ctx)++;
+	return (long)value % 2 == 1;
+}
+
+Test(idmap, each_removes_what_it_is_told_and_keeps_the_rest)
+{
+	struct idmap m;
+	char key[32];
+	void *old;
+	int visits = 0;
+
+	idmap_init(&m);
+	for (long i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "%ld", i);
+		idmap_put(&m, b(key), (void *)i, &old);
+	}
+	idmap_each(&m, drop_odd, &visits);
+	cr_assert_geq(visits, 1000);
+	cr_assert_eq(m.n, 500);
+	for (long i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "%ld", i);
+		if (i % 2)
+			cr_assert_null(idmap_get(&m, b(key)));
+		else
+			cr_assert_eq((long)idmap_get(&m, b(key)), i);
+	}
+	idmap_free(&m, NULL);
+}
+
+static void
+roundtrip(const struct event *in, struct event *out)
+{
+	static amqp_pool_t pool;
+	amqp_basic_properties_t p;
+
+	init_amqp_pool(&pool, 1024);
+	cr_assert_eq(events_props(in, &pool, &p), 0);
+	cr_assert_eq(p.delivery_mode, 2, "records are persistent");
+	cr_assert(headers_key_is(p.type, events_kind_name(in->kind)));
+	cr_assert_eq(events_parse(&p, out), 0);
+	cr_assert_eq(out->kind, in->kind);
+	cr_assert_eq(out->at, in->at);
+}
+
+static int
+same(amqp_bytes_t a, const char *s)
+{
+	return headers_key_is(a, s);
+}
+
+Test(events, scheduled_record_carries_what_list_shows)
+{
+	struct event e = {0}, r;
+
+	e.kind = EVENT_SCHEDULED;
+	e.at = 1700000000123;
+	e.id = b("0123456789abcdef");
+	e.message_id = b("order-42");
+	e.due = 1700000090000;
+	e.exchange = b("orders");
+	e.routing_key = b("new");
+	e.size = 1234;
+	roundtrip(&e, &r);
+	cr_assert(same(r.id, "0123456789abcdef"));
+	cr_assert(same(r.message_id, "order-42"));
+	cr_assert_eq(r.due, 1700000090000);
+	cr_assert(same(r.exchange, "orders"));
+	cr_assert(same(r.routing_key, "new"));
+	cr_assert_eq(r.size, 1234);
+}
+
+Test(events, end_records_and_requests_round_trip)
+{
+	struct event e = {0}, r;
+
+	e.kind = EVENT_PARKED;
+	e.id = b("abc");
+	e.reason = b("cancelled");
+	roundtrip(&e, &r);
+	cr_assert(same(r.id, "abc"));
+	cr_assert(same(r.reason, "cancelled"));
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_CANCEL;
+	e.cancel = b("order-42");
+	e.park = 1;
+	e.until = 1800000000000;
+	roundtrip(&e, &r);
+	cr_assert(same(r.cancel, "order-42"));
+	cr_assert_eq(r.park, 1);
+	cr_assert_eq(r.until, 1800000000000);
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.marker = b("ctl-1");
+	roundtrip(&e, &r);
+	cr_assert(same(r.marker, "ctl-1"));
+}
+
+Test(events, anything_else_is_not_a_record)
+{
+	amqp_basic_properties_t p;
+	amqp_table_entry_t h[1];
+	struct event e;
+
+	memset(&p, 0, sizeof(p));
+	cr_assert_eq(events_parse(&p, &e), -1, "no type, no headers");
+	p._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+	p.type = b("order.created");
+	cr_assert_eq(events_parse(&p, &e), -1, "a type of someone else's");
+	p.type = b("cancel");
+	h[0].key = b("x-cascade-cancel");
+	h[0].value.kind = AMQP_FIELD_KIND_UTF8;
+	h[0].value.value.bytes = b("x");
+	p.headers.entries = h;
+	p.headers.num_entries = 1;
+	cr_assert_eq(events_parse(&p, &e), -1, "a request without until");
+	p.type = b("scheduled");
+	cr_assert_eq(events_parse(&p, &e), -1, "scheduled without id and due");
+}
+
+Test(events, new_ids_differ)
+{
+	char a[17], c[17];
+
+	events_new_id(a);
+	events_new_id(c);
+	cr_assert_eq(strlen(a), 16);
+	cr_assert_str_neq(a, c);
+}
+
+Test(cancels, found_by_message_id_or_cascade_id_until_they_lapse)
+{
+	struct cancels c;
+	const struct cancel *k;
+
+	cancels_init(&c);
+	cr_assert_null(cancels_find(&c, b("order-1"), b("id-1"), 0));
+	cr_assert_eq(cancels_add(&c, b("order-1"), 0, 1000), 0);
+	cr_assert_eq(cancels_add(&c, b("id-2"), 1, 2000), 0);
+	k = cancels_find(&c, b("order-1"), b("id-1"), 999);
+	cr_assert_not_null(k);
+	cr_assert_eq(k->park, 0);
+	cr_assert_null(cancels_find(&c, b("order-1"), b("id-1"), 1000),
+	               "lapsed");
+	k = cancels_find(&c, b(""), b("id-2"), 10);
+	cr_assert_not_null(k, "a message without message-id, by cascade id");
+	cr_assert_eq(k->park, 1);
+	k = cancels_find(&c, b("order-9"), b("id-2"), 10);
+	cr_assert_not_null(k, "by cascade id when the message-id is not");
+	cr_assert_null(cancels_find(&c, b("id-2"), b(""), 3000));
+	cancels_free(&c);
+}
+
+Test(cancels, a_later_request_wins_and_the_longer_life_stays)
+{
+	struct cancels c;
+	const struct cancel *k;
+
+	cancels_init(&c);
+	cancels_add(&c, b("order-1"), 0, 5000);
+	cancels_add(&c, b("order-1"), 1, 3000);
+	k = cancels_find(&c, b("order-1"), b(""), 4000);
+	cr_assert_not_null(k);
+	cr_assert_eq(k->park, 1);
+	cr_assert_eq(k->until, 5000);
+	cancels_free(&c);
+}
+
+Test(cancels, prune_forgets_lapsed_requests_only)
+{
+	struct cancels c;
+	char id[16];
+
+	cancels_init(&c);
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "m%d", i);
+		cancels_add(&c, b(id), 0, i < 60 ? 100 : 10000);
+	}
+	cr_assert_eq(cancels_prune(&c, 100), 40);
+	cr_assert_null(cancels_find(&c, b("m0"), b(""), 50));
+	cr_assert_not_null(cancels_find(&c, b("m99"), b(""), 50));
+	cancels_free(&c);
+}
