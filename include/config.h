@@ -90,6 +90,11 @@ enum tail_mode {
 	  "park a message its target refused this long; 0s: retry forever")    \
 	X(router, max_redeliveries, UINT, "10", 1, 1000000, NULL,              \
 	  "park a message redelivered this many times without being settled")  \
+	X(events, enabled, ENUM, "yes", 0, 0, "yes|no",                        \
+	  "record what waits in P.events and honour P.cancels: cascade-ctl "   \
+	  "list and cancel, x-cascade-cancel")                                 \
+	X(events, max_age, DUR, "0s", 0, 315360000000LL, NULL,                 \
+	  "how long the event streams keep records; 0s: max_delay plus a day") \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \
@@ -155,6 +160,13 @@ int config_broker_url(const struct config *cfg, unsigned i, char *out,
 
 /* How many URLs [broker] url holds. */
 unsigned config_broker_url_count(const struct config *cfg);
+
+/* [events] enabled = yes. */
+int config_events(const struct config *cfg);
+
+/* How long the event streams keep records: [events] max_age, or by
+ * default [router] max_delay plus a day (every waiting message's record). */
+int64_t config_events_max_age(const struct config *cfg);
 
 /* Broker URL(s) with every password replaced by "***", for logs. */
 void config_mask_url(const char *url, char *out, size_t size);

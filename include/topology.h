@@ -18,7 +18,9 @@ struct topology {
 	char ingress[TOPOLOGY_NAME_MAX];
 	char ret[TOPOLOGY_NAME_MAX];
 	char error[TOPOLOGY_NAME_MAX];
-	char retry[TOPOLOGY_NAME_MAX]; /* exchange and queue */
+	char retry[TOPOLOGY_NAME_MAX];   /* exchange and queue */
+	char events[TOPOLOGY_NAME_MAX];  /* stream: what waits (events.h) */
+	char cancels[TOPOLOGY_NAME_MAX]; /* stream: cancellation requests */
 	char delay[LADDER_MAX_LEVELS][TOPOLOGY_NAME_MAX];
 	unsigned levels;
 };
@@ -45,7 +47,9 @@ void topology_names(struct topology *t, const char *prefix,
  * queues): what the daemon rejects goes there.  reject_parks[i] (ingress,
  * return, retry) says whether that holds.  A queue made by an older
  * cascade keeps its arguments, and a warning gives the policy that adds
- * them.
+ * them.  With [events] enabled, the streams P.events and P.cancels are
+ * declared too, keeping records for config_events_max_age; a stream
+ * declared with another retention keeps it, with a warning.
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                      const struct config *cfg, const struct topology *t,

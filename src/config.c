@@ -304,7 +304,8 @@ static int
 section_known(const char *name, size_t len)
 {
 	static const char *const known[] = {"broker", "topology", "router",
-	                                    "retry",  "metrics",  "log"};
+	                                    "retry",  "events",   "metrics",
+	                                    "log"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
@@ -752,4 +753,17 @@ config_broker_url_count(const struct config *cfg)
 	while (config_broker_url(cfg, n, url, sizeof(url)) == 0)
 		n++;
 	return n;
+}
+
+int
+config_events(const struct config *cfg)
+{
+	return cfg->events_enabled == 0; /* "yes|no" */
+}
+
+int64_t
+config_events_max_age(const struct config *cfg)
+{
+	return cfg->events_max_age > 0 ? cfg->events_max_age
+	                               : cfg->router_max_delay + 86400000LL;
 }

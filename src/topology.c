@@ -16,6 +16,8 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l)
 	snprintf(t->ret, sizeof(t->ret), "%s.return", prefix);
 	snprintf(t->error, sizeof(t->error), "%s.error", prefix);
 	snprintf(t->retry, sizeof(t->retry), "%s.retry", prefix);
+	snprintf(t->events, sizeof(t->events), "%s.events", prefix);
+	snprintf(t->cancels, sizeof(t->cancels), "%s.cancels", prefix);
 	t->levels = l->levels;
 	for (unsigned k = 0; k < l->levels; k++)
 		snprintf(t->delay[k], sizeof(t->delay[k]), "%s.delay.%" PRId64,
@@ -161,6 +163,43 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 	return 0;
 }
 
+/*
+ * A stream of records (events.h): durable, replicated like a quorum queue,
+ * its records kept for max_age.  One that exists with another retention
+ * keeps it (arguments cannot change on a declared queue), with a warning.
+ */
+static int
+topology_stream(amqp_connection_state_t conn, amqp_channel_t ch,
+                const char *name, int64_t max_age, char *err, size_t errsize)
+{
+	amqp_table_entry_t e[2];
+	char age[32];
+	int rc;
+
+	/* Streams take a retention in Y, M, D, h, m or s. */
+	snprintf(age, sizeof(age), "%" PRId64 "s", (max_age + 999) / 1000);
+	arg_str(&e[0], "x-queue-type", "stream");
+	arg_str(&e[1], "x-max-age", age);
+	rc = topology_queue(conn, ch, name, (amqp_table_t){2, e}, err, errsize);
+	if (rc != TOPOLOGY_MISMATCH)
+		return rc;
+	if (topology_reopen(conn, ch, err, errsize) < 0)
+		return -1;
+	amqp_queue_declare(conn, ch, amqp_cstring_bytes(name), 1, 0, 0, 0,
+	                   amqp_empty_table);
+	if (broker_check(conn, "declare stream (passive)", err, errsize) < 0) {
+		/* Not a stream we can use at all: say what the broker said. */
+		return TOPOLOGY_MISMATCH;
+	}
+	log_warn("stream_arguments",
+	         " queue=%s reason=\"declared with another x-max-age: it "
+	         "keeps its own (wanted %s)\" fix=\"set [events] max_age to "
+	         "match, or delete the stream (its records go with it) and "
+	         "restart\"",
+	         name, age);
+	return 0;
+}
+
 int
 topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                  const struct config *cfg, const struct topology *t,
@@ -212,6 +251,15 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "bind queue %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
+
+	if (config_events(cfg) &&
+	    ((rc = topology_stream(conn, ch, t->events,
+	                           config_events_max_age(cfg), err, errsize)) <
+	         0 ||
+	     (rc = topology_stream(conn, ch, t->cancels,
+	                           config_events_max_age(cfg), err, errsize)) <
+	         0))
+		return rc;
 
 	for (unsigned k = 0; k < l->levels; k++) {
 		int n = 0;
