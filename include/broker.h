@@ -22,13 +22,19 @@
  * exchange, a permission) never takes the unacked deliveries with it.
  */
 #define BROKER_CH_PUB 3
+/*
+ * The daemon's records of what waits (events.h): published without
+ * confirms, for they only inform cascade-ctl list, and nothing must wait
+ * for them.
+ */
+#define BROKER_CH_EVENTS 4
 
 /* Seconds any blocking set-up step may take before the attempt fails. */
 #define BROKER_SETUP_TIMEOUT 10
 
 /*
  * Open a connection to url (one of cfg's), log in (announcing
- * connection.blocked and publisher confirms), and open both channels.  Returns
+ * connection.blocked and publisher confirms), and open its channels.  Returns
  * NULL with a reason in err on failure.
  */
 amqp_connection_state_t broker_connect_url(const struct config *cfg,

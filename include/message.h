@@ -28,6 +28,7 @@ struct message {
 	int redelivered;       /* basic.deliver's flag */
 	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */
+	int stream;            /* a record from P.cancels (events.h) */
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in the daemon's acks */
 	amqp_bytes_t exchange;

@@ -19,6 +19,12 @@
 	    60000
 #define METRICS_NBUCKETS 15
 
+/* Due within a minute, an hour, a day, or later. */
+#define METRICS_NWINDOWS 4
+
+/* The window of a message due `ahead` ms from now. */
+int metrics_window(int64_t ahead);
+
 /* The consumed queue a delivery came from (enum route_source order). */
 #define METRICS_NSOURCES 3
 
@@ -34,6 +40,13 @@ struct metrics {
 	uint64_t returns;   /* basic.return: unroutable */
 	uint64_t held_total;
 	uint64_t reconnects;
+	/* events.h: first sights by how far ahead they are due, records
+	 * written, records not written (connection blocked), cancellations
+	 * carried out (dropped or parked) */
+	uint64_t scheduled[METRICS_NWINDOWS];
+	uint64_t events;
+	uint64_t events_dropped;
+	uint64_t cancelled;
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t lateness_count;
@@ -43,6 +56,7 @@ struct metrics {
 	unsigned queued;      /* waiting for the publish channel */
 	unsigned stuck;       /* not even a parked copy could be published */
 	unsigned backing_off; /* destinations backing off now */
+	unsigned cancel_requests; /* cancellations held in memory */
 	int connected, consuming, blocked;
 };
 

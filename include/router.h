@@ -42,6 +42,7 @@ enum route_action {
 	ROUTE_DELIVER, /* publish to exchange / routing_key */
 	ROUTE_PARK,    /* publish to the error queue with `reason` */
 	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
+	ROUTE_RECORD,  /* a cancellation request: record it (events.h) */
 };
 
 /* Why a message was parked, for counting; the reason text says more. */
@@ -57,7 +58,8 @@ enum route_action {
 	X(too_large)                                                           \
 	X(redelivered)                                                         \
 	X(broker_refused)                                                      \
-	X(undecodable)
+	X(undecodable)                                                         \
+	X(cancelled)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,
@@ -93,6 +95,8 @@ struct route {
 	int64_t refused_since;
 	/* Parking: only cascade's own headers, the publisher's do not fit. */
 	int strip_headers;
+	/* x-cascade-id: the message's own, while it waits (events.h) */
+	amqp_bytes_t id;
 };
 
 /*

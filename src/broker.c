@@ -312,6 +312,9 @@ broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
 	amqp_channel_open(conn, BROKER_CH_PUB);
 	if (broker_check(conn, "channel.open", err, errsize) < 0)
 		goto fail;
+	amqp_channel_open(conn, BROKER_CH_EVENTS);
+	if (broker_check(conn, "channel.open", err, errsize) < 0)
+		goto fail;
 	return conn;
 fail:
 	amqp_destroy_connection(conn);

@@ -30,6 +30,7 @@
 #include "acks.h"
 #include "broker.h"
 #include "duration.h"
+#include "events.h"
 #include "headers.h"
 #include "httpd.h"
 #include "ladder.h"
@@ -74,6 +75,15 @@ struct daemon {
 	struct plan plan; /* the next publish, given the targets */
 	amqp_pool_t scratch;
 	struct acks acks;
+	struct cancels cancels; /* requests read from P.cancels */
+	/*
+	 * Reading P.cancels from the start after connecting: the queues are
+	 * consumed once the marker written then comes back (events.h).
+	 */
+	int replaying;
+	char marker[40];
+	size_t cancels_prune_at;  /* prune when this many are held */
+	char url[CONFIG_STR_MAX]; /* the broker's, password masked */
 	unsigned reconnects;
 	unsigned refused;          /* nacks and returns not yet logged */
 	int64_t refused_logged_at; /* mono ms */
@@ -103,6 +113,18 @@ static void daemon_dispatch(struct daemon *d, struct message *m);
 static void daemon_route(struct daemon *d, struct message *m);
 static void daemon_publish(struct daemon *d, struct message *m);
 static void daemon_pub_kick(struct daemon *d);
+static void daemon_ready(struct daemon *d);
+static int daemon_consume_queues(struct daemon *d, char *err, size_t errsize);
+static int daemon_write(struct daemon *d, const char *stream,
+                        const struct event *e);
+static void daemon_event(struct daemon *d, const struct message *m,
+                         enum event_kind kind);
+static int daemon_props(struct daemon *d, const struct message *m,
+                        amqp_basic_properties_t *props);
+static int daemon_cancelled(struct daemon *d, struct message *m);
+static int daemon_cancel_request(struct daemon *d, struct message *m);
+static void daemon_record(struct daemon *d, struct message *m);
+static void daemon_scheduled(struct daemon *d, struct message *m);
 static void daemon_next(struct daemon *d, struct message *m,
                         enum plan_next next, const char *why);
 
@@ -159,6 +181,9 @@ static const struct {
 };
 
 #define NCONSUMERS (sizeof(consumers) / sizeof(consumers[0]))
+
+/* Reads P.cancels (events.h) on the work channel as well. */
+#define CANCELS_TAG "cancels"
 
 static const char *
 consumer_queue(const struct daemon *d, enum route_source src)
@@ -435,7 +460,8 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 	while (!d->broken && (it = outbox_retry_due(&d->out, now)) != NULL) {
 		struct message *m = MESSAGE_OF(it);
 		/* The due time may have come meanwhile: step afresh. */
-		if (m->route.action != ROUTE_PARK)
+		if (m->route.action != ROUTE_PARK &&
+		    m->route.action != ROUTE_RECORD)
 			router_step(&d->rp, &m->route, now_ms());
 		daemon_dispatch(d, m);
 	}
@@ -472,12 +498,22 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		if (m->route.action == ROUTE_PARK) {
 			d->m.parked[m->route.park]++;
 			daemon_log_park(d, m);
+			daemon_event(d, m,
+			             m->route.park == PARK_cancelled
+			                 ? EVENT_CANCELLED
+			                 : EVENT_PARKED);
+		} else if (m->route.action == ROUTE_RECORD) {
+			log_info("cancel_recorded",
+			         " stream=%s routing_key=\"%.*s\"",
+			         d->topo.cancels, (int)m->routing_key.len,
+			         (const char *)m->routing_key.bytes);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
 			                                    m->route.due);
+			daemon_event(d, m, EVENT_DELIVERED);
 		}
 		plan_accepted(&d->plan, &m->route, m->out.routing_key);
 		daemon_ack(d, m);
@@ -531,7 +567,7 @@ return_same(const struct outbox_item *it, void *ctx)
 	    (r->body.len > 0 &&
 	     memcmp(m->body.bytes, r->body.bytes, r->body.len) != 0))
 		return 0;
-	if (router_props(&m->props, &m->route, &rm->d->scratch, &props) < 0)
+	if (daemon_props(rm->d, m, &props) < 0)
 		return 0;
 	same = headers_equal(
 	    (props._flags & AMQP_BASIC_HEADERS_FLAG) ? &props.headers : NULL,
@@ -627,13 +663,17 @@ daemon_publish(struct daemon *d, struct message *m)
 		exchange = r->exchange;
 		routing_key = r->routing_key;
 		break;
+	case ROUTE_RECORD:
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.cancels);
+		break;
 	case ROUTE_PARK:
 	default:
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(d->topo.error);
 		break;
 	}
-	if (router_props(&m->props, r, &d->scratch, &props) < 0) {
+	if (daemon_props(d, m, &props) < 0) {
 		recycle_amqp_pool(&d->scratch);
 		daemon_fail(d, "out of memory building properties");
 		message_free(m);
@@ -759,6 +799,201 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 }
 
 /*
+ * Seeing and cancelling what waits (events.h)
+ */
+
+/* m's properties as published: a route's, or a cancellation record's. */
+static int
+daemon_props(struct daemon *d, const struct message *m,
+             amqp_basic_properties_t *props)
+{
+	const amqp_table_t *h = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
+	                            ? &m->props.headers
+	                            : NULL;
+	const amqp_field_value_t *v;
+	struct event e;
+
+	if (m->route.action != ROUTE_RECORD)
+		return router_props(&m->props, &m->route, &d->scratch, props);
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_CANCEL;
+	e.until = m->route.due;
+	e.at = m->route.due - config_events_max_age(d->cfg);
+	v = headers_find(h, "x-cascade-cancel");
+	if (v == NULL || headers_string(v, &e.cancel) < 0)
+		return -1;
+	v = headers_find(h, "x-cascade-cancel-park");
+	e.park =
+	    v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;
+	return events_props(&e, &d->scratch, props);
+}
+
+/* Record what became of m, when it was recorded as waiting. */
+static void
+daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
+{
+	const struct route *r = &m->route;
+	struct event e;
+	int st;
+
+	if (!config_events(d->cfg) || r->id.len == 0 || d->broken ||
+	    d->conn == NULL)
+		return;
+	/* A blocked connection stops reading: a publish could hang us. */
+	if (d->out.blocked) {
+		d->m.events_dropped++;
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.at = now_ms();
+	e.id = r->id;
+	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		e.message_id = m->props.message_id;
+	if (kind == EVENT_SCHEDULED) {
+		e.due = r->due;
+		e.exchange = r->exchange;
+		e.routing_key = r->routing_key;
+		e.size = (int64_t)m->body.len;
+	} else if (kind == EVENT_PARKED) {
+		e.reason = amqp_cstring_bytes(r->reason);
+	}
+	st = daemon_write(d, d->topo.events, &e);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	d->m.events++;
+}
+
+/* First sight of a message that will wait: give it an id, record it. */
+static void
+daemon_scheduled(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	char id[17];
+
+	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD)
+		return;
+	d->m.scheduled[metrics_window(r->due - now_ms())]++;
+	if (!config_events(d->cfg))
+		return;
+	events_new_id(id);
+	r->id = message_dup(m, amqp_cstring_bytes(id));
+	daemon_event(d, m, EVENT_SCHEDULED);
+}
+
+/*
+ * A cancellation for m (by its message-id or its cascade id): drop it,
+ * settled and never delivered, or park it.  Returns 1 when it was.
+ */
+static int
+daemon_cancelled(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t mid = amqp_empty_bytes;
+	const struct cancel *k;
+
+	if (d->cancels.map.n == 0)
+		return 0;
+	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		mid = m->props.message_id;
+	k = cancels_find(&d->cancels, mid, m->route.id, now_ms());
+	if (k == NULL)
+		return 0;
+	d->m.cancelled++;
+	log_info("cancelled",
+	         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
+	         (int)mid.len, (const char *)mid.bytes, (int)m->route.id.len,
+	         (const char *)m->route.id.bytes, k->park ? "yes" : "no",
+	         consumer_queue(d, m->src));
+	if (k->park) {
+		daemon_park(d, m, PARK_cancelled, "cancelled");
+		return 1;
+	}
+	daemon_event(d, m, EVENT_CANCELLED);
+	daemon_ack(d, m);
+	return 1;
+}
+
+/*
+ * A message published to P with x-cascade-cancel: a request, recorded in
+ * P.cancels (acked once the broker confirmed it there).  Returns 1 when
+ * m was one.
+ */
+static int
+daemon_cancel_request(struct daemon *d, struct message *m)
+{
+	const amqp_field_value_t *v;
+	amqp_bytes_t id;
+	struct route *r = &m->route;
+
+	v = headers_find((m->props._flags & AMQP_BASIC_HEADERS_FLAG)
+	                     ? &m->props.headers
+	                     : NULL,
+	                 "x-cascade-cancel");
+	if (v == NULL)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	r->level = -1;
+	r->fresh = 1;
+	r->in_routing_key = m->routing_key;
+	m->routed = 1;
+	if (headers_string(v, &id) < 0 || id.len == 0 || id.len > 255)
+		router_park(r, PARK_bad_header,
+		            "x-cascade-cancel: must be a string of 1 to 255 "
+		            "bytes (the message-id to cancel)");
+	else if (!config_events(d->cfg))
+		router_park(r, PARK_bad_header,
+		            "x-cascade-cancel: cancellations are off ([events] "
+		            "enabled = no)");
+	else {
+		r->action = ROUTE_RECORD;
+		r->due = now_ms() + config_events_max_age(d->cfg);
+	}
+	daemon_dispatch(d, m);
+	return 1;
+}
+
+/* A record from P.cancels: a request to hold, or our marker. */
+static void
+daemon_record(struct daemon *d, struct message *m)
+{
+	char err[512];
+	struct event e;
+
+	if (events_parse(&m->props, &e) < 0) {
+		daemon_ack(d, m);
+		return;
+	}
+	if (e.kind == EVENT_CANCEL && e.until > now_ms()) {
+		if (cancels_add(&d->cancels, e.cancel, e.park, e.until) < 0) {
+			message_free(m);
+			daemon_fail(d, "out of memory for cancellations");
+			return;
+		}
+		if (!d->replaying)
+			log_info(
+			    "cancellation", " id=\"%.*s\" park=%s held=%zu",
+			    (int)e.cancel.len, (const char *)e.cancel.bytes,
+			    e.park ? "yes" : "no", d->cancels.map.n);
+		/* Forget lapsed ones now and then: memory stays bounded. */
+		if (d->cancels.map.n >= d->cancels_prune_at)
+			d->cancels_prune_at =
+			    2 * cancels_prune(&d->cancels, now_ms()) + 64;
+	} else if (e.kind == EVENT_MARKER && d->replaying &&
+	           headers_key_is(e.marker, d->marker)) {
+		d->replaying = 0;
+		if (daemon_consume_queues(d, err, sizeof(err)) < 0) {
+			message_free(m);
+			daemon_fail(d, err);
+			return;
+		}
+		daemon_ready(d);
+	}
+	daemon_ack(d, m);
+}
+
+/*
  * Routing a complete delivery
  */
 
@@ -777,6 +1012,8 @@ on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	TAILQ_REMOVE(&d->held, m, link);
 	router_step(&d->rp, &m->route, now_ms());
+	if (daemon_cancelled(d, m))
+		return;
 	daemon_dispatch(d, m);
 }
 
@@ -844,6 +1081,8 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 static void
 daemon_route(struct daemon *d, struct message *m)
 {
+	if (m->src == ROUTE_FROM_INGRESS && daemon_cancel_request(d, m))
+		return;
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
@@ -851,6 +1090,10 @@ daemon_route(struct daemon *d, struct message *m)
 	if (m->route.action != ROUTE_PARK)
 		router_step(&d->rp, &m->route, now_ms());
 	m->routed = 1;
+	if (m->route.action != ROUTE_PARK && daemon_cancelled(d, m))
+		return;
+	if (m->src != ROUTE_FROM_RETURN)
+		daemon_scheduled(d, m);
 	daemon_dispatch(d, m);
 }
 
@@ -858,7 +1101,11 @@ static void
 daemon_message_done(struct daemon *d, struct message *m)
 {
 	d->assembling = NULL;
-	if (!m->is_return && m->src < METRICS_NSOURCES)
+	if (m->stream && !m->discard) {
+		daemon_record(d, m);
+		return;
+	}
+	if (!m->is_return && !m->stream && m->src < METRICS_NSOURCES)
 		d->m.received[m->src]++;
 	if (m->is_return) {
 		d->m.returns++;
@@ -1032,6 +1279,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			return;
 		}
 		m->src = ROUTE_FROM_INGRESS;
+		m->stream = headers_key_is(dv->consumer_tag, CANCELS_TAG);
 		for (size_t i = 0; i < NCONSUMERS; i++)
 			if (headers_key_is(dv->consumer_tag, consumers[i].tag))
 				m->src = consumers[i].src;
@@ -1287,20 +1535,15 @@ on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
  * Connecting
  */
 
+/*
+ * Consume the queues that hold messages.  Not waiting for consume-ok:
+ * deliveries start at once, and the loop, not a blocking call, must be the
+ * one to read them (see daemon_undecodable).  A consume the broker refuses
+ * closes the channel, which the loop handles like any other failure.
+ */
 static int
-daemon_consume(struct daemon *d, char *err, size_t errsize)
+daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 {
-	amqp_basic_qos(d->conn, BROKER_CH_WORK, 0,
-	               (uint16_t)d->cfg->router_prefetch, 0);
-	if (broker_check(d->conn, "basic.qos", err, errsize) < 0)
-		return -1;
-	amqp_confirm_select(d->conn, BROKER_CH_PUB);
-	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
-		return -1;
-	/* Not waiting for consume-ok: deliveries start at once, and the
-	 * loop, not a blocking call, must be the one to read them (see
-	 * daemon_undecodable).  A consume the broker refuses closes the
-	 * channel, which the loop handles like any other failure. */
 	for (size_t i = 0; i < NCONSUMERS; i++) {
 		amqp_basic_consume_t c;
 		memset(&c, 0, sizeof(c));
@@ -1319,6 +1562,101 @@ daemon_consume(struct daemon *d, char *err, size_t errsize)
 	return 0;
 }
 
+/* Consuming: say so, once per connection (and to systemd). */
+static void
+daemon_ready(struct daemon *d)
+{
+	log_info("ready",
+	         " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
+	         " heartbeat=%ds cancellations=%zu",
+	         d->url, d->topo.ingress, d->topo.ret, d->ladder.levels,
+	         d->cfg->router_prefetch, amqp_get_heartbeat(d->conn),
+	         d->cancels.map.n);
+	/* systemd (Type=notify): ready once consuming, the first time. */
+	if (!d->notified_ready) {
+		d->notified_ready = 1;
+		sd_notifyf(0, "READY=1\nSTATUS=consuming from %s", d->url);
+	} else {
+		sd_notifyf(0, "STATUS=consuming from %s", d->url);
+	}
+}
+
+/* Write a record on the events channel (no confirm: see broker.h). */
+static int
+daemon_write(struct daemon *d, const char *stream, const struct event *e)
+{
+	amqp_basic_properties_t props;
+	int st;
+
+	if (events_props(e, &d->scratch, &props) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		return AMQP_STATUS_NO_MEMORY;
+	}
+	st = amqp_basic_publish(d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
+	                        amqp_cstring_bytes(stream), 0, 0, &props,
+	                        amqp_empty_bytes);
+	recycle_amqp_pool(&d->scratch);
+	return st;
+}
+
+/*
+ * Read P.cancels from the start, and write a marker into it: the queues
+ * are consumed once the marker comes back, so no message is routed
+ * before every cancellation recorded so far is known.
+ */
+static int
+daemon_replay(struct daemon *d, char *err, size_t errsize)
+{
+	amqp_table_entry_t arg;
+	amqp_basic_consume_t c;
+	struct event e;
+	char id[17];
+	int st;
+
+	memset(&c, 0, sizeof(c));
+	arg.key = amqp_cstring_bytes("x-stream-offset");
+	arg.value.kind = AMQP_FIELD_KIND_UTF8;
+	arg.value.value.bytes = amqp_cstring_bytes("first");
+	c.queue = amqp_cstring_bytes(d->topo.cancels);
+	c.consumer_tag = amqp_cstring_bytes(CANCELS_TAG);
+	c.arguments.num_entries = 1;
+	c.arguments.entries = &arg;
+	st = amqp_send_method(d->conn, BROKER_CH_WORK,
+	                      AMQP_BASIC_CONSUME_METHOD, &c);
+	if (st == AMQP_STATUS_OK) {
+		events_new_id(id);
+		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
+		         (int)getpid(), id);
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_MARKER;
+		e.at = now_ms();
+		e.marker = amqp_cstring_bytes(d->marker);
+		st = daemon_write(d, d->topo.cancels, &e);
+	}
+	if (st != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "consume %s: %s", d->topo.cancels,
+		         amqp_error_string2(st));
+		return -1;
+	}
+	d->replaying = 1;
+	log_info("reading_cancellations", " stream=%s", d->topo.cancels);
+	return 0;
+}
+static int
+daemon_consume(struct daemon *d, char *err, size_t errsize)
+{
+	amqp_basic_qos(d->conn, BROKER_CH_WORK, 0,
+	               (uint16_t)d->cfg->router_prefetch, 0);
+	if (broker_check(d->conn, "basic.qos", err, errsize) < 0)
+		return -1;
+	amqp_confirm_select(d->conn, BROKER_CH_PUB);
+	if (broker_check(d->conn, "confirm.select", err, errsize) < 0)
+		return -1;
+	d->replaying = 0;
+	if (config_events(d->cfg))
+		return daemon_replay(d, err, errsize);
+	return daemon_consume_queues(d, err, errsize);
+}
 static void
 daemon_connect(struct daemon *d)
 {
@@ -1331,6 +1669,7 @@ daemon_connect(struct daemon *d)
 	    0)
 		fatalx("bad_url", " index=%u", d->url_next);
 	config_mask_url(raw, url, sizeof(url));
+	snprintf(d->url, sizeof(d->url), "%s", url);
 	d->conn = broker_connect_url(d->cfg, raw, err, sizeof(err));
 	if (d->conn == NULL) {
 		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
@@ -1374,18 +1713,8 @@ daemon_connect(struct daemon *d)
 		ev_timer_set(&d->heartbeat, hb / 2.0, hb / 2.0);
 		ev_timer_start(d->loop, &d->heartbeat);
 	}
-	log_info("ready",
-	         " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
-	         " heartbeat=%ds",
-	         url, d->topo.ingress, d->topo.ret, d->ladder.levels,
-	         d->cfg->router_prefetch, hb);
-	/* systemd (Type=notify): ready once consuming, the first time. */
-	if (!d->notified_ready) {
-		d->notified_ready = 1;
-		sd_notifyf(0, "READY=1\nSTATUS=consuming from %s", url);
-	} else {
-		sd_notifyf(0, "STATUS=consuming from %s", url);
-	}
+	if (!d->replaying)
+		daemon_ready(d);
 	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
 	daemon_drain(d);
 }
@@ -1427,8 +1756,10 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	for (size_t i = 0; i < NCONSUMERS; i++) {
-		cancel.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
+	for (size_t i = 0; i <= NCONSUMERS; i++) {
+		/* The queues, and P.cancels last (unknown tags are fine). */
+		cancel.consumer_tag = amqp_cstring_bytes(
+		    i < NCONSUMERS ? consumers[i].tag : CANCELS_TAG);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
 		                     AMQP_BASIC_CANCEL_METHOD,
@@ -1500,6 +1831,8 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 			why = "not connected to the broker";
 		else if (!d->consuming)
 			why = "not consuming";
+		else if (d->replaying)
+			why = "reading cancellations before consuming";
 		*status = why ? 503 : 200;
 		return snprintf(buf, size, "%s\n", why ? why : "ok");
 	}
@@ -1519,10 +1852,12 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.queued = outbox_count(&d->out.queued) +
 		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
+		d->m.cancel_requests = (unsigned)d->cancels.map.n;
 		d->m.backing_off =
 		    (unsigned)targets_backing_off(&d->targets, mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;
-		d->m.consuming = d->m.connected && d->consuming && !d->stopping;
+		d->m.consuming = d->m.connected && d->consuming &&
+		                 !d->replaying && !d->stopping;
 		d->m.blocked = d->out.blocked;
 		*content_type = "text/plain; version=0.0.4; charset=utf-8";
 		n = metrics_render(&d->m, &l, buf, size);
@@ -1601,6 +1936,7 @@ daemon_run(const struct config *cfg)
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
+	cancels_init(&d->cancels);
 	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
 	/* Daemons sharing a list start on different nodes. */
 	d->urls = config_broker_url_count(cfg);
@@ -1654,6 +1990,7 @@ daemon_run(const struct config *cfg)
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	targets_free(&d->targets);
+	cancels_free(&d->cancels);
 	message_spare_free();
 	rc = d->exit_code;
 	free(d);

@@ -68,6 +68,19 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 	out_printf(o, "%s %" PRIu64 "\n", name, v);
 }
 
+static const char *const windows[METRICS_NWINDOWS] = {"minute", "hour", "day",
+                                                      "later"};
+
+int
+metrics_window(int64_t ahead)
+{
+	if (ahead <= 60000)
+		return 0;
+	if (ahead <= 3600000)
+		return 1;
+	return ahead <= 86400000 ? 2 : 3;
+}
+
 int
 metrics_render(const struct metrics *m, const struct metrics_labels *l,
                char *buf, size_t size)
@@ -161,6 +174,27 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        (uint64_t)m->backing_off);
 	out_one(&o, "cascade_reconnects_total", "counter",
 	        "Connections lost and set up again.", m->reconnects);
+
+	out_head(&o, "cascade_scheduled_total", "counter",
+	         "Messages that started waiting, by how far ahead they were "
+	         "due.");
+	for (int i = 0; i < METRICS_NWINDOWS; i++)
+		out_printf(
+		    &o, "cascade_scheduled_total{due_in=\"%s\"} %" PRIu64 "\n",
+		    windows[i], m->scheduled[i]);
+	out_one(&o, "cascade_events_total", "counter",
+	        "Records written to the events stream.", m->events);
+	out_one(&o, "cascade_events_dropped_total", "counter",
+	        "Records not written because the broker blocked the "
+	        "connection.",
+	        m->events_dropped);
+	out_one(&o, "cascade_cancelled_total", "counter",
+	        "Waiting messages cancelled (dropped, or parked with "
+	        "--park).",
+	        m->cancelled);
+	out_one(&o, "cascade_cancel_requests", "gauge",
+	        "Cancellations held in memory until their messages come by.",
+	        (uint64_t)m->cancel_requests);
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",
 	         "How late each delivery was published, against its due "

@@ -269,6 +269,9 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (v != NULL && headers_string(v, &r->expiration) == 0)
 			r->has_expiration = 1;
 		router_read_refused(h, r);
+		v = headers_find(h, "x-cascade-id");
+		if (v != NULL && headers_string(v, &r->id) < 0)
+			r->id = amqp_empty_bytes;
 	}
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
@@ -486,6 +489,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			                r->refused_since);
 		}
 		headers_put_i64(&t, "x-remaining-delay", r->left);
+		if (r->id.len > 0)
+			headers_put_bytes(&t, "x-cascade-id", r->id);
 		break;
 	case ROUTE_DELIVER:
 	default:
