@@ -1156,3 +1156,50 @@ Test(router_guard, counts_of_any_integer_width_and_none_at_all)
 	                          amqp_cstring_bytes("cascade.ret"), 3, &r),
 	             0, "not an integer: not a count");
 }
+
+/*
+ * x-cascade-id (events.h): read back from the return queue, carried on
+ * every hop, never delivered to the target.
+ */
+Test(router, cascade_id_rides_every_hop_and_is_not_delivered)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	tb_i64(&t, "x-cascade-due", NOW + 100000);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	tb_str(&t, "x-cascade-id", "0123456789abcdef");
+	p = props_of(&t);
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	expect_bytes(r.id, "0123456789abcdef");
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_hdr_str(&out.headers, "x-cascade-id", "0123456789abcdef");
+
+	decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW + 100000, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	cr_assert_eq(count_key(&out.headers, "x-cascade-id"), 0,
+	             "the target never sees it");
+}
+
+Test(router, first_sight_has_no_cascade_id_until_the_daemon_gives_one)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	tb_i64(&t, "x-remaining-delay", 100000);
+	/* A publisher may not set cascade's state. */
+	tb_str(&t, "x-cascade-id", "forged");
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.id.len, 0);
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	cr_assert_eq(count_key(&out.headers, "x-cascade-id"), 0);
+	r.id = amqp_cstring_bytes("fedcba9876543210");
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	expect_hdr_str(&out.headers, "x-cascade-id", "fedcba9876543210");
+}
