@@ -779,3 +779,22 @@ Test(config, tls_files_with_one_amqps_url_among_several)
 	load_ok(text);
 	unlink(path);
 }
+
+Test(config, events_on_by_default_kept_for_max_delay_plus_a_day)
+{
+	load_ok("");
+	cr_assert(config_events(&cfg));
+	cr_assert_eq(config_events_max_age(&cfg), 365 * DAY + DAY);
+	load_ok("[router]\nmax_delay = 7d\n");
+	cr_assert_eq(config_events_max_age(&cfg), 8 * DAY);
+	load_ok("[events]\nenabled = no\nmax_age = 30d\n");
+	cr_assert_not(config_events(&cfg));
+	cr_assert_eq(config_events_max_age(&cfg), 30 * DAY);
+}
+
+Test(config, events_enabled_takes_yes_or_no)
+{
+	load_bad("[events]\nenabled = maybe\n");
+	cr_assert(strstr(err, "test.ini:2") != NULL, "%s", err);
+	cr_assert(strstr(err, "events.enabled") != NULL, "%s", err);
+}
