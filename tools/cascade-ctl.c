@@ -1,15 +1,21 @@
 /*
  * cascade-ctl: look at a running cascade's queues, and send parked messages
- * back once the cause of their parking is fixed.
+ * back once the cause of their parking is fixed; list the messages waiting
+ * and cancel them.
  *
  *   cascade-ctl -c /etc/cascade/cascade.ini status [--json]
  *   cascade-ctl -c cascade.ini errors [--limit N] [--json]
  *   cascade-ctl -c cascade.ini requeue [--limit N] [--reason TEXT] [--dry-run]
+ *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
+ *                               [--due-before T] [--due-after T] [--json]
+ *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
  *
- * Everything it learns comes from the broker (passive queue.declare and
- * basic.get): it works whether the daemon runs or not.
+ * Everything it learns comes from the broker (passive queue.declare,
+ * basic.get, and the streams P.events and P.cancels): it works whether the
+ * daemon runs or not.
  */
 #include "amqp_compat.h"
+#include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -24,10 +30,13 @@
 #include "broker.h"
 #include "config.h"
 #include "duration.h"
+#include "events.h"
 #include "headers.h"
 #include "httpd.h"
+#include "idmap.h"
 #include "json.h"
 #include "ladder.h"
+#include "metrics.h"
 #include "park.h"
 #include "topology.h"
 
@@ -47,9 +56,18 @@ struct ctl {
 	int dry_run;
 	uint64_t limit; /* 0: the command's default */
 	const char *reason;
-	struct broker_confirms confirms; /* of BROKER_CH_WORK, requeue only */
-	char unroutable[1024];           /* what the last basic.return said */
-	int64_t most_deliveries;         /* highest x-delivery-count seen */
+	/* list: the filters; unset bounds are INT64_MIN / INT64_MAX */
+	const char *target; /* EXCHANGE[/KEY], or NULL */
+	int64_t due_before, due_after;
+	/* cancel */
+	int park, force;
+	char **ids;
+	int nids;
+	int64_t now; /* Unix ms, read once at start */
+	/* requeue: BROKER_CH_WORK; list and cancel: BROKER_CH_PUB */
+	struct broker_confirms confirms;
+	char unroutable[1024];   /* what the last basic.return said */
+	int64_t most_deliveries; /* highest x-delivery-count seen */
 	char err[8192];
 };
 
@@ -65,8 +83,10 @@ struct qinfo {
 static void
 usage_short(void)
 {
-	fprintf(stderr, "usage: " PROG " [-c FILE] status|errors|requeue "
-	                "[options]; " PROG " --help for more\n");
+	fprintf(stderr,
+	        "usage: " PROG " [-c FILE] "
+	        "status|errors|requeue|list|cancel [options] [ID...]; " PROG
+	        " --help for more\n");
 }
 
 static void
@@ -88,24 +108,53 @@ usage(FILE *fp)
 	    "cascade's exchange,\n"
 	    "                      with their target and due time, once the "
 	    "cause is fixed\n"
+	    "  list                every message waiting, from the stream "
+	    "P.events: id,\n"
+	    "                      due time, target, size, first seen; "
+	    "soonest first\n"
+	    "  cancel ID...        cancel the waiting messages whose "
+	    "message-id (or cascade\n"
+	    "                      id) is ID: they are never delivered\n"
 	    "\n"
 	    "options:\n"
 	    "  -c, --config FILE   cascade's config: broker URL, prefix, "
 	    "ladder\n"
 	    "                      (default: the built-in defaults)\n"
-	    "  -j, --json          status, errors: one JSON object\n"
+	    "  -j, --json          status, errors, list: one JSON object\n"
 	    "  -n, --limit N       errors: show at most N (default %d); "
-	    "requeue: at most N\n"
+	    "requeue: at most N;\n"
+	    "                      list: print at most N rows (default: "
+	    "all)\n"
 	    "  -r, --reason TEXT   requeue: only messages whose "
 	    "x-cascade-error contains TEXT\n"
 	    "      --dry-run       requeue: say what would be sent, send "
 	    "nothing\n"
+	    "      --target EXCHANGE[/KEY]\n"
+	    "                      list: only messages for this exchange "
+	    "(amq.default or\n"
+	    "                      empty: the default exchange) and routing "
+	    "key\n"
+	    "      --due-before TIME, --due-after TIME\n"
+	    "                      list: only messages due before TIME, or "
+	    "at TIME or later;\n"
+	    "                      TIME is 2026-11-23T09:00:00Z, Unix ms, or "
+	    "a duration from\n"
+	    "                      now (10m, 2h, -5m)\n"
+	    "      --park          cancel: park the messages in P.error "
+	    "(reason \"cancelled\")\n"
+	    "                      instead of dropping them\n"
+	    "      --force         cancel: record the cancellation even when "
+	    "no waiting\n"
+	    "                      message has the id (yet)\n"
 	    "  -h, --help          this text\n"
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\n"
 	    "gives the password.  Exit status: 0 done,\n"
-	    "1 error (broker, config, a message not requeued), 2 usage.\n",
+	    "1 error (broker, config, a message not requeued), 2 usage; "
+	    "cancel: 0 every ID\n"
+	    "recorded, 1 an ID matched no waiting message (not recorded), "
+	    "2 usage or error.\n",
 	    ERRORS_LIMIT);
 }
 
@@ -1083,6 +1132,875 @@ ctl_requeue(struct ctl *c)
 }
 
 /*
+ * list and cancel: the streams P.events and P.cancels (events.h)
+ */
+
+#define STREAM_PREFETCH 1000 /* records in flight per stream consumer */
+#define STREAM_ACK_EVERY 250 /* ack (multiple) after this many records */
+/* No record for this long before reaching our marker: give up.  An idle
+ * limit, not a total one, so that a long stream may take its time. */
+#define STREAM_IDLE_MS 30000
+
+/* A message still waiting: its scheduled record, copied. */
+struct waiting {
+	int64_t due, size, seen; /* seen: x-cascade-at, 0 unknown */
+	amqp_bytes_t id, message_id, exchange, routing_key; /* in data */
+	int cancel_pending;
+	char data[];
+};
+
+/* What the streams say, folded. */
+struct fold {
+	struct idmap waiting; /* cascade id -> struct waiting */
+	struct idmap ended;   /* cascade ids whose end came before scheduled */
+	struct cancels cancels;
+	uint64_t records;
+};
+
+enum { STREAM_EVENTS, STREAM_CANCELS, STREAMS };
+
+struct stream {
+	const char *name;
+	const char *tag; /* our consumer tag */
+	char marker[64]; /* the token of the marker we wrote */
+	int reached;
+};
+
+/* The value of `ended`: idmap_get's NULL means absent. */
+static char ended_mark;
+
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+fold_init(struct fold *f)
+{
+	memset(f, 0, sizeof(*f));
+	idmap_init(&f->waiting);
+	idmap_init(&f->ended);
+	cancels_init(&f->cancels);
+}
+
+static void
+fold_free(struct fold *f)
+{
+	idmap_free(&f->waiting, free);
+	idmap_free(&f->ended, NULL);
+	cancels_free(&f->cancels);
+}
+
+static amqp_bytes_t
+waiting_copy(char **p, amqp_bytes_t b)
+{
+	amqp_bytes_t out = {b.len, *p};
+
+	if (b.len > 0)
+		memcpy(*p, b.bytes, b.len);
+	*p += b.len;
+	return out;
+}
+
+static struct waiting *
+waiting_new(const struct event *e)
+{
+	size_t n = e->id.len + e->message_id.len + e->exchange.len +
+	           e->routing_key.len;
+	struct waiting *w = malloc(sizeof(*w) + n + 1);
+	char *p;
+
+	if (w == NULL)
+		return NULL;
+	p = w->data;
+	w->due = e->due;
+	w->size = e->size;
+	w->seen = e->at;
+	w->cancel_pending = 0;
+	w->id = waiting_copy(&p, e->id);
+	w->message_id = waiting_copy(&p, e->message_id);
+	w->exchange = waiting_copy(&p, e->exchange);
+	w->routing_key = waiting_copy(&p, e->routing_key);
+	return w;
+}
+
+/*
+ * One record of stream `which` into f.  An end record whose scheduled one
+ * has not been read (it aged out of the stream, or came late) is
+ * remembered, so that a late scheduled record does not list a message
+ * that is gone.  -1 out of memory.
+ */
+static int
+fold_event(struct fold *f, int which, const struct event *e)
+{
+	struct waiting *w;
+	void *old;
+
+	f->records++;
+	if (which == STREAM_CANCELS)
+		return e->kind == EVENT_CANCEL
+		           ? cancels_add(&f->cancels, e->cancel, e->park,
+		                         e->until)
+		           : 0;
+	switch (e->kind) {
+	case EVENT_SCHEDULED:
+		if (idmap_del(&f->ended, e->id) != NULL)
+			return 0;
+		if ((w = waiting_new(e)) == NULL)
+			return -1;
+		if (idmap_put(&f->waiting, e->id, w, &old) < 0) {
+			free(w);
+			return -1;
+		}
+		free(old); /* the same id again: the later record wins */
+		return 0;
+	case EVENT_DELIVERED:
+	case EVENT_PARKED:
+	case EVENT_CANCELLED:
+		if ((w = idmap_del(&f->waiting, e->id)) != NULL) {
+			free(w);
+			return 0;
+		}
+		return idmap_put(&f->ended, e->id, &ended_mark, &old);
+	default:
+		return 0;
+	}
+}
+
+/* The broker's channel.close or connection.close in words. */
+static void
+close_reason(const amqp_method_t *m, char *err, size_t size)
+{
+	if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
+		const amqp_channel_close_t *cl = m->decoded;
+		snprintf(err, size, "channel closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	} else {
+		const amqp_connection_close_t *cl = m->decoded;
+		snprintf(err, size, "connection closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	}
+}
+
+/* Whether stream name exists; -1 with c->err when not, or on an error. */
+static int
+ctl_stream_exists(struct ctl *c, const char *name)
+{
+	struct qinfo q = {name, -1, 0, 0, 0};
+
+	if (ctl_inspect(c, BROKER_CH_CHECK, &q) < 0)
+		return -1;
+	if (q.missing) {
+		snprintf(c->err, sizeof(c->err),
+		         "no stream %s: is [events] enabled = yes and has the "
+		         "daemon run with this configuration?",
+		         name);
+		return -1;
+	}
+	return 0;
+}
+
+/* basic.return of a record: its stream is gone. */
+static void
+ctl_record_returned(void *arg, const amqp_basic_return_t *r)
+{
+	struct ctl *c = arg;
+
+	snprintf(c->unroutable, sizeof(c->unroutable),
+	         "unroutable: %.*s (was the stream deleted?)",
+	         (int)r->reply_text.len, (const char *)r->reply_text.bytes);
+}
+
+/*
+ * Append e to stream (exchange "", routing key the stream) and wait for
+ * the broker's confirm: then it is in the stream, durably.  -1 with
+ * c->err.
+ */
+static int
+ctl_record(struct ctl *c, const char *stream, const struct event *e)
+{
+	amqp_basic_properties_t props;
+	amqp_pool_t pool;
+	uint64_t nacked, returned;
+	int st;
+
+	if (c->confirms.ch != BROKER_CH_PUB) {
+		if (broker_confirm_select(c->conn, BROKER_CH_PUB, &c->confirms,
+		                          c->err, sizeof(c->err)) < 0)
+			return -1;
+		c->confirms.on_return = ctl_record_returned;
+		c->confirms.arg = c;
+	}
+	nacked = c->confirms.nacked;
+	returned = c->confirms.returned;
+	init_amqp_pool(&pool, 1024);
+	if (events_props(e, &pool, &props) < 0) {
+		empty_amqp_pool(&pool);
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return -1;
+	}
+	st = broker_confirm_publish(c->conn, &c->confirms, amqp_empty_bytes,
+	                            amqp_cstring_bytes(stream), 1, &props,
+	                            amqp_empty_bytes);
+	empty_amqp_pool(&pool);
+	if (st != AMQP_STATUS_OK) {
+		snprintf(c->err, sizeof(c->err), "publish to %s: %s", stream,
+		         amqp_error_string2(st));
+		return -1;
+	}
+	if (broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
+	                        sizeof(c->err)) < 0)
+		return -1;
+	amqp_maybe_release_buffers(c->conn);
+	if (c->confirms.returned > returned) {
+		snprintf(c->err, sizeof(c->err), "%s: %s", stream,
+		         c->unroutable);
+		return -1;
+	}
+	if (c->confirms.nacked > nacked) {
+		snprintf(c->err, sizeof(c->err),
+		         "%s: the broker refused the record (nack)", stream);
+		return -1;
+	}
+	return 0;
+}
+
+/* basic.consume of a stream from its first record. */
+static int
+ctl_stream_consume(struct ctl *c, const struct stream *s)
+{
+	amqp_table_entry_t arg;
+	amqp_table_t args = {1, &arg};
+	amqp_rpc_reply_t r;
+	char what[TOPOLOGY_NAME_MAX + 32];
+
+	arg.key = amqp_cstring_bytes("x-stream-offset");
+	arg.value.kind = AMQP_FIELD_KIND_UTF8;
+	arg.value.value.bytes = amqp_cstring_bytes("first");
+	if (amqp_basic_consume(
+	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
+	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
+		return 0;
+	r = amqp_get_rpc_reply(c->conn);
+	snprintf(what, sizeof(what), "read stream %s", s->name);
+	broker_reply_string(r, what, c->err, sizeof(c->err));
+	return -1;
+}
+
+/*
+ * A frame that is not a delivery came while reading: a close or a
+ * consumer cancelled by the broker (its stream deleted) is an error.
+ */
+static int
+ctl_stream_frame(struct ctl *c)
+{
+	amqp_frame_t f;
+	int st;
+
+	if ((st = amqp_simple_wait_frame(c->conn, &f)) != AMQP_STATUS_OK) {
+		snprintf(c->err, sizeof(c->err), "reading the streams: %s",
+		         amqp_error_string2(st));
+		return -1;
+	}
+	if (f.frame_type != AMQP_FRAME_METHOD)
+		return 0;
+	switch (f.payload.method.id) {
+	case AMQP_CHANNEL_CLOSE_METHOD:
+		if (f.channel != BROKER_CH_WORK)
+			return 0;
+		/* fall through */
+	case AMQP_CONNECTION_CLOSE_METHOD:
+		close_reason(&f.payload.method, c->err, sizeof(c->err));
+		return -1;
+	case AMQP_BASIC_CANCEL_METHOD: {
+		const amqp_basic_cancel_t *k = f.payload.method.decoded;
+		snprintf(c->err, sizeof(c->err),
+		         "the broker stopped our reading (consumer %.*s): was "
+		         "the stream deleted?",
+		         (int)k->consumer_tag.len,
+		         (const char *)k->consumer_tag.bytes);
+		return -1;
+	}
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Read the streams s[0..n) from their first record up to a marker of ours,
+ * written (and confirmed) first: so every record written before we began
+ * is read.  Records after the marker are not folded: f is what the
+ * streams held at one moment.  -1 with c->err.
+ */
+static int
+ctl_streams_read(struct ctl *c, struct stream *s, int n, struct fold *f)
+{
+	uint64_t last = 0, acked = 0;
+	struct event e;
+	char id[17];
+	int left = n, which;
+
+	for (int i = 0; i < n; i++) {
+		if (ctl_stream_exists(c, s[i].name) < 0)
+			return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		events_new_id(id);
+		snprintf(s[i].marker, sizeof(s[i].marker), "ctl-%d-%s",
+		         (int)getpid(), id);
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_MARKER;
+		e.at = wall_ms();
+		e.marker = amqp_cstring_bytes(s[i].marker);
+		if (ctl_record(c, s[i].name, &e) < 0)
+			return -1;
+	}
+	/* Streams want a prefetch and manual acks. */
+	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (ctl_stream_consume(c, &s[i]) < 0)
+			return -1;
+	}
+	while (left > 0) {
+		struct timeval tv = {STREAM_IDLE_MS / 1000, 0};
+		amqp_envelope_t env;
+		amqp_rpc_reply_t r;
+
+		amqp_maybe_release_buffers(c->conn);
+		r = amqp_consume_message(c->conn, &env, &tv, 0);
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+			if (ctl_stream_frame(c) < 0)
+				return -1;
+			continue;
+		}
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_TIMEOUT) {
+			for (which = 0; which < n && s[which].reached; which++)
+				;
+			snprintf(c->err, sizeof(c->err),
+			         "nothing came from stream %s for %ds before "
+			         "the marker written at start (%" PRIu64
+			         " records read)",
+			         s[which].name, STREAM_IDLE_MS / 1000,
+			         f->records);
+			return -1;
+		}
+		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+			broker_reply_string(r, "reading the streams", c->err,
+			                    sizeof(c->err));
+			return -1;
+		}
+		for (which = 0; which < n; which++)
+			if (headers_key_is(env.consumer_tag, s[which].tag))
+				break;
+		if (which < n && !s[which].reached &&
+		    events_parse(&env.message.properties, &e) == 0) {
+			if (e.kind == EVENT_MARKER) {
+				if (headers_key_is(e.marker, s[which].marker)) {
+					s[which].reached = 1;
+					left--;
+				}
+			} else if (fold_event(f, which, &e) < 0) {
+				amqp_destroy_envelope(&env);
+				snprintf(c->err, sizeof(c->err),
+				         "out of memory after %" PRIu64
+				         " records",
+				         f->records);
+				return -1;
+			}
+		}
+		last = env.delivery_tag;
+		amqp_destroy_envelope(&env);
+		if (last - acked >= STREAM_ACK_EVERY) {
+			if (amqp_basic_ack(c->conn, BROKER_CH_WORK, last, 1) !=
+			    AMQP_STATUS_OK) {
+				snprintf(c->err, sizeof(c->err),
+				         "basic.ack failed");
+				return -1;
+			}
+			acked = last;
+		}
+	}
+	/* Stop the deliveries: what came after the markers is not wanted. */
+	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
+	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
+}
+
+/* Fold P.events and, with cancels, P.cancels. */
+static int
+ctl_fold(struct ctl *c, struct fold *f, int cancels)
+{
+	struct stream s[STREAMS];
+
+	memset(s, 0, sizeof(s));
+	s[STREAM_EVENTS].name = c->topo.events;
+	s[STREAM_EVENTS].tag = "cascade-ctl.events";
+	s[STREAM_CANCELS].name = c->topo.cancels;
+	s[STREAM_CANCELS].tag = "cascade-ctl.cancels";
+	return ctl_streams_read(c, s, cancels ? STREAMS : 1, f);
+}
+
+/* The default exchange, by either of its names. */
+static int
+exchange_is_default(amqp_bytes_t b)
+{
+	return b.len == 0 || headers_key_is(b, "amq.default");
+}
+
+static int
+exchange_eq(amqp_bytes_t a, amqp_bytes_t b)
+{
+	if (exchange_is_default(a) || exchange_is_default(b))
+		return exchange_is_default(a) && exchange_is_default(b);
+	return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0;
+}
+
+/* Whether t is "<name>/<key>". */
+static int
+target_is(const char *t, size_t tlen, amqp_bytes_t name, amqp_bytes_t key)
+{
+	return tlen == name.len + 1 + key.len &&
+	       memcmp(t, name.bytes, name.len) == 0 && t[name.len] == '/' &&
+	       memcmp(t + name.len + 1, key.bytes, key.len) == 0;
+}
+
+/*
+ * Whether w passes list's filters.  --target T matches a message whose
+ * exchange is T, or whose "exchange/routing key" is T: exchange names and
+ * keys may hold slashes themselves, so T is not split at one.
+ */
+static int
+list_match(const struct ctl *c, const struct waiting *w)
+{
+	if (w->due >= c->due_before || w->due < c->due_after)
+		return 0;
+	if (c->target != NULL) {
+		size_t n = strlen(c->target);
+		amqp_bytes_t t = {n, (void *)c->target};
+		if (exchange_eq(t, w->exchange))
+			return 1;
+		if (!exchange_is_default(w->exchange))
+			return target_is(c->target, n, w->exchange,
+			                 w->routing_key);
+		return target_is(c->target, n, amqp_empty_bytes,
+		                 w->routing_key) ||
+		       target_is(c->target, n,
+		                 amqp_cstring_bytes("amq.default"),
+		                 w->routing_key);
+	}
+	return 1;
+}
+
+/* The rows list prints, gathered by list_gather. */
+struct rows {
+	const struct ctl *c;
+	const struct fold *f;
+	struct waiting **w;
+	size_t n, cap, total;
+	int oom;
+};
+
+static int
+list_gather(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct rows *r = ctx;
+	struct waiting *w = value, **grown;
+
+	(void)key;
+	r->total++;
+	if (!list_match(r->c, w) || r->oom)
+		return 0;
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 256;
+		if ((grown = realloc(r->w, cap * sizeof(*grown))) == NULL) {
+			r->oom = 1;
+			return 0;
+		}
+		r->w = grown;
+		r->cap = cap;
+	}
+	w->cancel_pending = cancels_find(&r->f->cancels, w->message_id, w->id,
+	                                 r->c->now) != NULL;
+	r->w[r->n++] = w;
+	return 0;
+}
+
+static int
+bytes_cmp(amqp_bytes_t a, amqp_bytes_t b)
+{
+	size_t n = a.len < b.len ? a.len : b.len;
+	int d = n ? memcmp(a.bytes, b.bytes, n) : 0;
+
+	return d ? d : (a.len > b.len) - (a.len < b.len);
+}
+
+/* Soonest due first; then first seen, then id, so the order is stable. */
+static int
+list_cmp(const void *pa, const void *pb)
+{
+	const struct waiting *a = *(struct waiting *const *)pa;
+	const struct waiting *b = *(struct waiting *const *)pb;
+
+	if (a->due != b->due)
+		return a->due < b->due ? -1 : 1;
+	if (a->seen != b->seen)
+		return a->seen < b->seen ? -1 : 1;
+	return bytes_cmp(a->id, b->id);
+}
+
+/* What a row calls the message: its message-id, else its cascade id. */
+static amqp_bytes_t
+waiting_name(const struct waiting *w)
+{
+	return w->message_id.len > 0 ? w->message_id : w->id;
+}
+
+/* b for a terminal: control bytes and backslashes escaped, UTF-8 kept. */
+static void
+printable(amqp_bytes_t b, char *out, size_t size)
+{
+	const unsigned char *s = b.bytes;
+	size_t o = 0;
+
+	for (size_t i = 0; i < b.len && o + 5 < size; i++) {
+		if (s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\')
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x",
+			                      s[i]);
+		else
+			out[o++] = (char)s[i];
+	}
+	out[o] = '\0';
+}
+
+/* "exchange/key", the default exchange as amq.default (as --target). */
+static void
+format_target(const struct waiting *w, char *out, size_t size)
+{
+	char ex[KEY_MAX * 4 + 8], key[KEY_MAX * 4 + 8];
+
+	printable(w->exchange, ex, sizeof(ex));
+	printable(w->routing_key, key, sizeof(key));
+	snprintf(out, size, "%s/%s",
+	         exchange_is_default(w->exchange) ? "amq.default" : ex, key);
+}
+
+/* How far from now: "in 3m12s", "3s ago", "now"; two units at most. */
+static void
+format_relative(int64_t delta, char *buf, size_t size)
+{
+	int64_t s = (delta < 0 ? -delta : delta) / 1000;
+	char span[48];
+
+	if (s == 0) {
+		snprintf(buf, size, "now");
+		return;
+	}
+	if (s >= 86400)
+		snprintf(span, sizeof(span), "%" PRId64 "d", s / 86400);
+	else if (s >= 3600)
+		snprintf(span, sizeof(span), "%" PRId64 "h", s / 3600);
+	else if (s >= 60)
+		snprintf(span, sizeof(span), "%" PRId64 "m", s / 60);
+	else
+		snprintf(span, sizeof(span), "%" PRId64 "s", s);
+	/* The next unit down, unless it is zero. */
+	if (s >= 86400 && s % 86400 / 3600)
+		snprintf(span + strlen(span), sizeof(span) - strlen(span),
+		         "%" PRId64 "h", s % 86400 / 3600);
+	else if (s >= 3600 && s < 86400 && s % 3600 / 60)
+		snprintf(span + strlen(span), sizeof(span) - strlen(span),
+		         "%" PRId64 "m", s % 3600 / 60);
+	else if (s >= 60 && s < 3600 && s % 60)
+		snprintf(span + strlen(span), sizeof(span) - strlen(span),
+		         "%" PRId64 "s", s % 60);
+	snprintf(buf, size, delta < 0 ? "%s ago" : "in %s", span);
+}
+
+static const char *const window_names[METRICS_NWINDOWS] = {"minute", "hour",
+                                                           "day", "later"};
+
+static void
+list_json(const struct rows *r, size_t shown,
+          const uint64_t counts[METRICS_NWINDOWS])
+{
+	char due[64], seen[64];
+
+	printf("{\"waiting\":%zu,\"shown\":%zu,\"messages\":[", r->n, shown);
+	for (size_t i = 0; i < shown; i++) {
+		const struct waiting *w = r->w[i];
+		amqp_bytes_t name = waiting_name(w);
+		format_time(w->due, due, sizeof(due));
+		printf("%s{\"id\":", i ? "," : "");
+		json_write(stdout, name.bytes, name.len);
+		printf(",\"message_id\":");
+		if (w->message_id.len > 0)
+			json_write(stdout, w->message_id.bytes,
+			           w->message_id.len);
+		else
+			printf("null");
+		printf(",\"cascade_id\":");
+		json_write(stdout, w->id.bytes, w->id.len);
+		printf(",\"due\":\"%s\",\"due_ms\":%" PRId64 ",\"exchange\":",
+		       due, w->due);
+		json_write(stdout, w->exchange.bytes, w->exchange.len);
+		printf(",\"routing_key\":");
+		json_write(stdout, w->routing_key.bytes, w->routing_key.len);
+		printf(",\"size\":%" PRId64, w->size);
+		if (w->seen > 0) {
+			format_time(w->seen, seen, sizeof(seen));
+			printf(
+			    ",\"first_seen\":\"%s\",\"first_seen_ms\":%" PRId64,
+			    seen, w->seen);
+		} else {
+			printf(",\"first_seen\":null,\"first_seen_ms\":null");
+		}
+		printf(",\"cancel_pending\":%s}",
+		       w->cancel_pending ? "true" : "false");
+	}
+	printf("],\"counts\":{");
+	for (int k = 0; k < METRICS_NWINDOWS; k++)
+		printf("%s\"%s\":%" PRIu64, k ? "," : "", window_names[k],
+		       counts[k]);
+	printf("}}\n");
+}
+
+#define NAME_TEXT (KEY_MAX * 4 + 8)      /* an id or key, printable */
+#define TARGET_TEXT (NAME_TEXT * 2 + 16) /* exchange/key */
+
+static void
+list_text(const struct ctl *c, const struct rows *r, size_t shown,
+          const uint64_t counts[METRICS_NWINDOWS])
+{
+	char name[NAME_TEXT], target[TARGET_TEXT], due[64], seen[64], rel[64];
+	int wid = 2, wtarget = 6;
+
+	if (c->target != NULL || c->due_before != INT64_MAX ||
+	    c->due_after != INT64_MIN)
+		printf("%zu of %zu message%s waiting in %s match\n", r->n,
+		       r->total, r->total == 1 ? "" : "s", c->topo.events);
+	else
+		printf("%zu message%s waiting in %s\n", r->n,
+		       r->n == 1 ? "" : "s", c->topo.events);
+	for (size_t i = 0; i < shown; i++) {
+		printable(waiting_name(r->w[i]), name, sizeof(name));
+		format_target(r->w[i], target, sizeof(target));
+		if ((int)strlen(name) > wid)
+			wid = (int)strlen(name);
+		if ((int)strlen(target) > wtarget)
+			wtarget = (int)strlen(target);
+	}
+	if (shown > 0)
+		printf("%-*s  %-24s  %-10s  %-*s  %10s  %s\n", wid, "ID", "DUE",
+		       "", wtarget, "TARGET", "SIZE", "FIRST SEEN");
+	for (size_t i = 0; i < shown; i++) {
+		const struct waiting *w = r->w[i];
+		printable(waiting_name(w), name, sizeof(name));
+		format_target(w, target, sizeof(target));
+		format_time(w->due, due, sizeof(due));
+		format_relative(w->due - c->now, rel, sizeof(rel));
+		if (w->seen > 0)
+			format_time(w->seen, seen, sizeof(seen));
+		else
+			snprintf(seen, sizeof(seen), "-");
+		printf("%-*s  %-24s  %-10s  %-*s  %10" PRId64 "  %s%s\n", wid,
+		       name, due, rel, wtarget, target, w->size, seen,
+		       w->cancel_pending ? "  cancel pending" : "");
+	}
+	if (shown < r->n)
+		printf("(%zu of %zu shown, %zu left out; --limit N shows "
+		       "more)\n",
+		       shown, r->n, r->n - shown);
+	printf("due in <1m: %" PRIu64 ", 1m-1h: %" PRIu64 ", 1h-1d: %" PRIu64
+	       ", >1d: %" PRIu64 "\n",
+	       counts[0], counts[1], counts[2], counts[3]);
+}
+
+static int
+ctl_list(struct ctl *c)
+{
+	uint64_t counts[METRICS_NWINDOWS] = {0};
+	struct rows r;
+	struct fold f;
+	size_t shown;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	fold_init(&f);
+	if (ctl_fold(c, &f, 1) < 0)
+		goto out;
+	r.c = c;
+	r.f = &f;
+	idmap_each(&f.waiting, list_gather, &r);
+	if (r.oom) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		goto out;
+	}
+	if (r.n > 1)
+		qsort(r.w, r.n, sizeof(*r.w), list_cmp);
+	/* Overdue counts as due within the minute, as in /metrics. */
+	for (size_t i = 0; i < r.n; i++)
+		counts[metrics_window(r.w[i]->due - c->now)]++;
+	shown = c->limit > 0 && c->limit < r.n ? (size_t)c->limit : r.n;
+	if (c->json)
+		list_json(&r, shown, counts);
+	else
+		list_text(c, &r, shown, counts);
+	rc = 0;
+out:
+	free(r.w);
+	fold_free(&f);
+	return rc;
+}
+
+/* How many waiting messages an id names (message-id or cascade id). */
+struct matching {
+	amqp_bytes_t id;
+	uint64_t n;
+};
+
+static int
+cancel_count(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct matching *m = ctx;
+	const struct waiting *w = value;
+
+	(void)key;
+	if (bytes_cmp(w->message_id, m->id) == 0 ||
+	    bytes_cmp(w->id, m->id) == 0)
+		m->n++;
+	return 0;
+}
+
+/*
+ * Record a cancel request in P.cancels for each id that names a waiting
+ * message (or for every id, with --force).  0 every id recorded, 1 an id
+ * named nothing and was not recorded, -1 with c->err.
+ */
+static int
+ctl_cancel(struct ctl *c)
+{
+	struct fold f;
+	struct event e;
+	int rc = -1, unmatched = 0;
+
+	fold_init(&f);
+	if (ctl_fold(c, &f, 0) < 0 || ctl_stream_exists(c, c->topo.cancels) < 0)
+		goto out;
+	for (int i = 0; i < c->nids; i++) {
+		struct matching m = {amqp_cstring_bytes(c->ids[i]), 0};
+		idmap_each(&f.waiting, cancel_count, &m);
+		if (m.n == 0 && !c->force) {
+			fprintf(stderr,
+			        PROG ": no waiting message has id %s; not "
+			             "recorded (use --force to cancel it "
+			             "before it is published)\n",
+			        c->ids[i]);
+			unmatched = 1;
+			continue;
+		}
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_CANCEL;
+		e.at = wall_ms();
+		e.cancel = m.id;
+		e.park = c->park;
+		/* Long enough for any message with the id to come by. */
+		e.until = e.at + config_events_max_age(&c->cfg);
+		if (ctl_record(c, c->topo.cancels, &e) < 0)
+			goto out;
+		if (m.n == 0)
+			printf("%s: recorded; no waiting message has it yet\n",
+			       c->ids[i]);
+		else
+			printf("%s: cancelled %" PRIu64
+			       " waiting message%s%s\n",
+			       c->ids[i], m.n, m.n == 1 ? "" : "s",
+			       c->park ? " (to be parked)" : "");
+		fflush(stdout);
+	}
+	rc = unmatched;
+out:
+	fold_free(&f);
+	return rc;
+}
+
+/*
+ * A time on the command line: ISO 8601 (2026-11-23T09:00:00Z, a fraction
+ * and an offset +HH:MM allowed), Unix ms, or a duration from now ("10m",
+ * "-5m").  -1 when it is none of them.
+ */
+static int
+parse_when(const char *s, int64_t now, int64_t *out)
+{
+	static const char form[] = "dddd-dd-ddTdd:dd:dd";
+	size_t n = strlen(s);
+	const char *p, *why;
+	struct tm tm;
+	int64_t ms, frac = 0, scale = 100;
+	char *end;
+	int i, oh, om;
+
+	if (n > 0 && strspn(s, "0123456789") == n) {
+		errno = 0;
+		ms = strtoll(s, &end, 10);
+		if (errno != 0)
+			return -1;
+		*out = ms;
+		return 0;
+	}
+	for (i = 0; form[i] != '\0'; i++)
+		if (form[i] == 'd' ? s[i] < '0' || s[i] > '9' : s[i] != form[i])
+			break;
+	if (form[i] == '\0') {
+		memset(&tm, 0, sizeof(tm));
+		tm.tm_year = atoi(s) - 1900;
+		tm.tm_mon = atoi(s + 5) - 1;
+		tm.tm_mday = atoi(s + 8);
+		tm.tm_hour = atoi(s + 11);
+		tm.tm_min = atoi(s + 14);
+		tm.tm_sec = atoi(s + 17);
+		if (tm.tm_mon > 11 || tm.tm_mon < 0 || tm.tm_mday < 1 ||
+		    tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+		    tm.tm_sec > 60)
+			return -1;
+		p = s + 19;
+		if (*p == '.') {
+			if (p[1] < '0' || p[1] > '9')
+				return -1;
+			for (p++; *p >= '0' && *p <= '9'; p++) {
+				frac += (*p - '0') * scale;
+				scale /= 10;
+			}
+		}
+		ms = (int64_t)timegm(&tm) * 1000 + frac;
+		if (strcmp(p, "Z") == 0) {
+			*out = ms;
+			return 0;
+		}
+		if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':' &&
+		    sscanf(p + 1, "%2d:%2d", &oh, &om) == 2 && oh < 24 &&
+		    om < 60) {
+			*out = ms - (*p == '+' ? 1 : -1) *
+			                ((int64_t)oh * 3600 + om * 60) * 1000;
+			return 0;
+		}
+		return -1;
+	}
+	if (duration_parse(s, n, DURATION_BARE_REJECT, &ms, &why) < 0)
+		return -1;
+	*out = now + ms;
+	return 0;
+}
+
+/*
  * main
  */
 
@@ -1101,24 +2019,62 @@ parse_limit(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Which options a command takes, as a bit each. */
+enum {
+	OK_JSON = 1 << 0,
+	OK_LIMIT = 1 << 1,
+	OK_REQUEUE = 1 << 2, /* --reason, --dry-run */
+	OK_FILTER = 1 << 3,  /* --target, --due-before, --due-after */
+	OK_CANCEL = 1 << 4,  /* --park, --force */
+};
+
+static const struct command {
+	const char *name;
+	int (*run)(struct ctl *);
+	int options;
+	int error_status; /* on an error; 2 for cancel, where 1 says more */
+} commands[] = {
+    {"status", ctl_status, OK_JSON, 1},
+    {"errors", ctl_errors, OK_JSON | OK_LIMIT, 1},
+    {"requeue", ctl_requeue, OK_LIMIT | OK_REQUEUE, 1},
+    {"list", ctl_list, OK_JSON | OK_LIMIT | OK_FILTER, 1},
+    {"cancel", ctl_cancel, OK_CANCEL, 2},
+};
+
 int
 main(int argc, char *argv[])
 {
-	enum { OPT_DRY_RUN = 256 };
+	enum {
+		OPT_DRY_RUN = 256,
+		OPT_TARGET,
+		OPT_DUE_BEFORE,
+		OPT_DUE_AFTER,
+		OPT_PARK,
+		OPT_FORCE,
+	};
 	static const struct option longopts[] = {
 	    {"config", required_argument, NULL, 'c'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"limit", required_argument, NULL, 'n'},
 	    {"reason", required_argument, NULL, 'r'},
 	    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	    {"target", required_argument, NULL, OPT_TARGET},
+	    {"due-before", required_argument, NULL, OPT_DUE_BEFORE},
+	    {"due-after", required_argument, NULL, OPT_DUE_AFTER},
+	    {"park", no_argument, NULL, OPT_PARK},
+	    {"force", no_argument, NULL, OPT_FORCE},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct ctl c;
-	const char *path = NULL, *cmd, *why;
-	int ch, rc;
+	const struct command *cmd = NULL;
+	const char *path = NULL, *why;
+	int ch, rc, used = 0;
 
 	config_defaults(&c.cfg);
+	c.now = wall_ms();
+	c.due_before = INT64_MAX;
+	c.due_after = INT64_MIN;
 	while ((ch = getopt_long(argc, argv, "c:jn:r:h", longopts, NULL)) !=
 	       -1) {
 		switch (ch) {
@@ -1127,6 +2083,7 @@ main(int argc, char *argv[])
 			break;
 		case 'j':
 			c.json = 1;
+			used |= OK_JSON;
 			break;
 		case 'n':
 			if (parse_limit(optarg, &c.limit) < 0) {
@@ -1136,12 +2093,46 @@ main(int argc, char *argv[])
 				        optarg);
 				return 2;
 			}
+			used |= OK_LIMIT;
 			break;
 		case 'r':
 			c.reason = optarg;
+			used |= OK_REQUEUE;
 			break;
 		case OPT_DRY_RUN:
 			c.dry_run = 1;
+			used |= OK_REQUEUE;
+			break;
+		case OPT_TARGET:
+			c.target = optarg;
+			used |= OK_FILTER;
+			break;
+		case OPT_DUE_BEFORE:
+		case OPT_DUE_AFTER:
+			if (parse_when(optarg, c.now,
+			               ch == OPT_DUE_BEFORE
+			                   ? &c.due_before
+			                   : &c.due_after) < 0) {
+				fprintf(stderr,
+				        PROG
+				        ": %s wants a time: "
+				        "2026-11-23T09:00:00Z, Unix ms, or "
+				        "a duration from now such as 10m: "
+				        "%s\n",
+				        ch == OPT_DUE_BEFORE ? "--due-before"
+				                             : "--due-after",
+				        optarg);
+				return 2;
+			}
+			used |= OK_FILTER;
+			break;
+		case OPT_PARK:
+			c.park = 1;
+			used |= OK_CANCEL;
+			break;
+		case OPT_FORCE:
+			c.force = 1;
+			used |= OK_CANCEL;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1151,24 +2142,44 @@ main(int argc, char *argv[])
 			return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, PROG ": %s\n",
-		        optind == argc ? "which command?"
-		                       : "one command at a time");
+	if (optind == argc) {
+		fprintf(stderr, PROG ": which command?\n");
 		usage_short();
 		return 2;
 	}
-	cmd = argv[optind];
-	if (strcmp(cmd, "status") != 0 && strcmp(cmd, "errors") != 0 &&
-	    strcmp(cmd, "requeue") != 0) {
-		fprintf(stderr, PROG ": unknown command %s\n", cmd);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[optind], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (cmd == NULL) {
+		fprintf(stderr, PROG ": unknown command %s\n", argv[optind]);
 		usage_short();
 		return 2;
 	}
-	if ((c.json && strcmp(cmd, "requeue") == 0) ||
-	    (c.limit > 0 && strcmp(cmd, "status") == 0) ||
-	    ((c.reason != NULL || c.dry_run) && strcmp(cmd, "requeue") != 0)) {
-		fprintf(stderr, PROG ": option not valid for %s\n", cmd);
+	c.ids = argv + optind + 1;
+	c.nids = argc - optind - 1;
+	if (cmd->run == ctl_cancel) {
+		if (c.nids == 0) {
+			fprintf(stderr, PROG ": cancel: which id?\n");
+			usage_short();
+			return 2;
+		}
+		for (int i = 0; i < c.nids; i++) {
+			size_t n = strlen(c.ids[i]);
+			if (n == 0 || n > 255) {
+				fprintf(stderr,
+				        PROG ": cancel: an id has 1 to 255 "
+				             "bytes (a message-id): '%s'\n",
+				        c.ids[i]);
+				return 2;
+			}
+		}
+	} else if (c.nids > 0) {
+		fprintf(stderr, PROG ": one command at a time\n");
+		usage_short();
+		return 2;
+	}
+	if (used & ~cmd->options) {
+		fprintf(stderr, PROG ": option not valid for %s\n", cmd->name);
 		usage_short();
 		return 2;
 	}
@@ -1176,34 +2187,29 @@ main(int argc, char *argv[])
 	if (path != NULL) {
 		if (config_load(&c.cfg, path, c.err, sizeof(c.err)) < 0) {
 			fputs(c.err, stderr);
-			return 1;
+			return cmd->error_status;
 		}
 	} else if (config_load_string(&c.cfg, "environment", "", c.err,
 	                              sizeof(c.err)) < 0) {
 		/* No file: the defaults, and CASCADE_BROKER_URL and
 		 * CASCADE_BROKER_PASSWORD checked as the daemon checks them. */
 		fputs(c.err, stderr);
-		return 1;
+		return cmd->error_status;
 	}
 	if (ladder_init(&c.ladder, c.cfg.topology_resolution,
 	                c.cfg.topology_factor, (unsigned)c.cfg.topology_levels,
 	                &why) < 0) {
 		fprintf(stderr, PROG ": ladder: %s\n", why);
-		return 1;
+		return cmd->error_status;
 	}
 	topology_names(&c.topo, c.cfg.topology_prefix, &c.ladder);
 
 	c.conn = broker_connect(&c.cfg, c.err, sizeof(c.err));
 	if (c.conn == NULL) {
 		fprintf(stderr, PROG ": %s\n", c.err);
-		return 1;
+		return cmd->error_status;
 	}
-	if (strcmp(cmd, "status") == 0)
-		rc = ctl_status(&c);
-	else if (strcmp(cmd, "errors") == 0)
-		rc = ctl_errors(&c);
-	else
-		rc = ctl_requeue(&c);
+	rc = cmd->run(&c);
 	fflush(stdout);
 	if (rc < 0)
 		fprintf(stderr, PROG ": %s\n", c.err);
@@ -1219,5 +2225,5 @@ main(int argc, char *argv[])
 	/* A clean close: the broker has handled every ack and nack first. */
 	amqp_connection_close(c.conn, AMQP_REPLY_SUCCESS);
 	amqp_destroy_connection(c.conn);
-	return rc < 0 ? 1 : 0;
+	return rc < 0 ? cmd->error_status : rc;
 }
