@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "idmap.h"
+#include "router.h"
 
 enum event_kind {
 	EVENT_SCHEDULED,
@@ -71,6 +72,23 @@ int events_props(const struct event *e, amqp_pool_t *pool,
  * not a record of a known kind or lacks a field its kind needs.
  */
 int events_parse(const amqp_basic_properties_t *p, struct event *e);
+
+/*
+ * The record of what became of a message (kind: scheduled, delivered,
+ * parked or cancelled) from its route r, its properties and its body size,
+ * at now.  Bytes point into r and props.
+ */
+void events_of(enum event_kind kind, const struct route *r,
+               const amqp_basic_properties_t *props, size_t body_len,
+               int64_t now, struct event *e);
+
+/*
+ * A cancellation request published to P (x-cascade-cancel, and
+ * x-cascade-cancel-park) as the record for P.cancels, in force until until.
+ * -1 when props hold no usable request: why says what is wrong.
+ */
+int events_request(const amqp_basic_properties_t *props, int64_t until,
+                   int64_t now, struct event *e, const char **why);
 
 /*
  * A fresh cascade id: 16 bytes of hex from a 64-bit counter mixed with a

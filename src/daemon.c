@@ -807,24 +807,16 @@ static int
 daemon_props(struct daemon *d, const struct message *m,
              amqp_basic_properties_t *props)
 {
-	const amqp_table_t *h = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
-	                            ? &m->props.headers
-	                            : NULL;
-	const amqp_field_value_t *v;
+	int64_t age = config_events_max_age(d->cfg);
+	const char *why;
 	struct event e;
 
 	if (m->route.action != ROUTE_RECORD)
 		return router_props(&m->props, &m->route, &d->scratch, props);
-	memset(&e, 0, sizeof(e));
-	e.kind = EVENT_CANCEL;
-	e.until = m->route.due;
-	e.at = m->route.due - config_events_max_age(d->cfg);
-	v = headers_find(h, "x-cascade-cancel");
-	if (v == NULL || headers_string(v, &e.cancel) < 0)
+	/* The same record every time, for a basic.return to match. */
+	if (events_request(&m->props, m->route.due, m->route.due - age, &e,
+	                   &why) < 0)
 		return -1;
-	v = headers_find(h, "x-cascade-cancel-park");
-	e.park =
-	    v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;
 	return events_props(&e, &d->scratch, props);
 }
 
@@ -844,20 +836,7 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 		d->m.events_dropped++;
 		return;
 	}
-	memset(&e, 0, sizeof(e));
-	e.kind = kind;
-	e.at = now_ms();
-	e.id = r->id;
-	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-		e.message_id = m->props.message_id;
-	if (kind == EVENT_SCHEDULED) {
-		e.due = r->due;
-		e.exchange = r->exchange;
-		e.routing_key = r->routing_key;
-		e.size = (int64_t)m->body.len;
-	} else if (kind == EVENT_PARKED) {
-		e.reason = amqp_cstring_bytes(r->reason);
-	}
+	events_of(kind, r, &m->props, m->body.len, now_ms(), &e);
 	st = daemon_write(d, d->topo.events, &e);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -923,32 +902,28 @@ daemon_cancelled(struct daemon *d, struct message *m)
 static int
 daemon_cancel_request(struct daemon *d, struct message *m)
 {
-	const amqp_field_value_t *v;
-	amqp_bytes_t id;
 	struct route *r = &m->route;
+	const char *why;
+	struct event e;
+	int64_t now = now_ms();
 
-	v = headers_find((m->props._flags & AMQP_BASIC_HEADERS_FLAG)
-	                     ? &m->props.headers
-	                     : NULL,
-	                 "x-cascade-cancel");
-	if (v == NULL)
+	if ((m->props._flags & AMQP_BASIC_HEADERS_FLAG) == 0 ||
+	    headers_find(&m->props.headers, "x-cascade-cancel") == NULL)
 		return 0;
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
 	r->fresh = 1;
 	r->in_routing_key = m->routing_key;
 	m->routed = 1;
-	if (headers_string(v, &id) < 0 || id.len == 0 || id.len > 255)
-		router_park(r, PARK_bad_header,
-		            "x-cascade-cancel: must be a string of 1 to 255 "
-		            "bytes (the message-id to cancel)");
+	if (events_request(&m->props, 0, now, &e, &why) < 0)
+		router_park(r, PARK_bad_header, "%s", why);
 	else if (!config_events(d->cfg))
 		router_park(r, PARK_bad_header,
 		            "x-cascade-cancel: cancellations are off ([events] "
 		            "enabled = no)");
 	else {
 		r->action = ROUTE_RECORD;
-		r->due = now_ms() + config_events_max_age(d->cfg);
+		r->due = now + config_events_max_age(d->cfg);
 	}
 	daemon_dispatch(d, m);
 	return 1;

@@ -166,6 +166,53 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 }
 
 void
+events_of(enum event_kind kind, const struct route *r,
+          const amqp_basic_properties_t *props, size_t body_len, int64_t now,
+          struct event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->kind = kind;
+	e->at = now;
+	e->id = r->id;
+	if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		e->message_id = props->message_id;
+	if (kind == EVENT_SCHEDULED) {
+		e->due = r->due;
+		e->exchange = r->exchange;
+		e->routing_key = r->routing_key;
+		e->size = (int64_t)body_len;
+	} else if (kind == EVENT_PARKED) {
+		e->reason = amqp_cstring_bytes(r->reason);
+	}
+}
+
+int
+events_request(const amqp_basic_properties_t *props, int64_t until, int64_t now,
+               struct event *e, const char **why)
+{
+	const amqp_table_t *h =
+	    (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
+	const amqp_field_value_t *v;
+
+	memset(e, 0, sizeof(*e));
+	e->kind = EVENT_CANCEL;
+	e->at = now;
+	e->until = until;
+	v = headers_find(h, "x-cascade-cancel");
+	if (v == NULL || headers_string(v, &e->cancel) < 0 ||
+	    e->cancel.len == 0 || e->cancel.len > 255) {
+		*why = "x-cascade-cancel: must be a string of 1 to 255 bytes "
+		       "(the message-id to cancel)";
+		return -1;
+	}
+	v = headers_find(h, "x-cascade-cancel-park");
+	e->park =
+	    v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;
+	*why = NULL;
+	return 0;
+}
+
+void
 events_new_id(char out[17])
 {
 	static uint64_t seed, counter;

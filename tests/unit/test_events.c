@@ -240,3 +240,66 @@ Test(cancels, prune_forgets_lapsed_requests_only)
 	cr_assert_not_null(cancels_find(&c, b("m99"), b(""), 50));
 	cancels_free(&c);
 }
+
+Test(events, a_request_published_to_p_becomes_a_cancel_record)
+{
+	amqp_basic_properties_t p;
+	amqp_table_entry_t h[2];
+	struct event e;
+	const char *why;
+
+	memset(&p, 0, sizeof(p));
+	p._flags = AMQP_BASIC_HEADERS_FLAG;
+	p.headers.entries = h;
+	h[0].key = b("x-cascade-cancel");
+	h[0].value.kind = AMQP_FIELD_KIND_UTF8;
+	h[0].value.value.bytes = b("order-42");
+	h[1].key = b("x-cascade-cancel-park");
+	h[1].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+	h[1].value.value.boolean = 1;
+	p.headers.num_entries = 1;
+	cr_assert_eq(events_request(&p, 9000, 1000, &e, &why), 0);
+	cr_assert_eq(e.kind, EVENT_CANCEL);
+	cr_assert(same(e.cancel, "order-42"));
+	cr_assert_eq(e.park, 0);
+	cr_assert_eq(e.until, 9000);
+	cr_assert_eq(e.at, 1000);
+	p.headers.num_entries = 2;
+	cr_assert_eq(events_request(&p, 9000, 1000, &e, &why), 0);
+	cr_assert_eq(e.park, 1);
+	h[0].value.value.bytes = b("");
+	cr_assert_eq(events_request(&p, 9000, 1000, &e, &why), -1);
+	cr_assert_str_eq(why, "x-cascade-cancel: must be a string of 1 to 255 "
+	                      "bytes (the message-id to cancel)");
+	h[0].value.kind = AMQP_FIELD_KIND_I64;
+	cr_assert_eq(events_request(&p, 9000, 1000, &e, &why), -1);
+}
+
+Test(events, records_of_a_route_carry_its_ids_and_target)
+{
+	amqp_basic_properties_t p;
+	struct route r;
+	struct event e;
+
+	memset(&p, 0, sizeof(p));
+	memset(&r, 0, sizeof(r));
+	r.id = b("0123456789abcdef");
+	r.due = 5000;
+	r.exchange = b("billing");
+	r.routing_key = b("invoices");
+	events_of(EVENT_SCHEDULED, &r, &p, 77, 1000, &e);
+	cr_assert_eq(e.message_id.len, 0, "no message-id: the cascade id");
+	cr_assert(same(e.id, "0123456789abcdef"));
+	cr_assert_eq(e.due, 5000);
+	cr_assert(same(e.exchange, "billing"));
+	cr_assert(same(e.routing_key, "invoices"));
+	cr_assert_eq(e.size, 77);
+	cr_assert_eq(e.at, 1000);
+	p._flags = AMQP_BASIC_MESSAGE_ID_FLAG;
+	p.message_id = b("inv-7");
+	router_park(&r, PARK_unroutable, "unroutable");
+	events_of(EVENT_PARKED, &r, &p, 77, 2000, &e);
+	cr_assert(same(e.message_id, "inv-7"));
+	cr_assert(same(e.reason, "unroutable"));
+	cr_assert_eq(e.due, 0, "an end record says only which message");
+}
