@@ -1564,13 +1564,20 @@ exchange_eq(amqp_bytes_t a, amqp_bytes_t b)
 	return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0;
 }
 
+/* memcmp's equality, for empty bytes too (whose pointer may be NULL). */
+static int
+mem_eq(const void *a, const void *b, size_t n)
+{
+	return n == 0 || memcmp(a, b, n) == 0;
+}
+
 /* Whether t is "<name>/<key>". */
 static int
 target_is(const char *t, size_t tlen, amqp_bytes_t name, amqp_bytes_t key)
 {
 	return tlen == name.len + 1 + key.len &&
-	       memcmp(t, name.bytes, name.len) == 0 && t[name.len] == '/' &&
-	       memcmp(t + name.len + 1, key.bytes, key.len) == 0;
+	       mem_eq(t, name.bytes, name.len) && t[name.len] == '/' &&
+	       mem_eq(t + name.len + 1, key.bytes, key.len);
 }
 
 /*
