@@ -150,11 +150,13 @@ usage(FILE *fp)
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\n"
-	    "gives the password.  Exit status: 0 done,\n"
-	    "1 error (broker, config, a message not requeued), 2 usage; "
-	    "cancel: 0 every ID\n"
-	    "recorded, 1 an ID matched no waiting message (not recorded), "
-	    "2 usage or error.\n",
+	    "gives the password.\n"
+	    "\n"
+	    "Exit status: 0 done, 1 error (broker, config, a message not "
+	    "requeued), 2 usage.\n"
+	    "cancel: 0 every ID recorded, 1 an ID named no waiting message "
+	    "(not recorded),\n"
+	    "2 usage or an error.\n",
 	    ERRORS_LIMIT);
 }
 
