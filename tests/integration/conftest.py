@@ -135,13 +135,17 @@ class Daemon:
         self.proc = None
 
     def start(self, timeout=30):
+        # A restart appends to the same log: wait for a ready line of its
+        # own, not the last run's.
+        before = self.log().count("msg=ready") if \
+            os.path.exists(self.logpath) else 0
         self.logfile = open(self.logpath, "ab")
         env = dict(os.environ)
         env.pop("CASCADE_BROKER_URL", None)
         self.proc = subprocess.Popen([CASCADE, "-c", self.config],
                                      stdout=self.logfile,
                                      stderr=subprocess.STDOUT, env=env)
-        self.wait_log("msg=ready", timeout)
+        self.wait_log("msg=ready", timeout, count=before + 1)
         return self
 
     def log(self):
