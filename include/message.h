@@ -29,6 +29,8 @@ struct message {
 	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */
 	int stream;            /* a record from P.cancels (events.h) */
+	int unrecorded; /* given an id; its scheduled record is written when
+	                  its first hop is confirmed */
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in the daemon's acks */
 	amqp_bytes_t exchange;

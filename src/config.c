@@ -593,6 +593,19 @@ config_check(struct config_parse *p)
 			             "metrics.listen", "%s: \"%s\"", why,
 			             cfg->metrics_listen);
 	}
+	/* Shorter, a cancellation would lapse, and its record go, while the
+	 * message it names may still wait. */
+	if (cfg->events_max_age > 0 &&
+	    cfg->events_max_age < cfg->router_max_delay) {
+		char a[32], m[32];
+		duration_format(cfg->events_max_age, a, sizeof(a));
+		duration_format(cfg->router_max_delay, m, sizeof(m));
+		config_error(p, cfg->events_max_age_line, "events.max_age",
+		             "%s is shorter than [router] max_delay (%s): "
+		             "records and cancellations must outlive the "
+		             "longest wait",
+		             a, m);
+	}
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
 		             "AMQP heartbeats are whole seconds");

@@ -46,6 +46,7 @@
 #include "xcheck.h"
 
 #define RECONNECT_MIN_MS 500
+#define REPLAY_REMARK 10. /* s: write the P.cancels marker again */
 /*
  * Frames read per callback before the loop gets a turn: small enough that a
  * burst from the broker (a level expiring at once) cannot hold up the timers
@@ -83,6 +84,8 @@ struct daemon {
 	int replaying;
 	char marker[40];
 	size_t cancels_prune_at;  /* prune when this many are held */
+	uint64_t replayed;        /* records read while replaying */
+	ev_timer replay;          /* writes the marker again (on_replay) */
 	char url[CONFIG_STR_MAX]; /* the broker's, password masked */
 	unsigned reconnects;
 	unsigned refused;          /* nacks and returns not yet logged */
@@ -225,6 +228,7 @@ daemon_teardown_soon(struct daemon *d)
 	ev_io_stop(d->loop, &d->io);
 	ev_idle_stop(d->loop, &d->more);
 	ev_timer_stop(d->loop, &d->heartbeat);
+	ev_timer_stop(d->loop, &d->replay);
 	ev_timer_set(&d->teardown, 0., 0.);
 	ev_timer_start(d->loop, &d->teardown);
 }
@@ -509,6 +513,10 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			         (const char *)m->routing_key.bytes);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
+			if (m->unrecorded) {
+				daemon_event(d, m, EVENT_SCHEDULED);
+				m->unrecorded = 0;
+			}
 		} else {
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
@@ -560,12 +568,12 @@ return_same(const struct outbox_item *it, void *ctx)
 {
 	const struct return_match *rm = ctx;
 	const struct message *m = MESSAGE_OF(it), *r = rm->r;
+	amqp_bytes_t body =
+	    m->route.action == ROUTE_RECORD ? amqp_empty_bytes : m->body;
 	amqp_basic_properties_t props;
 	int same;
 
-	if (m->body.len != r->body.len ||
-	    (r->body.len > 0 &&
-	     memcmp(m->body.bytes, r->body.bytes, r->body.len) != 0))
+	if (!headers_bytes_eq(body, r->body))
 		return 0;
 	if (daemon_props(rm->d, m, &props) < 0)
 		return 0;
@@ -654,6 +662,10 @@ daemon_publish(struct daemon *d, struct message *m)
 		outbox_queue(&d->out, &m->out);
 		return;
 	}
+	/* Whatever way a delivery came here (a retry, a resume, a probe, a
+	 * lookup), a cancellation in force stops it. */
+	if (r->action == ROUTE_DELIVER && daemon_cancelled(d, m))
+		return;
 	switch (r->action) {
 	case ROUTE_HOP:
 		exchange = amqp_empty_bytes;
@@ -692,8 +704,10 @@ daemon_publish(struct daemon *d, struct message *m)
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
-	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
-	                    routing_key, 1, &props, m->body);
+	/* A request's record has no body, whatever the publisher sent. */
+	st = broker_publish(
+	    d->conn, BROKER_CH_PUB, d->frame_max, exchange, routing_key, 1,
+	    &props, r->action == ROUTE_RECORD ? amqp_empty_bytes : m->body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -831,6 +845,9 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 	if (!config_events(d->cfg) || r->id.len == 0 || d->broken ||
 	    d->conn == NULL)
 		return;
+	/* Its scheduled record waits for its first hop: no end without it. */
+	if (m->unrecorded && kind != EVENT_SCHEDULED)
+		return;
 	/* A blocked connection stops reading: a publish could hang us. */
 	if (d->out.blocked) {
 		d->m.events_dropped++;
@@ -855,11 +872,15 @@ daemon_scheduled(struct daemon *d, struct message *m)
 	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD)
 		return;
 	d->m.scheduled[metrics_window(r->due - now_ms())]++;
-	if (!config_events(d->cfg))
+	/* A tail held at first sight waits under a resolution step, in
+	 * memory: nothing to list or to cancel later. */
+	if (!config_events(d->cfg) || r->action != ROUTE_HOP)
 		return;
 	events_new_id(id);
 	r->id = message_dup(m, amqp_cstring_bytes(id));
-	daemon_event(d, m, EVENT_SCHEDULED);
+	/* Recorded once the hop is confirmed: a delivery redelivered after
+	 * a connection loss is then recorded once, not once per sight. */
+	m->unrecorded = 1;
 }
 
 /*
@@ -936,6 +957,8 @@ daemon_record(struct daemon *d, struct message *m)
 	char err[512];
 	struct event e;
 
+	if (d->replaying)
+		d->replayed++;
 	if (events_parse(&m->props, &e) < 0) {
 		daemon_ack(d, m);
 		return;
@@ -958,6 +981,7 @@ daemon_record(struct daemon *d, struct message *m)
 	} else if (e.kind == EVENT_MARKER && d->replaying &&
 	           headers_key_is(e.marker, d->marker)) {
 		d->replaying = 0;
+		ev_timer_stop(d->loop, &d->replay);
 		if (daemon_consume_queues(d, err, sizeof(err)) < 0) {
 			message_free(m);
 			daemon_fail(d, err);
@@ -987,8 +1011,6 @@ on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	TAILQ_REMOVE(&d->held, m, link);
 	router_step(&d->rp, &m->route, now_ms());
-	if (daemon_cancelled(d, m))
-		return;
 	daemon_dispatch(d, m);
 }
 
@@ -1580,11 +1602,48 @@ daemon_write(struct daemon *d, const char *stream, const struct event *e)
  * before every cancellation recorded so far is known.
  */
 static int
+daemon_write_marker(struct daemon *d)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.at = now_ms();
+	e.marker = amqp_cstring_bytes(d->marker);
+	return daemon_write(d, d->topo.cancels, &e);
+}
+
+/*
+ * The marker is written without a confirm, and a stream whose leader
+ * moves may lose it: write it again every REPLAY_REMARK seconds until one
+ * comes back, and say how far the reading got.
+ */
+static void
+on_replay(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d =
+	    (struct daemon *)((char *)w - offsetof(struct daemon, replay));
+	int st;
+
+	(void)loop;
+	(void)revents;
+	if (!d->replaying || d->broken || d->conn == NULL) {
+		ev_timer_stop(d->loop, &d->replay);
+		return;
+	}
+	log_warn("reading_cancellations",
+	         " stream=%s read=%" PRIu64 " held=%zu reason=\"marker not "
+	         "back yet: written again\"",
+	         d->topo.cancels, d->replayed, d->cancels.map.n);
+	if ((st = daemon_write_marker(d)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
+}
+
+static int
 daemon_replay(struct daemon *d, char *err, size_t errsize)
 {
 	amqp_table_entry_t arg;
 	amqp_basic_consume_t c;
-	struct event e;
 	char id[17];
 	int st;
 
@@ -1602,11 +1661,7 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 		events_new_id(id);
 		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
 		         (int)getpid(), id);
-		memset(&e, 0, sizeof(e));
-		e.kind = EVENT_MARKER;
-		e.at = now_ms();
-		e.marker = amqp_cstring_bytes(d->marker);
-		st = daemon_write(d, d->topo.cancels, &e);
+		st = daemon_write_marker(d);
 	}
 	if (st != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "consume %s: %s", d->topo.cancels,
@@ -1614,6 +1669,9 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 		return -1;
 	}
 	d->replaying = 1;
+	d->replayed = 0;
+	ev_timer_set(&d->replay, REPLAY_REMARK, REPLAY_REMARK);
+	ev_timer_start(d->loop, &d->replay);
 	log_info("reading_cancellations", " stream=%s", d->topo.cancels);
 	return 0;
 }
@@ -1924,6 +1982,7 @@ daemon_run(const struct config *cfg)
 	ev_init(&d->teardown, on_teardown);
 	ev_init(&d->retry_timer, on_retry);
 	ev_init(&d->stop_timer, on_stop_timeout);
+	ev_init(&d->replay, on_replay);
 	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&d->sigint, on_signal, SIGINT);
 	d->sigterm.data = d;

@@ -347,10 +347,19 @@ headers_equal(const amqp_table_t *a, const amqp_table_t *b)
 
 	if (na != nb)
 		return 0;
-	for (int i = 0; i < na; i++)
-		if (!headers_bytes_eq(a->entries[i].key, b->entries[i].key) ||
-		    !value_equal(&a->entries[i].value, &b->entries[i].value))
+	/* In any order: RabbitMQ 4.x sorts the headers it sends by name. */
+	for (int i = 0; i < na; i++) {
+		int j = i < nb && headers_bytes_eq(a->entries[i].key,
+		                                   b->entries[i].key)
+		            ? i
+		            : 0;
+		while (j < nb &&
+		       !headers_bytes_eq(a->entries[i].key, b->entries[j].key))
+			j++;
+		if (j == nb ||
+		    !value_equal(&a->entries[i].value, &b->entries[j].value))
 			return 0;
+	}
 	return 1;
 }
 

@@ -71,6 +71,8 @@ outbox_may_send(const struct outbox *o, const struct outbox_item *it)
 void
 outbox_queue(struct outbox *o, struct outbox_item *it)
 {
+	/* Only outbox_next makes a suspect: one queued is one no more. */
+	it->suspect = 0;
 	TAILQ_INSERT_TAIL(&o->queued, it, link);
 }
 
@@ -225,6 +227,7 @@ outbox_retry_next(const struct outbox *o)
 void
 outbox_pause(struct outbox *o, struct outbox_item *it)
 {
+	it->suspect = 0;
 	TAILQ_INSERT_TAIL(&o->paused, it, link);
 }
 

@@ -62,6 +62,11 @@ router_guard(enum route_source src, const amqp_basic_properties_t *props,
 	r->level = -1;
 	r->fresh = src == ROUTE_FROM_INGRESS;
 	r->in_routing_key = routing_key;
+	/* Back from the ladder: its id, for the record of its parking. */
+	v = r->fresh ? NULL
+	             : headers_find(props_headers(props), "x-cascade-id");
+	if (v != NULL && headers_string(v, &r->id) < 0)
+		r->id = amqp_empty_bytes;
 	router_park(r, PARK_redelivered,
 	            "seen %" PRId64 " times without being settled "
 	            "(x-delivery-count; [router] max_redeliveries is %" PRIu64

@@ -787,9 +787,19 @@ Test(config, events_on_by_default_kept_for_max_delay_plus_a_day)
 	cr_assert_eq(config_events_max_age(&cfg), 365 * DAY + DAY);
 	load_ok("[router]\nmax_delay = 7d\n");
 	cr_assert_eq(config_events_max_age(&cfg), 8 * DAY);
-	load_ok("[events]\nenabled = no\nmax_age = 30d\n");
+	load_ok("[events]\nenabled = no\nmax_age = 400d\n");
 	cr_assert_not(config_events(&cfg));
-	cr_assert_eq(config_events_max_age(&cfg), 30 * DAY);
+	cr_assert_eq(config_events_max_age(&cfg), 400 * DAY);
+}
+
+Test(config, events_max_age_must_outlive_max_delay)
+{
+	load_bad("[router]\nmax_delay = 30d\n[events]\nmax_age = 7d\n");
+	cr_assert(strstr(err, "test.ini:4") != NULL, "%s", err);
+	cr_assert(strstr(err, "events.max_age") != NULL, "%s", err);
+	cr_assert(strstr(err, "shorter than [router] max_delay (30d)") != NULL,
+	          "%s", err);
+	load_ok("[router]\nmax_delay = 7d\n[events]\nmax_age = 7d\n");
 }
 
 Test(config, events_enabled_takes_yes_or_no)

@@ -545,7 +545,9 @@ Test(headers_equal, flat_tables)
 
 	cr_assert(headers_equal(&ta, &tb));
 	cr_assert(headers_equal(&ta, &ta));
-	cr_assert_not(headers_equal(&ta, &ts), "order counts");
+	/* RabbitMQ 4.x hands back (basic.return) headers sorted by name. */
+	cr_assert(headers_equal(&ta, &ts), "order does not count");
+	cr_assert(headers_equal(&ts, &ta));
 	cr_assert_not(headers_equal(&ta, &tv));
 	cr_assert_not(headers_equal(&ta, &tk));
 	cr_assert_not(headers_equal(&ta, &t1));

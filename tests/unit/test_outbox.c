@@ -337,3 +337,28 @@ Test(outbox, drop_frees_every_item_on_every_list_once)
 	cr_assert_not(o.ready);
 	cr_assert_not(o.probing);
 }
+
+Test(outbox, a_suspect_paused_or_queued_is_a_suspect_no_more)
+{
+	struct outbox_item *culprit, *it;
+	int done;
+
+	send(0, "x", "k");
+	send(1, "x", "k");
+	outbox_closed(&o, 1, &culprit);
+	outbox_open(&o);
+	it = outbox_next(&o, &done);
+	cr_assert(it->suspect);
+	/* The connection is blocked before it goes out: paused... */
+	o.blocked = 1;
+	outbox_pause(&o, it);
+	o.blocked = 0;
+	it = outbox_resume(&o);
+	/* ...it may not jump the probe while another is in flight. */
+	cr_assert_not(it->suspect);
+	outbox_sent(&o, outbox_next(&o, &done), amqp_cstring_bytes("x"),
+	            amqp_cstring_bytes("k"));
+	cr_assert_not(outbox_may_send(&o, it));
+	outbox_queue(&o, it);
+	cr_assert_not(it->suspect);
+}
