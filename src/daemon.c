@@ -128,6 +128,7 @@ static int daemon_cancelled(struct daemon *d, struct message *m);
 static int daemon_cancel_request(struct daemon *d, struct message *m);
 static void daemon_record(struct daemon *d, struct message *m);
 static void daemon_scheduled(struct daemon *d, struct message *m);
+static void daemon_request_copy(struct daemon *d, const struct message *m);
 static void daemon_next(struct daemon *d, struct message *m,
                         enum plan_next next, const char *why);
 
@@ -511,6 +512,7 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			         " stream=%s routing_key=\"%.*s\"",
 			         d->topo.cancels, (int)m->routing_key.len,
 			         (const char *)m->routing_key.bytes);
+			daemon_request_copy(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.level]++;
 			if (m->unrecorded) {
@@ -832,6 +834,27 @@ daemon_props(struct daemon *d, const struct message *m,
 	                   &why) < 0)
 		return -1;
 	return events_props(&e, &d->scratch, props);
+}
+
+/*
+ * A copy of a confirmed request in P.events, for cascade-ctl list's
+ * "cancel pending" (list does not read P.cancels, which every daemon
+ * replays on connect).
+ */
+static void
+daemon_request_copy(struct daemon *d, const struct message *m)
+{
+	int64_t age = config_events_max_age(d->cfg);
+	const char *why;
+	struct event e;
+	int st;
+
+	if (d->out.blocked || d->broken ||
+	    events_request(&m->props, m->route.due, m->route.due - age, &e,
+	                   &why) < 0)
+		return;
+	if ((st = daemon_write(d, d->topo.events, &e)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
 }
 
 /* Record what became of m, when it was recorded as waiting. */

@@ -1142,6 +1142,8 @@ ctl_requeue(struct ctl *c)
 /* No record for this long before reaching our marker: give up.  An idle
  * limit, not a total one, so that a long stream may take its time. */
 #define STREAM_IDLE_MS 30000
+/* A cancellation of waiting messages holds this long past their due time. */
+#define CANCEL_MARGIN_MS 86400000LL
 
 /* A message still waiting: its scheduled record, copied. */
 struct waiting {
@@ -1243,12 +1245,10 @@ fold_event(struct fold *f, int which, const struct event *e)
 	void *old;
 
 	f->records++;
-	if (which == STREAM_CANCELS)
-		return e->kind == EVENT_CANCEL
-		           ? cancels_add(&f->cancels, e->cancel, e->park,
-		                         e->until)
-		           : 0;
+	(void)which;
 	switch (e->kind) {
+	case EVENT_CANCEL:
+		return cancels_add(&f->cancels, e->cancel, e->park, e->until);
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
 			return 0;
@@ -1844,7 +1844,7 @@ ctl_list(struct ctl *c)
 
 	memset(&r, 0, sizeof(r));
 	fold_init(&f);
-	if (ctl_fold(c, &f, 1) < 0)
+	if (ctl_fold(c, &f, 0) < 0)
 		goto out;
 	r.c = c;
 	r.f = &f;
@@ -1874,6 +1874,7 @@ out:
 struct matching {
 	amqp_bytes_t id;
 	uint64_t n;
+	int64_t last_due; /* the latest due time among them */
 };
 
 static int
@@ -1884,8 +1885,11 @@ cancel_count(amqp_bytes_t key, void *value, void *ctx)
 
 	(void)key;
 	if (bytes_cmp(w->message_id, m->id) == 0 ||
-	    bytes_cmp(w->id, m->id) == 0)
+	    bytes_cmp(w->id, m->id) == 0) {
 		m->n++;
+		if (w->due > m->last_due)
+			m->last_due = w->due;
+	}
 	return 0;
 }
 
@@ -1905,7 +1909,7 @@ ctl_cancel(struct ctl *c)
 	if (ctl_fold(c, &f, 0) < 0 || ctl_stream_exists(c, c->topo.cancels) < 0)
 		goto out;
 	for (int i = 0; i < c->nids; i++) {
-		struct matching m = {amqp_cstring_bytes(c->ids[i]), 0};
+		struct matching m = {amqp_cstring_bytes(c->ids[i]), 0, 0};
 		idmap_each(&f.waiting, cancel_count, &m);
 		if (m.n == 0 && !c->force) {
 			fprintf(stderr,
@@ -1921,9 +1925,21 @@ ctl_cancel(struct ctl *c)
 		e.at = wall_ms();
 		e.cancel = m.id;
 		e.park = c->park;
-		/* Long enough for any message with the id to come by. */
-		e.until = e.at + config_events_max_age(&c->cfg);
+		/*
+		 * Until a day after the latest of the messages it matched is
+		 * due (they come by then at the latest, unless a target
+		 * refuses them); before publishing (--force), as long as a
+		 * message may wait.  Not longer: a later message that reuses
+		 * the id is not cancelled.
+		 */
+		e.until = m.n > 0 ? (m.last_due > e.at ? m.last_due : e.at) +
+		                        CANCEL_MARGIN_MS
+		                  : e.at + config_events_max_age(&c->cfg);
 		if (ctl_record(c, c->topo.cancels, &e) < 0)
+			goto out;
+		/* A copy in P.events, for list's "cancel pending": list does
+		 * not read P.cancels, which every daemon replays. */
+		if (ctl_record(c, c->topo.events, &e) < 0)
 			goto out;
 		if (m.n == 0)
 			printf("%s: recorded; no waiting message has it yet\n",

@@ -374,7 +374,10 @@ def test_cancel_with_ctl_is_never_delivered(client, daemon_factory):
     cid = {r.headers["x-cascade-id"]: r.message_id for r in ev
            if r.type == "scheduled"}
     ends = sorted((cid[r.headers["x-cascade-id"]], r.type) for r in ev
-                  if r.type != "scheduled")
+                  if r.type in ("delivered", "parked", "cancelled"))
+    # A copy of each request, for list's "cancel pending".
+    assert sorted(r.headers["x-cascade-cancel"] for r in ev
+                  if r.type == "cancel") == sorted(gone)
     assert ends == sorted([(g, "cancelled") for g in gone] +
                           [(k, "delivered") for k in keep]), ends
 
