@@ -1,9 +1,13 @@
 /*
- * The event loop.  One connection, two channels: BROKER_CH_WORK consumes the
- * ingress and return queues, publishes every hop with confirms and mandatory
- * set, and acks a delivery once the broker confirmed its next publish;
- * BROKER_CH_CHECK asks, with passive declares, whether a target exchange
- * exists, so that a missing one closes that channel and not the work channel.
+ * The event loop and the wiring.  One connection, four channels (broker.h):
+ * BROKER_CH_WORK consumes the ingress, return and retry queues (and the
+ * stream P.cancels) and acks a delivery once the broker confirmed its next
+ * publish; BROKER_CH_PUB publishes every hop, delivery and park with
+ * confirms and mandatory set (outbox.h); BROKER_CH_CHECK asks, with passive
+ * declares, whether a target exchange exists (xcheck.h), so that a missing
+ * one closes that channel only; BROKER_CH_EVENTS writes the records of what
+ * waits (events.h).  What to do with a message comes from pure modules:
+ * router.h decides, plan.h checks the destinations that refuse.
  *
  * The daemon reads frames itself from an ev_io watcher on the socket
  * (rabbitmq-c's consume call blocks) and assembles deliveries from their
