@@ -28,6 +28,7 @@
 #define CASCADE_OUTBOX_H
 
 #include "amqp_compat.h"
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 

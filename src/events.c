@@ -79,8 +79,9 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		put_str(t, "x-cascade-id", e->id);
 		break;
 	case EVENT_CANCEL: {
-		amqp_table_entry_t *p = &t->entries[t->num_entries++];
+		amqp_table_entry_t *p;
 		put_str(t, "x-cascade-cancel", e->cancel);
+		p = &t->entries[t->num_entries++];
 		p->key = amqp_cstring_bytes("x-cascade-cancel-park");
 		p->value.kind = AMQP_FIELD_KIND_BOOLEAN;
 		p->value.value.boolean = e->park != 0;

@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 void
 idmap_init(struct idmap *m)
@@ -25,11 +27,25 @@ idmap_free(struct idmap *m, void (*free_value)(void *))
 	memset(m, 0, sizeof(*m));
 }
 
+/*
+ * FNV-1a from a per-process seed: ids come from publishers, and a fixed
+ * hash would let one choose ids that all collide.
+ */
 static uint64_t
 hash(amqp_bytes_t key)
 {
+	static uint64_t seed;
 	const unsigned char *p = key.bytes;
-	uint64_t h = UINT64_C(14695981039346656037);
+	uint64_t h;
+
+	if (seed == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed = ((uint64_t)ts.tv_nsec << 20 ^ (uint64_t)ts.tv_sec ^
+		        (uint64_t)getpid() << 40) |
+		       1;
+	}
+	h = UINT64_C(14695981039346656037) ^ seed;
 
 	for (size_t i = 0; i < key.len; i++) {
 		h ^= p[i];
