@@ -69,10 +69,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 test: deps
 	$(MAKE) unit integration
 
-# Every test: the fast tier, the tests that start a RabbitMQ cluster, and
-# both again on Debian 13's RabbitMQ 4.0.5 and rabbitmq-c 0.15.
+# Every test: the fast tier, the slow single-broker tests, the tests that
+# start a RabbitMQ cluster, and all three again on Debian 13's RabbitMQ 4.0.5
+# and rabbitmq-c 0.15.
 check: deps
-	$(MAKE) unit integration test-cluster
+	$(MAKE) unit integration test-slow test-cluster
 	$(MAKE) test-rabbitmq4
 
 unit: $(UNIT_BINS)
@@ -84,21 +85,25 @@ unit: $(UNIT_BINS)
 PYTEST_ARGS ?=
 PYTEST := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx
 integration: all
-	$(PYTEST) -m "not cluster" $(PYTEST_ARGS) tests/integration
+	$(PYTEST) -m "not cluster and not slow" $(PYTEST_ARGS) tests/integration
+
+# The single-broker tests that take over 10 s each (a few minutes in all).
+test-slow: deps all
+	$(PYTEST) -m slow $(PYTEST_ARGS) tests/integration
 
 # The tests that start several RabbitMQ nodes (a few minutes each).
 test-cluster: deps all
 	$(PYTEST) -m cluster $(PYTEST_ARGS) tests/integration
 
-# The fast tier and the cluster tests on Debian 13 (RabbitMQ 4.0.5,
+# The fast tier, the slow and the cluster tests on Debian 13 (RabbitMQ 4.0.5,
 # rabbitmq-c 0.15, gcc 14): in a cached root that tools/debian13-root
 # builds on first use (as root, about a minute), in its own build
 # directory, warnings as errors.
 BUILD_RABBITMQ4 ?= build-deb13
-.PHONY: test-rabbitmq4 test-cluster check
+.PHONY: test-rabbitmq4 test-cluster test-slow check
 test-rabbitmq4:
 	tools/debian13-root run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
-		PYTEST_ARGS='$(PYTEST_ARGS)' test test-cluster
+		PYTEST_ARGS='$(PYTEST_ARGS)' test test-slow test-cluster
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.

@@ -18,6 +18,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "cluster: starts several RabbitMQ nodes (make "
         "test-cluster); make test leaves it out")
+    config.addinivalue_line(
+        "markers", "slow: one broker, but over 10 s (make test-slow); make "
+        "test leaves it out so that it stays a few minutes")
 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

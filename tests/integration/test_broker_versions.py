@@ -11,10 +11,13 @@ import shlex
 import signal
 import time
 
+import pytest
+
 from test_ctl import ctl
 from test_production import metrics_daemon, scrape, wait_for
 
 
+@pytest.mark.slow
 def test_daemon_killed_25_times_while_holding_messages_loses_none(
         client, daemon_factory):
     """50 messages held in the daemon's memory (a 25 s tail on a 40 s

@@ -168,6 +168,7 @@ def test_requeue_delivers_once_the_target_exists(client, daemon):
     assert status(daemon)["error"]["messages"] == 0
 
 
+@pytest.mark.slow
 def test_requeue_keeps_a_due_time_still_ahead(client, daemon_factory):
     """Parked on the way (here: its target was no longer allowed when it
     came back from a delay queue), then requeued before its due time: it

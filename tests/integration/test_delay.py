@@ -3,6 +3,8 @@ import json
 import os
 import time
 
+import pytest
+
 from conftest import METRICS, total, wait_for
 
 RESOLUTION_MS = 100  # the fast test ladder: 100ms x 2, 8 levels (to 12.8 s)
@@ -44,6 +46,7 @@ def summary(name, lateness):
     return s
 
 
+@pytest.mark.slow
 def test_whole_ladder_not_early_and_on_time(client, daemon):
     lateness = run_sweep(client, daemon)
     summary("hold", lateness)
@@ -53,6 +56,7 @@ def test_whole_ladder_not_early_and_on_time(client, daemon):
     assert not late, "later than resolution + 100 ms: %s" % late
 
 
+@pytest.mark.slow
 def test_round_up_tail_stays_within_one_resolution(client, daemon_factory):
     d = daemon_factory({"router": {"tail": "round-up"}})
     lateness = run_sweep(client, d, copies=1)

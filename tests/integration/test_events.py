@@ -10,6 +10,7 @@ import uuid
 
 import pika
 import pika.exceptions
+import pytest
 
 from conftest import METRICS, Daemon, total, wait_for
 from test_ctl import ctl, parked, status, target, wait_parked, wait_status
@@ -449,6 +450,7 @@ def test_cancel_park_moves_it_to_the_error_queue(client, daemon_factory):
     assert metric(d, "cascade_cancelled_total") == 2
 
 
+@pytest.mark.slow
 def test_cancel_survives_a_daemon_restart(client, daemon_factory):
     """Cancelled while it waits in the 8 s level, and the daemon that got
     the request stops before the message comes back: the next daemon
