@@ -100,7 +100,7 @@ size_t headers_table_size(const amqp_table_t *t);
 /* Is b well-formed UTF-8 (RabbitMQ refuses other exchange names)? */
 int headers_utf8_valid(amqp_bytes_t b);
 
-/* Deep equality of two tables (same entries in the same order). */
+/* Deep equality of two tables: the same entries, in any order. */
 int headers_equal(const amqp_table_t *a, const amqp_table_t *b);
 
 #endif
