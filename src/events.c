@@ -22,26 +22,6 @@ events_kind_name(enum event_kind kind)
 /* At most 10 headers per record. */
 #define EVENT_HEADERS 10
 
-static void
-put_str(amqp_table_t *t, const char *key, amqp_bytes_t v)
-{
-	amqp_table_entry_t *e = &t->entries[t->num_entries++];
-
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = AMQP_FIELD_KIND_UTF8;
-	e->value.value.bytes = v;
-}
-
-static void
-put_i64(amqp_table_t *t, const char *key, int64_t v)
-{
-	amqp_table_entry_t *e = &t->entries[t->num_entries++];
-
-	e->key = amqp_cstring_bytes(key);
-	e->value.kind = AMQP_FIELD_KIND_I64;
-	e->value.value.i64 = v;
-}
-
 int
 events_props(const struct event *e, amqp_pool_t *pool,
              amqp_basic_properties_t *out)
@@ -61,35 +41,33 @@ events_props(const struct event *e, amqp_pool_t *pool,
 	if (t->entries == NULL)
 		return -1;
 	t->num_entries = 0;
-	put_i64(t, "x-cascade-at", e->at);
+	headers_put_i64(t, "x-cascade-at", e->at);
 	switch (e->kind) {
 	case EVENT_SCHEDULED:
-		put_str(t, "x-cascade-id", e->id);
-		put_i64(t, "x-cascade-due", e->due);
-		put_str(t, "x-cascade-exchange", e->exchange);
-		put_str(t, "x-cascade-routing-key", e->routing_key);
-		put_i64(t, "x-cascade-size", e->size);
+		headers_put_bytes(t, "x-cascade-id", e->id);
+		headers_put_i64(t, "x-cascade-due", e->due);
+		headers_put_bytes(t, "x-cascade-exchange", e->exchange);
+		headers_put_bytes(t, "x-cascade-routing-key", e->routing_key);
+		headers_put_i64(t, "x-cascade-size", e->size);
 		break;
 	case EVENT_PARKED:
-		put_str(t, "x-cascade-id", e->id);
-		put_str(t, "x-cascade-error", e->reason);
+		headers_put_bytes(t, "x-cascade-id", e->id);
+		headers_put_bytes(t, "x-cascade-error", e->reason);
 		break;
 	case EVENT_DELIVERED:
 	case EVENT_CANCELLED:
-		put_str(t, "x-cascade-id", e->id);
+		headers_put_bytes(t, "x-cascade-id", e->id);
 		break;
 	case EVENT_CANCEL: {
-		amqp_table_entry_t *p;
-		put_str(t, "x-cascade-cancel", e->cancel);
-		p = &t->entries[t->num_entries++];
-		p->key = amqp_cstring_bytes("x-cascade-cancel-park");
-		p->value.kind = AMQP_FIELD_KIND_BOOLEAN;
-		p->value.value.boolean = e->park != 0;
-		put_i64(t, "x-cascade-until", e->until);
+		amqp_field_value_t park = {AMQP_FIELD_KIND_BOOLEAN, {0}};
+		park.value.boolean = e->park != 0;
+		headers_put_bytes(t, "x-cascade-cancel", e->cancel);
+		headers_put_value(t, "x-cascade-cancel-park", &park);
+		headers_put_i64(t, "x-cascade-until", e->until);
 		break;
 	}
 	case EVENT_MARKER:
-		put_str(t, "x-cascade-marker", e->marker);
+		headers_put_bytes(t, "x-cascade-marker", e->marker);
 		break;
 	default:
 		return -1;
