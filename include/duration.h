@@ -1,6 +1,6 @@
 /*
  * Durations as people write them: "250ms", "2s", "15m", "2h", "3d", or a bare
- * integer in a default unit.  Pure code, no I/O.
+ * integer in a default unit; and the two clocks, in milliseconds.  No I/O.
  */
 #ifndef CASCADE_DURATION_H
 #define CASCADE_DURATION_H
@@ -25,5 +25,11 @@ int duration_parse(const char *s, size_t len, enum duration_bare bare,
 
 /* Format ms with the largest unit that divides it exactly ("90s", "250ms"). */
 void duration_format(int64_t ms, char *buf, size_t size);
+
+/* The wall clock (Unix epoch ms), for due times. */
+int64_t duration_wall_ms(void);
+
+/* The monotonic clock (ms), for timeouts and backoffs. */
+int64_t duration_mono_ms(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* Connection set-up (socket, login, channels); the tools' confirms. */
 #include "broker.h"
 
+#include "duration.h"
 #include "headers.h"
 
 #ifdef CASCADE_RABBITMQ_C_NEW_HEADERS
@@ -519,27 +520,18 @@ broker_confirm_frame(struct broker_confirms *c, const amqp_frame_t *f,
 	}
 }
 
-static int64_t
-broker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 broker_confirm_wait(amqp_connection_state_t conn, struct broker_confirms *c,
                     uint64_t pending, int timeout_ms, char *err, size_t errsize)
 {
-	int64_t deadline = broker_now_ms() + timeout_ms, left;
+	int64_t deadline = duration_mono_ms() + timeout_ms, left;
 	struct timeval tv;
 	amqp_frame_t f;
 	int st;
 
 	while (broker_confirm_pending(c) > pending) {
 		if (timeout_ms >= 0) {
-			left = deadline - broker_now_ms();
+			left = deadline - duration_mono_ms();
 			if (left <= 0) {
 				if (timeout_ms % 1000 == 0)
 					snprintf(err, errsize,

@@ -136,15 +136,6 @@ static void daemon_request_copy(struct daemon *d, const struct message *m);
 static void daemon_next(struct daemon *d, struct message *m,
                         enum plan_next next, const char *why);
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The clock rounded up: a due time stamped from it is never early. */
 static int64_t
 now_ms_ceil(void)
@@ -153,15 +144,6 @@ now_ms_ceil(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000;
-}
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Jittered exponential backoff: base * 2^n, capped, 80-100% of it. */
@@ -385,7 +367,7 @@ daemon_log_park(const struct daemon *d, const struct message *m)
 static void
 daemon_retry_arm(struct daemon *d)
 {
-	int64_t first = outbox_retry_next(&d->out), now = mono_ms();
+	int64_t first = outbox_retry_next(&d->out), now = duration_mono_ms();
 
 	ev_timer_stop(d->loop, &d->retry_timer);
 	/* When blocked, connection.unblocked arms it again. */
@@ -423,7 +405,7 @@ static void
 daemon_log_refused(struct daemon *d, const struct message *m, const char *why,
                    int64_t wait_ms)
 {
-	int64_t now = mono_ms();
+	int64_t now = duration_mono_ms();
 
 	/* A full queue refuses many publishes at once: one line a second. */
 	d->refused++;
@@ -448,8 +430,8 @@ daemon_log_refused(struct daemon *d, const struct message *m, const char *why,
 static void
 daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 {
-	int64_t wait =
-	    outbox_retry_later(&d->out, &m->out, mono_ms(), random_unit());
+	int64_t wait = outbox_retry_later(&d->out, &m->out, duration_mono_ms(),
+	                                  random_unit());
 
 	daemon_log_refused(d, m, why, wait);
 	daemon_retry_arm(d);
@@ -461,7 +443,7 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 	struct daemon *d =
 	    (struct daemon *)((char *)w - offsetof(struct daemon, retry_timer));
 	struct outbox_item *it;
-	int64_t now = mono_ms();
+	int64_t now = duration_mono_ms();
 
 	(void)loop;
 	(void)revents;
@@ -471,7 +453,7 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		/* The due time may have come meanwhile: step afresh. */
 		if (m->route.action != ROUTE_PARK &&
 		    m->route.action != ROUTE_RECORD)
-			router_step(&d->rp, &m->route, now_ms());
+			router_step(&d->rp, &m->route, duration_wall_ms());
 		daemon_dispatch(d, m);
 	}
 	daemon_retry_arm(d);
@@ -487,8 +469,9 @@ daemon_nacked(struct daemon *d, struct message *m)
 	int64_t wait;
 
 	d->m.nacks++;
-	next = plan_nacked(&d->plan, &m->route, m->out.routing_key, now_ms(),
-	                   mono_ms(), &refusal, &wait, &why);
+	next = plan_nacked(&d->plan, &m->route, m->out.routing_key,
+	                   duration_wall_ms(), duration_mono_ms(), &refusal,
+	                   &wait, &why);
 	if (refusal != NULL)
 		daemon_log_refused(d, m, refusal, wait);
 	daemon_next(d, m, next, why);
@@ -720,7 +703,7 @@ daemon_publish(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
-	m->published_at = now_ms();
+	m->published_at = duration_wall_ms();
 	d->m.published++;
 	outbox_sent(&d->out, &m->out, exchange, routing_key);
 }
@@ -805,7 +788,7 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
 	name.bytes = lk->name;
 	name.len = lk->len;
 	if (exists)
-		xcheck_add(&d->xc, name, NULL, mono_ms());
+		xcheck_add(&d->xc, name, NULL, duration_mono_ms());
 	while ((it = TAILQ_FIRST(&lk->waiters)) != NULL) {
 		TAILQ_REMOVE(&lk->waiters, it, link);
 		if (exists)
@@ -880,7 +863,7 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 		d->m.events_dropped++;
 		return;
 	}
-	events_of(kind, r, &m->props, m->body.len, now_ms(), &e);
+	events_of(kind, r, &m->props, m->body.len, duration_wall_ms(), &e);
 	st = daemon_write(d, d->topo.events, &e);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -898,7 +881,7 @@ daemon_scheduled(struct daemon *d, struct message *m)
 
 	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD)
 		return;
-	d->m.scheduled[metrics_window(r->due - now_ms())]++;
+	d->m.scheduled[metrics_window(r->due - duration_wall_ms())]++;
 	/* A tail held at first sight waits under a resolution step, in
 	 * memory: nothing to list or to cancel later. */
 	if (!config_events(d->cfg) || r->action != ROUTE_HOP)
@@ -924,7 +907,7 @@ daemon_cancelled(struct daemon *d, struct message *m)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
-	k = cancels_find(&d->cancels, mid, m->route.id, now_ms());
+	k = cancels_find(&d->cancels, mid, m->route.id, duration_wall_ms());
 	if (k == NULL)
 		return 0;
 	d->m.cancelled++;
@@ -953,7 +936,7 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 	struct route *r = &m->route;
 	const char *why;
 	struct event e;
-	int64_t now = now_ms();
+	int64_t now = duration_wall_ms();
 
 	if ((m->props._flags & AMQP_BASIC_HEADERS_FLAG) == 0 ||
 	    headers_find(&m->props.headers, "x-cascade-cancel") == NULL)
@@ -990,7 +973,7 @@ daemon_record(struct daemon *d, struct message *m)
 		daemon_ack(d, m);
 		return;
 	}
-	if (e.kind == EVENT_CANCEL && e.until > now_ms()) {
+	if (e.kind == EVENT_CANCEL && e.until > duration_wall_ms()) {
 		if (cancels_add(&d->cancels, e.cancel, e.park, e.until) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");
@@ -1004,7 +987,8 @@ daemon_record(struct daemon *d, struct message *m)
 		/* Forget lapsed ones now and then: memory stays bounded. */
 		if (d->cancels.map.n >= d->cancels_prune_at)
 			d->cancels_prune_at =
-			    2 * cancels_prune(&d->cancels, now_ms()) + 64;
+			    2 * cancels_prune(&d->cancels, duration_wall_ms()) +
+			    64;
 	} else if (e.kind == EVENT_MARKER && d->replaying &&
 	           headers_key_is(e.marker, d->marker)) {
 		d->replaying = 0;
@@ -1037,7 +1021,7 @@ on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop;
 	(void)revents;
 	TAILQ_REMOVE(&d->held, m, link);
-	router_step(&d->rp, &m->route, now_ms());
+	router_step(&d->rp, &m->route, duration_wall_ms());
 	daemon_dispatch(d, m);
 }
 
@@ -1063,7 +1047,8 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	const char *why;
 	enum plan_next next;
 
-	next = plan_dispatch(&d->plan, &m->route, now_ms(), mono_ms(), &why);
+	next = plan_dispatch(&d->plan, &m->route, duration_wall_ms(),
+	                     duration_mono_ms(), &why);
 	daemon_next(d, m, next, why);
 }
 
@@ -1082,8 +1067,8 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 		daemon_retry_later(d, m, why);
 		return;
 	case PLAN_CHECK:
-		switch (xcheck_find(&d->xc, m->route.exchange, mono_ms(),
-		                    &refused)) {
+		switch (xcheck_find(&d->xc, m->route.exchange,
+		                    duration_mono_ms(), &refused)) {
 		case XCHECK_UNKNOWN:
 			daemon_wait_exchange(d, m);
 			return;
@@ -1112,7 +1097,7 @@ daemon_route(struct daemon *d, struct message *m)
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
 	              &m->route);
 	if (m->route.action != ROUTE_PARK)
-		router_step(&d->rp, &m->route, now_ms());
+		router_step(&d->rp, &m->route, duration_wall_ms());
 	m->routed = 1;
 	if (m->route.action != ROUTE_PARK && daemon_cancelled(d, m))
 		return;
@@ -1193,7 +1178,7 @@ daemon_blame(struct daemon *d, struct message *m, const amqp_channel_close_t *c,
 	if (r->action == ROUTE_DELIVER && r->exchange.len > 0 &&
 	    (c->reply_code == AMQP_ACCESS_REFUSED ||
 	     c->reply_code == AMQP_NOT_FOUND))
-		xcheck_add(&d->xc, r->exchange, why, mono_ms());
+		xcheck_add(&d->xc, r->exchange, why, duration_mono_ms());
 	snprintf(reason, sizeof(reason), "the broker refused the publish: %s",
 	         why);
 	daemon_unpublishable(d, m, PARK_broker_refused, reason);
@@ -1635,7 +1620,7 @@ daemon_write_marker(struct daemon *d)
 
 	memset(&e, 0, sizeof(e));
 	e.kind = EVENT_MARKER;
-	e.at = now_ms();
+	e.at = duration_wall_ms();
 	e.marker = amqp_cstring_bytes(d->marker);
 	return daemon_write(d, d->topo.cancels, &e);
 }
@@ -1913,8 +1898,8 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.cancel_requests = (unsigned)d->cancels.map.n;
-		d->m.backing_off =
-		    (unsigned)targets_backing_off(&d->targets, mono_ms());
+		d->m.backing_off = (unsigned)targets_backing_off(
+		    &d->targets, duration_mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;
 		d->m.consuming = d->m.connected && d->consuming &&
 		                 !d->replaying && !d->stopping;
@@ -1923,8 +1908,8 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		n = metrics_render(&d->m, &l, buf, size);
 		if (n < 0)
 			return n;
-		t = metrics_render_targets(&d->targets, mono_ms(), buf + n,
-		                           size - (size_t)n);
+		t = metrics_render_targets(&d->targets, duration_mono_ms(),
+		                           buf + n, size - (size_t)n);
 		return t < 0 ? t : n + t;
 	}
 	*status = 404;
@@ -1997,7 +1982,7 @@ daemon_run(const struct config *cfg)
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
 	cancels_init(&d->cancels);
-	srand((unsigned)(now_ms() ^ (int64_t)getpid()));
+	srand((unsigned)(duration_wall_ms() ^ (int64_t)getpid()));
 	/* Daemons sharing a list start on different nodes. */
 	d->urls = config_broker_url_count(cfg);
 	d->url_next = (unsigned)rand();

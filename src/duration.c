@@ -1,6 +1,8 @@
 /* Duration parsing and formatting shared by the config and the headers. */
 #include "duration.h"
 
+#include <time.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,4 +101,25 @@ duration_format(int64_t ms, char *buf, size_t size)
 	if (u >= sizeof(units) / sizeof(units[0]))
 		u = 0;
 	snprintf(buf, size, "%" PRId64 "%s", ms / units[u].ms, units[u].name);
+}
+
+static int64_t
+clock_ms(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+duration_wall_ms(void)
+{
+	return clock_ms(CLOCK_REALTIME);
+}
+
+int64_t
+duration_mono_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
 }

@@ -1173,15 +1173,6 @@ struct stream {
 /* The value of `ended`: idmap_get's NULL means absent. */
 static char ended_mark;
 
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 fold_init(struct fold *f)
 {
@@ -1458,7 +1449,7 @@ ctl_streams_read(struct ctl *c, struct stream *s, int n, struct fold *f)
 		         (int)getpid(), id);
 		memset(&e, 0, sizeof(e));
 		e.kind = EVENT_MARKER;
-		e.at = wall_ms();
+		e.at = duration_wall_ms();
 		e.marker = amqp_cstring_bytes(s[i].marker);
 		if (ctl_record(c, s[i].name, &e) < 0)
 			return -1;
@@ -1922,7 +1913,7 @@ ctl_cancel(struct ctl *c)
 		}
 		memset(&e, 0, sizeof(e));
 		e.kind = EVENT_CANCEL;
-		e.at = wall_ms();
+		e.at = duration_wall_ms();
 		e.cancel = m.id;
 		e.park = c->park;
 		/*
@@ -2097,7 +2088,7 @@ main(int argc, char *argv[])
 	int ch, rc, used = 0;
 
 	config_defaults(&c.cfg);
-	c.now = wall_ms();
+	c.now = duration_wall_ms();
 	c.due_before = INT64_MAX;
 	c.due_after = INT64_MIN;
 	while ((ch = getopt_long(argc, argv, "c:jn:r:h", longopts, NULL)) !=
