@@ -1161,8 +1161,6 @@ struct fold {
 	uint64_t records;
 };
 
-enum { STREAM_EVENTS, STREAM_CANCELS, STREAMS };
-
 struct stream {
 	const char *name;
 	const char *tag; /* our consumer tag */
@@ -1224,19 +1222,19 @@ waiting_new(const struct event *e)
 }
 
 /*
- * One record of stream `which` into f.  An end record whose scheduled one
+ * One record of P.events into f (a cancellation request: its copy, for
+ * "cancel pending").  An end record whose scheduled one
  * has not been read (it aged out of the stream, or came late) is
  * remembered, so that a late scheduled record does not list a message
  * that is gone.  -1 out of memory.
  */
 static int
-fold_event(struct fold *f, int which, const struct event *e)
+fold_event(struct fold *f, const struct event *e)
 {
 	struct waiting *w;
 	void *old;
 
 	f->records++;
-	(void)which;
 	switch (e->kind) {
 	case EVENT_CANCEL:
 		return cancels_add(&f->cancels, e->cancel, e->park, e->until);
@@ -1502,7 +1500,7 @@ ctl_streams_read(struct ctl *c, struct stream *s, int n, struct fold *f)
 					s[which].reached = 1;
 					left--;
 				}
-			} else if (fold_event(f, which, &e) < 0) {
+			} else if (fold_event(f, &e) < 0) {
 				amqp_destroy_envelope(&env);
 				snprintf(c->err, sizeof(c->err),
 				         "out of memory after %" PRIu64
@@ -1528,18 +1526,16 @@ ctl_streams_read(struct ctl *c, struct stream *s, int n, struct fold *f)
 	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
 }
 
-/* Fold P.events and, with cancels, P.cancels. */
+/* Fold P.events (list does not read P.cancels: see ctl_cancel). */
 static int
-ctl_fold(struct ctl *c, struct fold *f, int cancels)
+ctl_fold(struct ctl *c, struct fold *f)
 {
-	struct stream s[STREAMS];
+	struct stream s;
 
-	memset(s, 0, sizeof(s));
-	s[STREAM_EVENTS].name = c->topo.events;
-	s[STREAM_EVENTS].tag = "cascade-ctl.events";
-	s[STREAM_CANCELS].name = c->topo.cancels;
-	s[STREAM_CANCELS].tag = "cascade-ctl.cancels";
-	return ctl_streams_read(c, s, cancels ? STREAMS : 1, f);
+	memset(&s, 0, sizeof(s));
+	s.name = c->topo.events;
+	s.tag = "cascade-ctl.events";
+	return ctl_streams_read(c, &s, 1, f);
 }
 
 /* The default exchange, by either of its names. */
@@ -1835,7 +1831,7 @@ ctl_list(struct ctl *c)
 
 	memset(&r, 0, sizeof(r));
 	fold_init(&f);
-	if (ctl_fold(c, &f, 0) < 0)
+	if (ctl_fold(c, &f) < 0)
 		goto out;
 	r.c = c;
 	r.f = &f;
@@ -1897,7 +1893,7 @@ ctl_cancel(struct ctl *c)
 	int rc = -1, unmatched = 0;
 
 	fold_init(&f);
-	if (ctl_fold(c, &f, 0) < 0 || ctl_stream_exists(c, c->topo.cancels) < 0)
+	if (ctl_fold(c, &f) < 0 || ctl_stream_exists(c, c->topo.cancels) < 0)
 		goto out;
 	for (int i = 0; i < c->nids; i++) {
 		struct matching m = {amqp_cstring_bytes(c->ids[i]), 0, 0};
