@@ -45,6 +45,8 @@ struct opts {
 	uint64_t count;
 	double rate; /* messages/s; 0: as fast as confirms allow */
 	int64_t delay_lo, delay_hi;
+	int dist;      /* DIST_FIXED_OR_RANGE, DIST_UNIFORM, DIST_LOGUNIFORM */
+	uint64_t seed; /* --dist's generator */
 	unsigned hops; /* hops per message, for hops/s */
 	unsigned size;
 	int64_t unit; /* TTL of the shortest queue of the chains, ms */
@@ -52,6 +54,88 @@ struct opts {
 	int64_t idle_ms; /* give up when nothing arrives for this long */
 	struct config cfg;
 };
+
+enum { DIST_FIXED_OR_RANGE, DIST_UNIFORM, DIST_LOGUNIFORM };
+
+/* splitmix64: a small seeded generator, the same sequence everywhere. */
+static uint64_t
+next_u64(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* A uniform double in [0, 1). */
+static double
+next_unit(uint64_t *state)
+{
+	return (double)(next_u64(state) >> 11) / 9007199254740992.0;
+}
+
+/* One message's delay in ms, by -d or --dist. */
+static int64_t
+draw_delay(const struct opts *o, uint64_t *state)
+{
+	double u, d;
+
+	switch (o->dist) {
+	case DIST_UNIFORM:
+		u = next_unit(state);
+		d = (double)o->delay_lo +
+		    u * (double)(o->delay_hi - o->delay_lo);
+		return (int64_t)d;
+	case DIST_LOGUNIFORM:
+		u = next_unit(state);
+		d = (double)o->delay_lo *
+		    exp(u * log((double)o->delay_hi / (double)o->delay_lo));
+		return (int64_t)d;
+	default:
+		if (o->delay_hi > o->delay_lo)
+			return o->delay_lo +
+			       (int64_t)((double)(o->delay_hi - o->delay_lo +
+			                          1) *
+			                 ((double)rand() /
+			                  ((double)RAND_MAX + 1.0)));
+		return o->delay_lo;
+	}
+}
+
+/* --dist KIND:MIN:MAX; 0, or -1 with a message. */
+static int
+parse_dist(struct opts *o, const char *arg)
+{
+	const char *c1 = strchr(arg, ':'), *c2, *why = "";
+
+	if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL)
+		goto bad;
+	if ((size_t)(c1 - arg) == 7 && strncmp(arg, "uniform", 7) == 0)
+		o->dist = DIST_UNIFORM;
+	else if ((size_t)(c1 - arg) == 10 &&
+	         strncmp(arg, "loguniform", 10) == 0)
+		o->dist = DIST_LOGUNIFORM;
+	else
+		goto bad;
+	if (duration_parse(c1 + 1, (size_t)(c2 - c1 - 1), DURATION_BARE_MS,
+	                   &o->delay_lo, &why) < 0 ||
+	    duration_parse(c2 + 1, strlen(c2 + 1), DURATION_BARE_MS,
+	                   &o->delay_hi, &why) < 0)
+		goto bad;
+	if (o->delay_hi <= o->delay_lo ||
+	    (o->dist == DIST_LOGUNIFORM && o->delay_lo <= 0)) {
+		why = "MAX must be above MIN, and MIN above 0 for loguniform";
+		goto bad;
+	}
+	return 0;
+bad:
+	fprintf(stderr,
+	        "cascade-bench: --dist uniform:MIN:MAX or "
+	        "loguniform:MIN:MAX %s\n",
+	        why);
+	return -1;
+}
 
 struct payload {
 	uint64_t id;
@@ -427,6 +511,10 @@ usage(FILE *fp)
 	    "  -r, --rate R          messages per second (default: as fast "
 	    "as confirms allow)\n"
 	    "  -d, --delay D|LO-HI   fixed or uniform delay (default 0)\n"
+	    "      --dist uniform:MIN:MAX | loguniform:MIN:MAX\n"
+	    "                        each message draws its own delay "
+	    "(e.g. loguniform:100ms:30s)\n"
+	    "      --seed N          --dist's generator (default 1)\n"
 	    "  -q, --queue NAME      target queue (default bench.target)\n"
 	    "      --target-type T   its type: quorum (default) or "
 	    "classic\n"
@@ -467,6 +555,8 @@ main(int argc, char *argv[])
 	    {"json", required_argument, NULL, 'J'},
 	    {"plot", required_argument, NULL, 'P'},
 	    {"target-type", required_argument, NULL, 'T'},
+	    {"dist", required_argument, NULL, 'D'},
+	    {"seed", required_argument, NULL, 'E'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -483,6 +573,8 @@ main(int argc, char *argv[])
 	long rss_max = 0;
 	char *buf;
 	int ch, stage = 0;
+	uint64_t rng;
+	double delay_sum = 0;
 	struct payload pl;
 	size_t got = 0;
 
@@ -501,6 +593,7 @@ main(int argc, char *argv[])
 	o.size = sizeof(struct payload);
 	o.idle_ms = 10000;
 	o.unit = 1;
+	o.seed = 1;
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
 	                         NULL)) != -1) {
 		switch (ch) {
@@ -537,8 +630,16 @@ main(int argc, char *argv[])
 			}
 			if (!dash)
 				o.delay_hi = o.delay_lo;
+			o.dist = DIST_FIXED_OR_RANGE;
 			break;
 		}
+		case 'D':
+			if (parse_dist(&o, optarg) < 0)
+				return 2;
+			break;
+		case 'E':
+			o.seed = strtoull(optarg, NULL, 10);
+			break;
 		case 'q':
 			o.target = optarg;
 			break;
@@ -640,6 +741,7 @@ main(int argc, char *argv[])
 	if (seen == NULL || lat == NULL || buf == NULL)
 		return 1;
 	srand(1);
+	rng = o.seed;
 	mcpu0 = proc_cpu(o.mover_pid);
 	bcpu0 = proc_cpu(o.broker_pid);
 	start = now_us();
@@ -659,13 +761,9 @@ main(int argc, char *argv[])
 		                        o.rate * (double)(now - start) / 1e6)) {
 			amqp_table_entry_t h[2];
 			amqp_basic_properties_t props = {0};
-			int64_t d = o.delay_lo;
+			int64_t d = draw_delay(&o, &rng);
 			const char *ex, *rk;
-			if (o.delay_hi > o.delay_lo)
-				d += (int64_t)((double)(o.delay_hi -
-				                        o.delay_lo + 1) *
-				               ((double)rand() /
-				                ((double)RAND_MAX + 1.0)));
+			delay_sum += (double)d;
 			pl.id = published + 1;
 			pl.due_us = now_us() + d * 1000;
 			memcpy(buf, &pl, sizeof(pl));
@@ -822,10 +920,11 @@ main(int argc, char *argv[])
 		         "\"p999\": %s, \"max\": %s}, \"mover_cpu_s\": %s, "
 		         "\"broker_cpu_s\": %s, \"mover_cpu_per_hop_us\": %s, "
 		         "\"broker_cpu_per_hop_us\": %s, "
-		         "\"mover_rss_max_kib\": %ld}",
+		         "\"mover_rss_max_kib\": %ld, \"delay_mean_ms\": %.1f}",
 		         mode, o.count, received, o.count - received, early,
 		         dups, secs, v[10], v[11], v[0], v[1], v[2], v[3], v[4],
-		         v[5], v[6], v[7], v[8], v[9], rss_max);
+		         v[5], v[6], v[7], v[8], v[9], rss_max,
+		         published ? delay_sum / (double)published : 0.0);
 		printf("%s\n", json);
 		if (o.json != NULL) {
 			FILE *fp = fopen(o.json, "w");
