@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ladder.h"
 #include "retry.h"
 
 #define CONFIG_STR_MAX 1024
@@ -70,6 +71,15 @@ enum tail_mode {
 	X(topology, levels, UINT, "12", 1, 64, NULL, "number of delay queues") \
 	X(topology, max_length, UINT, "1000000", 1, 2147483647LL, NULL,        \
 	  "x-max-length of each delay queue")                                  \
+	X(topology, shards, UINT, "1", 1, LADDER_MAX_SHARDS, NULL,             \
+	  "independent copies of the ladder and return queue; 1: the "         \
+	  "contract's names")                                                  \
+	X(topology, consume_shards, STR, "", 0, 255, NULL,                     \
+	  "shards whose return queue this daemon consumes (e.g. 0-3, 7); "     \
+	  "empty: every shard")                                                \
+	X(topology, drain_shards, UINT, "0", 0, LADDER_MAX_SHARDS, NULL,       \
+	  "shards of a former layout whose return queues are still "           \
+	  "consumed, their messages moved into this one; 0: none")             \
 	X(router, prefetch, UINT, "1000", 1, 65535, NULL,                      \
 	  "unacked deliveries per consumed queue")                             \
 	X(router, max_delay, DUR, "365d", 0, 315360000000LL, NULL,             \
@@ -160,6 +170,12 @@ int config_broker_url(const struct config *cfg, unsigned i, char *out,
 
 /* How many URLs [broker] url holds. */
 unsigned config_broker_url_count(const struct config *cfg);
+
+/*
+ * Does this daemon consume shard s's return queue ([topology]
+ * consume_shards)?  config_load has checked the list.
+ */
+int config_shard_consumed(const struct config *cfg, unsigned s);
 
 /* [events] enabled = yes. */
 int config_events(const struct config *cfg);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #define LADDER_MAX_LEVELS 64
+/* [topology] shards: copies of the ladder (CONTRACT section 8). */
+#define LADDER_MAX_SHARDS 64
 /* RabbitMQ refuses an x-message-ttl above ten years. */
 #define LADDER_TTL_LIMIT_MS INT64_C(315360000000)
 

@@ -25,6 +25,7 @@
 struct message {
 	/* The delivery, as it came. */
 	enum route_source src; /* which consumer it came from */
+	unsigned consumer;     /* the daemon's consumer, by index */
 	int redelivered;       /* basic.deliver's flag */
 	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */

@@ -25,13 +25,18 @@
 /* The window of a message due `ahead` ms from now. */
 int metrics_window(int64_t ahead);
 
-/* The consumed queue a delivery came from (enum route_source order). */
+/* The kinds of consumed queue (enum route_source order). */
 #define METRICS_NSOURCES 3
+
+/* Consumed queues: ingress, retry, a return queue per shard, and as many
+ * drained (topology.h). */
+#define METRICS_QUEUES_MAX (2 + 2 * LADDER_MAX_SHARDS)
 
 struct metrics {
 	/* counters: only ever grow */
-	uint64_t received[METRICS_NSOURCES];
-	uint64_t hops[LADDER_MAX_LEVELS]; /* confirmed hops into each level */
+	uint64_t received[METRICS_QUEUES_MAX]; /* by metrics_labels.queues */
+	/* confirmed hops into shard s's level k, at s * levels + k */
+	uint64_t hops[LADDER_MAX_SHARDS * LADDER_MAX_LEVELS];
 	uint64_t delivered;
 	uint64_t parked[PARK_KINDS];
 	uint64_t published; /* every publish, confirmed or not */
@@ -60,11 +65,20 @@ struct metrics {
 	int connected, consuming, blocked;
 };
 
+/* A consumed queue, as the exposition labels it. */
+struct metrics_queue {
+	const char *source; /* ingress, return, retry */
+	const char *queue;
+	int shard; /* a shard's return queue; -1: no shard label */
+};
+
 /* What the exposition labels levels and sources with. */
 struct metrics_labels {
 	const struct ladder *ladder;
-	const char *const *level_queues; /* ladder->levels names */
-	const char *source_queues[METRICS_NSOURCES];
+	unsigned shards;
+	const char *const *level_queues; /* shards * ladder->levels names */
+	const struct metrics_queue *queues;
+	unsigned nqueues;
 	const char *version;
 };
 

@@ -30,8 +30,9 @@ struct plan {
 	const struct router_params *rp;
 	const struct ladder *ladder;
 	struct targets *targets;
-	const char *const *level_queues; /* the delay queues, by level */
-	int64_t refused_park_after;      /* ms; 0: never park for refusals */
+	/* the delay queues: shard s's level k at s * levels + k */
+	const char *const *level_queues;
+	int64_t refused_park_after; /* ms; 0: never park for refusals */
 };
 
 enum plan_next {

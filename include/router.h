@@ -74,8 +74,9 @@ const char *router_park_name(enum park_kind kind);
 struct route {
 	enum route_action action;
 	int level;
-	int64_t due;  /* Unix epoch ms */
-	int64_t left; /* delay left after this hop, ms */
+	unsigned shard; /* [topology] shards: whose delay queues it takes */
+	int64_t due;    /* Unix epoch ms */
+	int64_t left;   /* delay left after this hop, ms */
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_bytes_t expiration; /* the publisher's, held back until delivery */

@@ -16,18 +16,47 @@
 struct topology {
 	char exchange[TOPOLOGY_NAME_MAX];
 	char ingress[TOPOLOGY_NAME_MAX];
-	char ret[TOPOLOGY_NAME_MAX];
 	char error[TOPOLOGY_NAME_MAX];
 	char retry[TOPOLOGY_NAME_MAX];   /* exchange and queue */
 	char events[TOPOLOGY_NAME_MAX];  /* stream: what waits (events.h) */
 	char cancels[TOPOLOGY_NAME_MAX]; /* stream: cancellation requests */
-	char delay[LADDER_MAX_LEVELS][TOPOLOGY_NAME_MAX];
 	unsigned levels;
+	/*
+	 * [topology] shards: copies of the ladder and of the return queue
+	 * (CONTRACT section 8).  With one, the contract's names, P.delay.<ttl>
+	 * and P.return; with more, shard s's are P.delay.<ttl>.s<s> and
+	 * P.return.s<s>.  ret[s]; delay[s * levels + k] (topology_delay).
+	 */
+	unsigned shards;
+	char (*ret)[TOPOLOGY_NAME_MAX];
+	char (*delay)[TOPOLOGY_NAME_MAX];
+	/*
+	 * [topology] drain_shards: the return queues of a former layout
+	 * that this one does not have, consumed until they are empty.
+	 * drain_sharded: they were declared with x-queue-leader-locator.
+	 */
+	unsigned drains;
+	int drain_sharded;
+	char (*drain)[TOPOLOGY_NAME_MAX];
 };
 
-/* Names for cfg's prefix and ladder.  Pure. */
-void topology_names(struct topology *t, const char *prefix,
-                    const struct ladder *l);
+/*
+ * Names for prefix, ladder l, shards and drain_shards (0: none).  Pure
+ * apart from allocating the name arrays; -1 when out of memory.  Release
+ * with topology_free.
+ */
+int topology_names(struct topology *t, const char *prefix,
+                   const struct ladder *l, unsigned shards,
+                   unsigned drain_shards);
+
+void topology_free(struct topology *t);
+
+/* Shard s's delay queue of level k. */
+static inline const char *
+topology_delay(const struct topology *t, unsigned s, unsigned k)
+{
+	return t->delay[s * t->levels + k];
+}
 
 /* topology_declare: a queue exists with other arguments (406). */
 #define TOPOLOGY_MISMATCH (-2)
@@ -50,10 +79,28 @@ void topology_names(struct topology *t, const char *prefix,
  * them.  With [events] enabled, the streams P.events and P.cancels are
  * declared too, keeping records for config_events_max_age; a stream
  * declared with another retention keeps it, with a warning.
+ *
+ * With shards, every shard's return and delay queues are declared, with
+ * x-queue-leader-locator client-local (see topology_place), and the
+ * drained return queues of a former layout as they were.  reject_parks[1]
+ * holds only when it holds for every return queue.
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                      const struct config *cfg, const struct topology *t,
                      const struct ladder *l, int reject_parks[3], char *err,
                      size_t errsize);
+
+/*
+ * Where shard leaders go.  A quorum queue's leader starts on the node its
+ * declaring connection is on (x-queue-leader-locator client-local), so with
+ * shards and several [broker] url (a cluster's nodes), shard s's queues
+ * are first declared over a connection of their own to URL s mod n: each
+ * level's shards then lead on different nodes.  Best effort: a node that
+ * cannot be reached, or a queue that exists already, leaves the placement
+ * to topology_declare's connection.  Blocking; only while connecting.
+ * Returns how many shards were placed this way.
+ */
+unsigned topology_place(const struct config *cfg, const struct topology *t,
+                        const struct ladder *l);
 
 #endif

@@ -529,6 +529,67 @@ config_target_allowed(const struct config *cfg, const char *exchange,
 }
 
 /* Checks that need more than one key, or the environment. */
+/*
+ * [topology] consume_shards: shard numbers and ranges ("0-3, 7"), apart by
+ * commas or blanks, each below shards, into *mask; empty means every one.
+ */
+static int
+shard_list(const char *s, unsigned shards, uint64_t *mask, const char **why)
+{
+	unsigned long lo, hi;
+	char *end;
+
+	*mask = 0;
+	for (;;) {
+		while (*s == ',' || *s == ' ' || *s == '\t')
+			s++;
+		if (*s == '\0')
+			break;
+		if (*s < '0' || *s > '9')
+			goto bad;
+		lo = hi = strtoul(s, &end, 10);
+		s = end;
+		if (*s == '-') {
+			s++;
+			if (*s < '0' || *s > '9')
+				goto bad;
+			hi = strtoul(s, &end, 10);
+			s = end;
+		}
+		if (*s != '\0' && *s != ',' && *s != ' ' && *s != '\t')
+			goto bad;
+		if (lo > hi) {
+			*why = "a range runs from low to high";
+			return -1;
+		}
+		if (hi >= shards) {
+			*why = "names a shard past [topology] shards (shards "
+			       "are numbered from 0)";
+			return -1;
+		}
+		for (unsigned long i = lo; i <= hi; i++)
+			*mask |= UINT64_C(1) << i;
+	}
+	if (*mask == 0)
+		*mask = shards >= 64 ? UINT64_MAX : (UINT64_C(1) << shards) - 1;
+	return 0;
+bad:
+	*why = "expected shard numbers and ranges such as \"0-3, 7\"";
+	return -1;
+}
+
+int
+config_shard_consumed(const struct config *cfg, unsigned s)
+{
+	uint64_t mask;
+	const char *why;
+
+	return s < 64 &&
+	       shard_list(cfg->topology_consume_shards,
+	                  (unsigned)cfg->topology_shards, &mask, &why) == 0 &&
+	       (mask >> s & 1);
+}
+
 static void
 config_check(struct config_parse *p)
 {
@@ -605,6 +666,14 @@ config_check(struct config_parse *p)
 		             "records and cancellations must outlive the "
 		             "longest wait",
 		             a, m);
+	}
+	{
+		uint64_t mask;
+		if (shard_list(cfg->topology_consume_shards,
+		               (unsigned)cfg->topology_shards, &mask, &why) < 0)
+			config_error(p, cfg->topology_consume_shards_line,
+			             "topology.consume_shards", "%s: \"%s\"",
+			             why, cfg->topology_consume_shards);
 	}
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",

@@ -58,6 +58,33 @@
  */
 #define FRAMES_PER_CALLBACK 64
 
+/*
+ * What the work channel consumes: ingress, retry, the return queue of each
+ * shard this daemon takes ([topology] consume_shards), and the return
+ * queues of a former layout being drained.  By consumer tag.
+ */
+struct consumer {
+	char tag[24];
+	const char *queue;
+	enum route_source src;
+	int shard; /* a return queue's; -1: a shard is picked at first sight */
+};
+
+#define DAEMON_CONSUMERS_MAX (2 + 2 * LADDER_MAX_SHARDS)
+
+/* Reads P.cancels (events.h) on the work channel as well. */
+#define CANCELS_TAG "cancels"
+
+static void
+consumer_add(struct consumer *c, const char *tag, const char *queue,
+             enum route_source src, int shard)
+{
+	snprintf(c->tag, sizeof(c->tag), "%s", tag);
+	c->queue = queue;
+	c->src = src;
+	c->shard = shard;
+}
+
 struct daemon {
 	struct ev_loop *loop;
 	const struct config *cfg;
@@ -112,7 +139,13 @@ struct daemon {
 
 	struct httpd *httpd;
 	struct metrics m;
-	const char *level_queues[LADDER_MAX_LEVELS];
+	/* shard s's delay queue of level k at s * levels + k (plan.h) */
+	const char *level_queues[LADDER_MAX_SHARDS * LADDER_MAX_LEVELS];
+	/* What the work channel consumes (daemon_consumers). */
+	struct consumer consumers[DAEMON_CONSUMERS_MAX];
+	unsigned nconsumers;
+	unsigned next_shard; /* round robin over the shards at first sight */
+	int placed;          /* topology_place ran */
 };
 
 static void daemon_connect(struct daemon *d);
@@ -158,35 +191,6 @@ backoff_seconds(unsigned n, int64_t base, int64_t cap)
 		ms = cap;
 	ms -= (int64_t)((double)ms * 0.2 * ((double)rand() / RAND_MAX));
 	return (double)ms / 1000.0;
-}
-
-/* The queues the work channel consumes, by consumer tag. */
-static const struct {
-	const char *tag;
-	enum route_source src;
-} consumers[] = {
-    {"ingress", ROUTE_FROM_INGRESS},
-    {"return", ROUTE_FROM_RETURN},
-    {"retry", ROUTE_FROM_RETRY},
-};
-
-#define NCONSUMERS (sizeof(consumers) / sizeof(consumers[0]))
-
-/* Reads P.cancels (events.h) on the work channel as well. */
-#define CANCELS_TAG "cancels"
-
-static const char *
-consumer_queue(const struct daemon *d, enum route_source src)
-{
-	switch (src) {
-	case ROUTE_FROM_RETURN:
-		return d->topo.ret;
-	case ROUTE_FROM_RETRY:
-		return d->topo.retry;
-	case ROUTE_FROM_INGRESS:
-	default:
-		return d->topo.ingress;
-	}
 }
 
 static double
@@ -358,10 +362,10 @@ daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
 static void
 daemon_log_park(const struct daemon *d, const struct message *m)
 {
-	log_warn("parked",
-	         " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
-	         d->topo.error, m->route.reason, consumer_queue(d, m->src),
-	         (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+	log_warn(
+	    "parked", " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
+	    d->topo.error, m->route.reason, d->consumers[m->consumer].queue,
+	    (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
 static void
@@ -501,7 +505,8 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			         (const char *)m->routing_key.bytes);
 			daemon_request_copy(d, m);
 		} else if (m->route.action == ROUTE_HOP) {
-			d->m.hops[m->route.level]++;
+			d->m.hops[m->route.shard * d->ladder.levels +
+			          (unsigned)m->route.level]++;
 			if (m->unrecorded) {
 				daemon_event(d, m, EVENT_SCHEDULED);
 				m->unrecorded = 0;
@@ -602,7 +607,7 @@ daemon_stuck(struct daemon *d, struct message *m, const char *why)
 {
 	log_error("unpublishable",
 	          " reason=\"%s\" source=%s routing_key=\"%.*s\"", why,
-	          consumer_queue(d, m->src), (int)m->routing_key.len,
+	          d->consumers[m->consumer].queue, (int)m->routing_key.len,
 	          (const char *)m->routing_key.bytes);
 	outbox_stuck(&d->out, &m->out);
 }
@@ -658,7 +663,8 @@ daemon_publish(struct daemon *d, struct message *m)
 	switch (r->action) {
 	case ROUTE_HOP:
 		exchange = amqp_empty_bytes;
-		routing_key = amqp_cstring_bytes(d->topo.delay[r->level]);
+		routing_key = amqp_cstring_bytes(
+		    topology_delay(&d->topo, r->shard, (unsigned)r->level));
 		break;
 	case ROUTE_DELIVER:
 		exchange = r->exchange;
@@ -915,7 +921,7 @@ daemon_cancelled(struct daemon *d, struct message *m)
 	         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
 	         (int)mid.len, (const char *)mid.bytes, (int)m->route.id.len,
 	         (const char *)m->route.id.bytes, k->park ? "yes" : "no",
-	         consumer_queue(d, m->src));
+	         d->consumers[m->consumer].queue);
 	if (k->park) {
 		daemon_park(d, m, PARK_cancelled, "cancelled");
 		return 1;
@@ -1094,8 +1100,10 @@ daemon_route(struct daemon *d, struct message *m)
 		return;
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
+	unsigned shard = m->route.shard;
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
 	              &m->route);
+	m->route.shard = shard;
 	if (m->route.action != ROUTE_PARK)
 		router_step(&d->rp, &m->route, duration_wall_ms());
 	m->routed = 1;
@@ -1114,8 +1122,8 @@ daemon_message_done(struct daemon *d, struct message *m)
 		daemon_record(d, m);
 		return;
 	}
-	if (!m->is_return && !m->stream && m->src < METRICS_NSOURCES)
-		d->m.received[m->src]++;
+	if (!m->is_return && !m->stream)
+		d->m.received[m->consumer]++;
 	if (m->is_return) {
 		d->m.returns++;
 		daemon_match_return(d, m);
@@ -1288,10 +1296,21 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			return;
 		}
 		m->src = ROUTE_FROM_INGRESS;
+		m->consumer = 0; /* ingress */
 		m->stream = headers_key_is(dv->consumer_tag, CANCELS_TAG);
-		for (size_t i = 0; i < NCONSUMERS; i++)
-			if (headers_key_is(dv->consumer_tag, consumers[i].tag))
-				m->src = consumers[i].src;
+		for (unsigned i = 0; i < d->nconsumers; i++) {
+			const struct consumer *c = &d->consumers[i];
+			if (!headers_key_is(dv->consumer_tag, c->tag))
+				continue;
+			m->src = c->src;
+			m->consumer = i;
+			/* A message keeps its shard for life; it gets one
+			 * at first sight, or when its former layout's
+			 * return queue is drained. */
+			m->route.shard = c->shard >= 0
+			                     ? (unsigned)c->shard
+			                     : d->next_shard++ % d->topo.shards;
+		}
 		m->exchange = message_dup(m, dv->exchange);
 		m->routing_key = message_dup(m, dv->routing_key);
 		m->redelivered = dv->redelivered;
@@ -1470,7 +1489,7 @@ daemon_undecodable(struct daemon *d, int st)
 	          " queue=%s reason=\"its headers cannot be decoded by this "
 	          "AMQP library; rejected, the broker dead-letters it\" "
 	          "source=%s routing_key=\"%.*s\"",
-	          d->topo.error, consumer_queue(d, m->src),
+	          d->topo.error, d->consumers[m->consumer].queue,
 	          (int)m->routing_key.len, (const char *)m->routing_key.bytes);
 }
 
@@ -1553,18 +1572,17 @@ on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
 static int
 daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 {
-	for (size_t i = 0; i < NCONSUMERS; i++) {
+	for (unsigned i = 0; i < d->nconsumers; i++) {
 		amqp_basic_consume_t c;
 		memset(&c, 0, sizeof(c));
-		c.queue =
-		    amqp_cstring_bytes(consumer_queue(d, consumers[i].src));
-		c.consumer_tag = amqp_cstring_bytes(consumers[i].tag);
+		c.queue = amqp_cstring_bytes(d->consumers[i].queue);
+		c.consumer_tag = amqp_cstring_bytes(d->consumers[i].tag);
 		c.arguments = amqp_empty_table;
 		int st = amqp_send_method(d->conn, BROKER_CH_WORK,
 		                          AMQP_BASIC_CONSUME_METHOD, &c);
 		if (st != AMQP_STATUS_OK) {
 			snprintf(err, errsize, "consume %s: %s",
-			         consumers[i].tag, amqp_error_string2(st));
+			         d->consumers[i].tag, amqp_error_string2(st));
 			return -1;
 		}
 	}
@@ -1576,11 +1594,11 @@ static void
 daemon_ready(struct daemon *d)
 {
 	log_info("ready",
-	         " url=%s ingress=%s return=%s levels=%u prefetch=%" PRIu64
-	         " heartbeat=%ds cancellations=%zu",
-	         d->url, d->topo.ingress, d->topo.ret, d->ladder.levels,
-	         d->cfg->router_prefetch, amqp_get_heartbeat(d->conn),
-	         d->cancels.map.n);
+	         " url=%s ingress=%s return=%s shards=%u consumed=%u levels=%u"
+	         " prefetch=%" PRIu64 " heartbeat=%ds cancellations=%zu",
+	         d->url, d->topo.ingress, d->topo.ret[0], d->topo.shards,
+	         d->nconsumers - 2, d->ladder.levels, d->cfg->router_prefetch,
+	         amqp_get_heartbeat(d->conn), d->cancels.map.n);
 	/* systemd (Type=notify): ready once consuming, the first time. */
 	if (!d->notified_ready) {
 		d->notified_ready = 1;
@@ -1722,6 +1740,14 @@ daemon_connect(struct daemon *d)
 		daemon_teardown_soon(d);
 		return;
 	}
+	/* Shard leaders on different nodes: once per run is enough, for
+	 * a queue that exists keeps its place. */
+	if (!d->placed) {
+		d->placed = 1;
+		if (topology_place(d->cfg, &d->topo, &d->ladder) > 0)
+			log_info("shards_placed", " shards=%u nodes=%u",
+			         d->topo.shards, d->urls);
+	}
 	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
 	                      &d->ladder, d->reject_parks, err, sizeof(err));
 	if (rc < 0) {
@@ -1801,10 +1827,10 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	for (size_t i = 0; i <= NCONSUMERS; i++) {
+	for (unsigned i = 0; i <= d->nconsumers; i++) {
 		/* The queues, and P.cancels last (unknown tags are fine). */
 		cancel.consumer_tag = amqp_cstring_bytes(
-		    i < NCONSUMERS ? consumers[i].tag : CANCELS_TAG);
+		    i < d->nconsumers ? d->consumers[i].tag : CANCELS_TAG);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
 		                     AMQP_BASIC_CANCEL_METHOD,
@@ -1882,13 +1908,23 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		return snprintf(buf, size, "%s\n", why ? why : "ok");
 	}
 	if (strcmp(path, "/metrics") == 0) {
+		static const char *const sources[] = {"ingress", "return",
+		                                      "retry"};
+		struct metrics_queue q[DAEMON_CONSUMERS_MAX];
 		struct metrics_labels l = {
 		    .ladder = &d->ladder,
+		    .shards = d->topo.shards,
 		    .level_queues = d->level_queues,
-		    .source_queues = {d->topo.ingress, d->topo.ret,
-		                      d->topo.retry},
+		    .queues = q,
+		    .nqueues = d->nconsumers,
 		    .version = CASCADE_VERSION,
 		};
+		for (unsigned i = 0; i < d->nconsumers; i++)
+			q[i] = (struct metrics_queue){
+			    sources[d->consumers[i].src], d->consumers[i].queue,
+			    d->consumers[i].src == ROUTE_FROM_RETURN
+			        ? d->consumers[i].shard
+			        : -1};
 		d->m.in_flight =
 		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
 		d->m.held = message_count(&d->held);
@@ -1942,6 +1978,35 @@ daemon_watchdog_start(struct daemon *d)
 	log_info("watchdog", " interval_ms=%" PRIu64, usec / 1000);
 }
 
+/* What the work channel consumes (struct consumer). */
+static void
+daemon_consumers(struct daemon *d)
+{
+	const struct topology *t = &d->topo;
+	char tag[24];
+
+	consumer_add(&d->consumers[d->nconsumers++], "ingress", t->ingress,
+	             ROUTE_FROM_INGRESS, -1);
+	consumer_add(&d->consumers[d->nconsumers++], "retry", t->retry,
+	             ROUTE_FROM_RETRY, -1);
+	for (unsigned s = 0; s < t->shards; s++) {
+		if (!config_shard_consumed(d->cfg, s))
+			continue;
+		/* One shard: the tag "return", as before shards. */
+		if (t->shards > 1)
+			snprintf(tag, sizeof(tag), "return.s%u", s);
+		else
+			snprintf(tag, sizeof(tag), "return");
+		consumer_add(&d->consumers[d->nconsumers++], tag, t->ret[s],
+		             ROUTE_FROM_RETURN, (int)s);
+	}
+	for (unsigned i = 0; i < t->drains; i++) {
+		snprintf(tag, sizeof(tag), "drain.%u", i);
+		consumer_add(&d->consumers[d->nconsumers++], tag, t->drain[i],
+		             ROUTE_FROM_RETURN, -1);
+	}
+}
+
 int
 daemon_run(const struct config *cfg)
 {
@@ -1958,7 +2023,11 @@ daemon_run(const struct config *cfg)
 	                cfg->topology_factor, (unsigned)cfg->topology_levels,
 	                &why) < 0)
 		fatalx("bad_ladder", " reason=\"%s\"", why);
-	topology_names(&d->topo, cfg->topology_prefix, &d->ladder);
+	if (topology_names(&d->topo, cfg->topology_prefix, &d->ladder,
+	                   (unsigned)cfg->topology_shards,
+	                   (unsigned)cfg->topology_drain_shards) < 0)
+		fatalx("out_of_memory", "%s", "");
+	daemon_consumers(d);
 	d->rp.ladder = &d->ladder;
 	d->rp.max_delay = cfg->router_max_delay;
 	d->rp.default_exchange =
@@ -2001,7 +2070,7 @@ daemon_run(const struct config *cfg)
 	d->sigint.data = d;
 	ev_signal_start(d->loop, &d->sigterm);
 	ev_signal_start(d->loop, &d->sigint);
-	for (unsigned k = 0; k < d->ladder.levels; k++)
+	for (unsigned k = 0; k < d->topo.shards * d->ladder.levels; k++)
 		d->level_queues[k] = d->topo.delay[k];
 	if (cfg->metrics_listen[0] != '\0') {
 		char err[512];
@@ -2029,15 +2098,16 @@ daemon_run(const struct config *cfg)
 	         " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
 	         " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
 	         " reconnects=%" PRIu64,
-	         sum(d->m.received, METRICS_NSOURCES),
-	         sum(d->m.hops, LADDER_MAX_LEVELS), d->m.delivered,
-	         sum(d->m.parked, PARK_KINDS), d->m.held_total, d->m.nacks,
-	         d->m.reconnects);
+	         sum(d->m.received, METRICS_QUEUES_MAX),
+	         sum(d->m.hops, LADDER_MAX_SHARDS * LADDER_MAX_LEVELS),
+	         d->m.delivered, sum(d->m.parked, PARK_KINDS), d->m.held_total,
+	         d->m.nacks, d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	targets_free(&d->targets);
 	cancels_free(&d->cancels);
 	message_spare_free();
+	topology_free(&d->topo);
 	rc = d->exit_code;
 	free(d);
 	return rc;

@@ -41,15 +41,29 @@ print_ladder(const struct config *cfg)
 	if (ladder_init(&l, cfg->topology_resolution, cfg->topology_factor,
 	                (unsigned)cfg->topology_levels, &why) < 0)
 		return; /* config_load already reported it */
-	topology_names(&t, cfg->topology_prefix, &l);
-	printf("exchange %s -> queue %s; expired messages return to %s; "
-	       "errors to %s\n",
-	       t.exchange, t.ingress, t.ret, t.error);
-	for (unsigned k = 0; k < l.levels; k++) {
-		duration_format(l.ttl[k], ttl, sizeof(ttl));
-		printf("level %2u  queue %-40s ttl %-10s (%" PRId64 " ms)\n", k,
-		       t.delay[k], ttl, l.ttl[k]);
+	if (topology_names(&t, cfg->topology_prefix, &l,
+	                   (unsigned)cfg->topology_shards,
+	                   (unsigned)cfg->topology_drain_shards) < 0)
+		return;
+	printf("exchange %s -> queue %s; errors to %s\n", t.exchange, t.ingress,
+	       t.error);
+	for (unsigned s = 0; s < t.shards; s++) {
+		if (t.shards > 1)
+			printf("shard %u%s: ", s,
+			       config_shard_consumed(cfg, s)
+			           ? ""
+			           : " (not consumed here)");
+		printf("expired messages return to %s\n", t.ret[s]);
+		for (unsigned k = 0; k < l.levels; k++) {
+			duration_format(l.ttl[k], ttl, sizeof(ttl));
+			printf("level %2u  queue %-40s ttl %-10s (%" PRId64
+			       " ms)\n",
+			       k, topology_delay(&t, s, k), ttl, l.ttl[k]);
+		}
 	}
+	for (unsigned i = 0; i < t.drains; i++)
+		printf("draining %s (a former layout's)\n", t.drain[i]);
+	topology_free(&t);
 	hops = ladder_plan(&l, cfg->router_max_delay, NULL, 0);
 	duration_format(cfg->router_max_delay, maxd, sizeof(maxd));
 	printf("max_delay %s takes %zu hops\n", maxd, hops);

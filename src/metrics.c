@@ -86,8 +86,6 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
                char *buf, size_t size)
 {
 	struct out o = {buf, size, 0, 0};
-	static const char *const sources[METRICS_NSOURCES] = {
-	    "ingress", "return", "retry"};
 	uint64_t cumulative = 0;
 
 	if (size == 0)
@@ -107,20 +105,30 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 
 	out_head(&o, "cascade_messages_received_total", "counter",
 	         "Deliveries received, by the queue they came from.");
-	for (int i = 0; i < METRICS_NSOURCES; i++)
+	for (unsigned i = 0; i < l->nqueues; i++) {
+		const struct metrics_queue *q = &l->queues[i];
 		out_printf(&o,
 		           "cascade_messages_received_total{source=\"%s\","
-		           "queue=\"%s\"} %" PRIu64 "\n",
-		           sources[i], l->source_queues[i], m->received[i]);
+		           "queue=\"%s\"",
+		           q->source, q->queue);
+		if (q->shard >= 0)
+			out_printf(&o, ",shard=\"%d\"", q->shard);
+		out_printf(&o, "} %" PRIu64 "\n", m->received[i]);
+	}
 
 	out_head(&o, "cascade_hops_total", "counter",
-	         "Confirmed publishes into each delay level.");
-	for (unsigned k = 0; k < l->ladder->levels; k++)
-		out_printf(&o,
-		           "cascade_hops_total{level=\"%u\",queue=\"%s\","
-		           "ttl_ms=\"%" PRId64 "\"} %" PRIu64 "\n",
-		           k, l->level_queues[k], l->ladder->ttl[k],
-		           m->hops[k]);
+	         "Confirmed publishes into each delay level, by shard.");
+	for (unsigned s = 0; s < l->shards; s++)
+		for (unsigned k = 0; k < l->ladder->levels; k++) {
+			unsigned i = s * l->ladder->levels + k;
+			out_printf(
+			    &o,
+			    "cascade_hops_total{shard=\"%u\",level=\"%u\","
+			    "queue=\"%s\",ttl_ms=\"%" PRId64 "\"} %" PRIu64
+			    "\n",
+			    s, k, l->level_queues[i], l->ladder->ttl[k],
+			    m->hops[i]);
+		}
 
 	out_one(&o, "cascade_messages_delivered_total", "counter",
 	        "Messages published to their target and confirmed.",

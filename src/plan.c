@@ -6,9 +6,10 @@
 #include "duration.h"
 
 static amqp_bytes_t
-level_queue(const struct plan *p, int level)
+level_queue(const struct plan *p, const struct route *r, int level)
 {
-	return amqp_cstring_bytes(p->level_queues[level]);
+	return amqp_cstring_bytes(
+	    p->level_queues[r->shard * p->ladder->levels + (unsigned)level]);
 }
 
 /*
@@ -24,7 +25,7 @@ plan_hop_level(const struct plan *p, struct route *r, int64_t now, int64_t mono)
 
 	for (; level >= 0; level--) {
 		wait = targets_wait(p->targets, amqp_empty_bytes,
-		                    level_queue(p, level), mono);
+		                    level_queue(p, r, level), mono);
 		if (wait == 0)
 			break;
 		if (wait < first)

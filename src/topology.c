@@ -3,25 +3,74 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "broker.h"
 #include "log.h"
 
-void
-topology_names(struct topology *t, const char *prefix, const struct ladder *l)
+/* name of queue base (P.return, P.delay.<ttl>) in a layout of shards */
+static void
+shard_name(char *out, const char *base, unsigned shards, unsigned s)
 {
+	if (shards > 1)
+		snprintf(out, TOPOLOGY_NAME_MAX, "%.240s.s%u", base, s);
+	else
+		snprintf(out, TOPOLOGY_NAME_MAX, "%s", base);
+}
+
+int
+topology_names(struct topology *t, const char *prefix, const struct ladder *l,
+               unsigned shards, unsigned drain_shards)
+{
+	char base[TOPOLOGY_NAME_MAX];
+
+	memset(t, 0, sizeof(*t));
 	snprintf(t->exchange, sizeof(t->exchange), "%s", prefix);
 	snprintf(t->ingress, sizeof(t->ingress), "%s.ingress", prefix);
-	snprintf(t->ret, sizeof(t->ret), "%s.return", prefix);
 	snprintf(t->error, sizeof(t->error), "%s.error", prefix);
 	snprintf(t->retry, sizeof(t->retry), "%s.retry", prefix);
 	snprintf(t->events, sizeof(t->events), "%s.events", prefix);
 	snprintf(t->cancels, sizeof(t->cancels), "%s.cancels", prefix);
 	t->levels = l->levels;
-	for (unsigned k = 0; k < l->levels; k++)
-		snprintf(t->delay[k], sizeof(t->delay[k]), "%s.delay.%" PRId64,
-		         prefix, l->ttl[k]);
+	t->shards = shards > 0 ? shards : 1;
+	t->ret = calloc(t->shards, sizeof(*t->ret));
+	t->delay = calloc((size_t)t->shards * t->levels, sizeof(*t->delay));
+	/* A former layout's return queues that this one has not. */
+	t->drain =
+	    calloc(drain_shards > 0 ? drain_shards : 1, sizeof(*t->drain));
+	if (t->ret == NULL || t->delay == NULL || t->drain == NULL) {
+		topology_free(t);
+		return -1;
+	}
+	snprintf(base, sizeof(base), "%.200s.return", prefix);
+	for (unsigned s = 0; s < t->shards; s++)
+		shard_name(t->ret[s], base, t->shards, s);
+	for (unsigned s = 0; s < drain_shards; s++)
+		if (drain_shards > 1 ? t->shards == 1 || s >= t->shards
+		                     : t->shards > 1)
+			shard_name(t->drain[t->drains++], base, drain_shards,
+			           s);
+	t->drain_sharded = drain_shards > 1;
+	for (unsigned s = 0; s < t->shards; s++)
+		for (unsigned k = 0; k < l->levels; k++) {
+			snprintf(base, sizeof(base), "%.200s.delay.%" PRId64,
+			         prefix, l->ttl[k]);
+			shard_name(t->delay[s * t->levels + k], base, t->shards,
+			           s);
+		}
+	return 0;
+}
+
+void
+topology_free(struct topology *t)
+{
+	free(t->ret);
+	free(t->delay);
+	free(t->drain);
+	t->ret = NULL;
+	t->delay = NULL;
+	t->drain = NULL;
 }
 
 static void
@@ -114,15 +163,18 @@ topology_policy(char *buf, size_t size, const amqp_table_entry_t *e, int n)
 static int
 topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
                   const struct topology *t, const char *name, int to_error,
-                  int quorum, int v4, int *safe, char *err, size_t errsize)
+                  int quorum, int v4, int sharded, int *safe, char *err,
+                  size_t errsize)
 {
-	amqp_table_entry_t e[6];
+	amqp_table_entry_t e[7];
 	char policy[512];
 	int n = 0, rc;
 
 	*safe = 0;
 	if (quorum)
 		arg_str(&e[n++], "x-queue-type", "quorum");
+	if (quorum && sharded)
+		arg_str(&e[n++], "x-queue-leader-locator", "client-local");
 	int plain = n;
 	if (to_error) {
 		arg_str(&e[n++], "x-dead-letter-exchange", "");
@@ -200,18 +252,58 @@ topology_stream(amqp_connection_state_t conn, amqp_channel_t ch,
 	return 0;
 }
 
+/*
+ * Shard s: its return queue, then its delay queues, which dead-letter
+ * into it.  *safe as for topology_consumed, about the return queue.
+ */
+static int
+topology_shard(amqp_connection_state_t conn, amqp_channel_t ch,
+               const struct config *cfg, const struct topology *t,
+               const struct ladder *l, unsigned s, int *safe, char *err,
+               size_t errsize)
+{
+	amqp_table_entry_t e[8];
+	int quorum = cfg->topology_queue_type == QUEUE_TYPE_QUORUM;
+	int v4 = broker_major_version(conn) >= 4;
+	int rc;
+
+	if ((rc = topology_consumed(conn, ch, t, t->ret[s], 1, quorum, v4,
+	                            t->shards > 1, safe, err, errsize)) < 0)
+		return rc;
+	for (unsigned k = 0; k < l->levels; k++) {
+		int n = 0;
+		arg_i64(&e[n++], "x-message-ttl", l->ttl[k]);
+		arg_str(&e[n++], "x-dead-letter-exchange", "");
+		arg_str(&e[n++], "x-dead-letter-routing-key", t->ret[s]);
+		arg_i64(&e[n++], "x-max-length",
+		        (int64_t)cfg->topology_max_length);
+		arg_str(&e[n++], "x-overflow", "reject-publish");
+		if (quorum) {
+			arg_str(&e[n++], "x-queue-type", "quorum");
+			arg_str(&e[n++], "x-dead-letter-strategy",
+			        "at-least-once");
+		}
+		if (quorum && t->shards > 1)
+			arg_str(&e[n++], "x-queue-leader-locator",
+			        "client-local");
+		if ((rc = topology_queue(conn, ch, topology_delay(t, s, k),
+		                         (amqp_table_t){n, e}, err, errsize)) <
+		    0)
+			return rc;
+	}
+	return 0;
+}
+
 int
 topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                  const struct config *cfg, const struct topology *t,
                  const struct ladder *l, int reject_parks[3], char *err,
                  size_t errsize)
 {
-	amqp_table_entry_t e[8];
-	amqp_table_t args;
 	/* Classic queues are declared without x-queue-type, as clients
 	 * that predate quorum queues do, so either form matches. */
 	int quorum = cfg->topology_queue_type == QUEUE_TYPE_QUORUM;
-	int v4 = broker_major_version(conn) >= 4, none;
+	int v4 = broker_major_version(conn) >= 4, none, safe;
 	char what[TOPOLOGY_NAME_MAX + 32];
 	int rc;
 
@@ -221,12 +313,10 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "declare exchange %s", t->exchange);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4, &none,
-	                            err, errsize)) < 0 ||
-	    (rc = topology_consumed(conn, ch, t, t->ingress, 1, quorum, v4,
-	                            &reject_parks[0], err, errsize)) < 0 ||
-	    (rc = topology_consumed(conn, ch, t, t->ret, 1, quorum, v4,
-	                            &reject_parks[1], err, errsize)) < 0)
+	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4, 0,
+	                            &none, err, errsize)) < 0 ||
+	    (rc = topology_consumed(conn, ch, t, t->ingress, 1, quorum, v4, 0,
+	                            &reject_parks[0], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->ingress),
 	                amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
@@ -242,7 +332,7 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	snprintf(what, sizeof(what), "declare exchange %s", t->retry);
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
-	if ((rc = topology_consumed(conn, ch, t, t->retry, 1, quorum, v4,
+	if ((rc = topology_consumed(conn, ch, t, t->retry, 1, quorum, v4, 0,
 	                            &reject_parks[2], err, errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
@@ -261,24 +351,54 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	         0))
 		return rc;
 
-	for (unsigned k = 0; k < l->levels; k++) {
-		int n = 0;
-		arg_i64(&e[n++], "x-message-ttl", l->ttl[k]);
-		arg_str(&e[n++], "x-dead-letter-exchange", "");
-		arg_str(&e[n++], "x-dead-letter-routing-key", t->ret);
-		arg_i64(&e[n++], "x-max-length",
-		        (int64_t)cfg->topology_max_length);
-		arg_str(&e[n++], "x-overflow", "reject-publish");
-		if (quorum) {
-			arg_str(&e[n++], "x-queue-type", "quorum");
-			arg_str(&e[n++], "x-dead-letter-strategy",
-			        "at-least-once");
-		}
-		args.num_entries = n;
-		args.entries = e;
-		if ((rc = topology_queue(conn, ch, t->delay[k], args, err,
+	reject_parks[1] = 1;
+	for (unsigned s = 0; s < t->shards; s++) {
+		if ((rc = topology_shard(conn, ch, cfg, t, l, s, &safe, err,
 		                         errsize)) < 0)
 			return rc;
+		reject_parks[1] &= safe;
+	}
+	for (unsigned i = 0; i < t->drains; i++) {
+		if ((rc = topology_consumed(conn, ch, t, t->drain[i], 1, quorum,
+		                            v4, t->drain_sharded, &safe, err,
+		                            errsize)) < 0)
+			return rc;
+		reject_parks[1] &= safe;
 	}
 	return 0;
+}
+
+unsigned
+topology_place(const struct config *cfg, const struct topology *t,
+               const struct ladder *l)
+{
+	unsigned n = config_broker_url_count(cfg), placed = 0;
+	char url[CONFIG_STR_MAX], masked[CONFIG_STR_MAX], err[512];
+	amqp_connection_state_t conn;
+	int safe;
+
+	if (t->shards < 2 || n < 2)
+		return 0;
+	for (unsigned s = 0; s < t->shards; s++) {
+		if (config_broker_url(cfg, s % n, url, sizeof(url)) < 0)
+			continue;
+		config_mask_url(url, masked, sizeof(masked));
+		conn = broker_connect_url(cfg, url, err, sizeof(err));
+		if (conn == NULL) {
+			log_warn("shard_placement",
+			         " shard=%u url=%s reason=\"%s\"", s, masked,
+			         err);
+			continue;
+		}
+		if (topology_shard(conn, BROKER_CH_WORK, cfg, t, l, s, &safe,
+		                   err, sizeof(err)) == 0)
+			placed++;
+		else
+			log_warn("shard_placement",
+			         " shard=%u url=%s reason=\"%s\"", s, masked,
+			         err);
+		amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+		amqp_destroy_connection(conn);
+	}
+	return placed;
 }

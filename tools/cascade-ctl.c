@@ -75,6 +75,7 @@ struct ctl {
 struct qinfo {
 	const char *name;
 	int64_t ttl; /* delay levels only, else -1 */
+	int shard;   /* a shard's delay or return queue, else -1 */
 	int missing;
 	uint32_t messages, consumers;
 };
@@ -293,7 +294,7 @@ ctl_inspect(struct ctl *c, amqp_channel_t ch, struct qinfo *q)
 static int
 ctl_error_count(struct ctl *c, uint32_t *count)
 {
-	struct qinfo q = {c->topo.error, -1, 0, 0, 0};
+	struct qinfo q = {c->topo.error, -1, -1, 0, 0, 0};
 
 	if (ctl_inspect(c, BROKER_CH_CHECK, &q) < 0)
 		return -1;
@@ -399,6 +400,8 @@ status_json_queue(const struct qinfo *q)
 {
 	printf("{\"queue\":");
 	json_str(stdout, q->name);
+	if (q->shard >= 0)
+		printf(",\"shard\":%d", q->shard);
 	if (q->ttl >= 0)
 		printf(",\"ttl_ms\":%" PRId64, q->ttl);
 	if (q->missing)
@@ -408,6 +411,18 @@ status_json_queue(const struct qinfo *q)
 		printf(",\"missing\":false,\"messages\":%" PRIu32
 		       ",\"consumers\":%" PRIu32 "}",
 		       q->messages, q->consumers);
+}
+
+static void
+status_json_queues(const char *key, const struct qinfo *q, unsigned n)
+{
+	printf(",\"%s\":[", key);
+	for (unsigned i = 0; i < n; i++) {
+		if (i > 0)
+			putchar(',');
+		status_json_queue(&q[i]);
+	}
+	putchar(']');
 }
 
 /* ms in the largest unit it reaches, to one decimal: "8.5m", "97.1d". */
@@ -663,82 +678,149 @@ status_text_queue(const struct qinfo *q, const char *label, int width)
 	       consumers);
 }
 
+/*
+ * A shard with messages in its ladder and no daemon on its return queue:
+ * they wait there until one consumes it ([topology] consume_shards).
+ */
+static unsigned
+status_unconsumed(const struct qinfo *levels, const struct qinfo *ret,
+                  unsigned n, unsigned shards)
+{
+	unsigned bad = 0;
+
+	for (unsigned s = 0; s < shards; s++) {
+		uint64_t waiting = 0;
+		for (unsigned k = 0; k < n; k++)
+			waiting += levels[s * n + k].messages;
+		if (ret[s].missing || ret[s].consumers > 0 ||
+		    waiting + ret[s].messages == 0)
+			continue;
+		fprintf(stderr,
+		        PROG ": warning: %s has no consumer and shard %u holds "
+		             "%" PRIu64 " messages: some daemon's [topology] "
+		             "consume_shards must include %u\n",
+		        ret[s].name, s, waiting + ret[s].messages, s);
+		bad++;
+	}
+	return bad;
+}
+
 static int
 ctl_status(struct ctl *c)
 {
 	static const char *const labels[] = {"ingress", "return", "retry",
 	                                     "error"};
-	struct qinfo levels[LADDER_MAX_LEVELS], other[4];
-	unsigned n = c->topo.levels, missing = 0;
+	const struct topology *t = &c->topo;
+	unsigned n = t->levels, shards = t->shards, nlevels = shards * n;
+	unsigned missing = 0;
+	struct qinfo *levels, *rets, other[4];
 	uint64_t waiting = 0;
 	char res[32], url[CONFIG_STR_MAX];
 	int width = 5;
 
-	for (unsigned k = 0; k < n; k++) {
-		levels[k] =
-		    (struct qinfo){c->topo.delay[k], c->ladder.ttl[k], 0, 0, 0};
-		if (ctl_inspect(c, BROKER_CH_CHECK, &levels[k]) < 0)
-			return -1;
-		waiting += levels[k].messages;
-		missing += (unsigned)levels[k].missing;
+	levels = calloc(nlevels + shards + t->drains, sizeof(*levels));
+	if (levels == NULL) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return -1;
 	}
-	other[0] = (struct qinfo){c->topo.ingress, -1, 0, 0, 0};
-	other[1] = (struct qinfo){c->topo.ret, -1, 0, 0, 0};
-	other[2] = (struct qinfo){c->topo.retry, -1, 0, 0, 0};
-	other[3] = (struct qinfo){c->topo.error, -1, 0, 0, 0};
-	for (int i = 0; i < 4; i++) {
-		if (ctl_inspect(c, BROKER_CH_CHECK, &other[i]) < 0)
+	rets = levels + nlevels;
+	for (unsigned i = 0; i < nlevels; i++)
+		levels[i] = (struct qinfo){t->delay[i],
+		                           c->ladder.ttl[i % n],
+		                           shards > 1 ? (int)(i / n) : -1,
+		                           0,
+		                           0,
+		                           0};
+	for (unsigned s = 0; s < shards; s++)
+		rets[s] = (struct qinfo){
+		    t->ret[s], -1, shards > 1 ? (int)s : -1, 0, 0, 0};
+	for (unsigned i = 0; i < t->drains; i++)
+		rets[shards + i] = (struct qinfo){t->drain[i], -1, -1, 0, 0, 0};
+	for (unsigned i = 0; i < nlevels + shards + t->drains; i++) {
+		if (ctl_inspect(c, BROKER_CH_CHECK, &levels[i]) < 0) {
+			free(levels);
 			return -1;
-		missing += (unsigned)other[i].missing;
+		}
+		if (i < nlevels)
+			waiting += levels[i].messages;
+		missing += (unsigned)levels[i].missing;
+	}
+	other[0] = (struct qinfo){t->ingress, -1, -1, 0, 0, 0};
+	other[1] = rets[0];
+	other[2] = (struct qinfo){t->retry, -1, -1, 0, 0, 0};
+	other[3] = (struct qinfo){t->error, -1, -1, 0, 0, 0};
+	for (int i = 0; i < 4; i++) {
+		if (i != 1 && ctl_inspect(c, BROKER_CH_CHECK, &other[i]) < 0) {
+			free(levels);
+			return -1;
+		}
+		if (i != 1)
+			missing += (unsigned)other[i].missing;
 	}
 
 	if (c->json) {
 		printf("{\"prefix\":");
 		json_str(stdout, c->cfg.topology_prefix);
 		printf(",\"exchange\":");
-		json_str(stdout, c->topo.exchange);
-		printf(",\"levels\":[");
-		for (unsigned k = 0; k < n; k++) {
-			if (k > 0)
-				putchar(',');
-			status_json_queue(&levels[k]);
-		}
-		printf("],\"ladder_messages\":%" PRIu64, waiting);
+		json_str(stdout, t->exchange);
+		printf(",\"shards\":%u", shards);
+		/* every shard's levels, shard by shard */
+		status_json_queues("levels", levels, nlevels);
+		printf(",\"ladder_messages\":%" PRIu64, waiting);
 		for (int i = 0; i < 4; i++) {
 			printf(",\"%s\":", labels[i]);
 			status_json_queue(&other[i]);
 		}
+		status_json_queues("returns", rets, shards);
+		status_json_queues("draining", rets + shards, t->drains);
 		printf(",\"missing\":%u", missing);
 		status_targets(c);
 		printf("}\n");
 	} else {
-		for (unsigned k = 0; k < n; k++)
-			if ((int)strlen(levels[k].name) > width)
-				width = (int)strlen(levels[k].name);
+		for (unsigned i = 0; i < nlevels + shards + t->drains; i++)
+			if ((int)strlen(levels[i].name) > width)
+				width = (int)strlen(levels[i].name);
 		for (int i = 0; i < 4; i++)
 			if ((int)strlen(other[i].name) > width)
 				width = (int)strlen(other[i].name);
 		duration_format(c->ladder.ttl[0], res, sizeof(res));
 		config_mask_url(c->cfg.broker_url, url, sizeof(url));
 		printf("exchange %s on %s: %u delay levels from %s, factor "
-		       "%" PRIu64 "\n\n",
-		       c->topo.exchange, url, n, res, c->cfg.topology_factor);
-		printf(STATUS_ROW, "level", width, "queue", "ttl", "about",
-		       "messages", "consumers");
-		for (unsigned k = 0; k < n; k++) {
-			char label[16];
-			snprintf(label, sizeof(label), "%u", k);
-			status_text_queue(&levels[k], label, width);
+		       "%" PRIu64,
+		       t->exchange, url, n, res, c->cfg.topology_factor);
+		if (shards > 1)
+			printf(", %u shards", shards);
+		printf("\n");
+		for (unsigned s = 0; s < shards; s++) {
+			if (shards > 1)
+				printf("\nshard %u\n", s);
+			else
+				putchar('\n');
+			printf(STATUS_ROW, "level", width, "queue", "ttl",
+			       "about", "messages", "consumers");
+			for (unsigned k = 0; k < n; k++) {
+				char label[16];
+				snprintf(label, sizeof(label), "%u", k);
+				status_text_queue(&levels[s * n + k], label,
+				                  width);
+			}
+			if (shards > 1)
+				status_text_queue(&rets[s], "return", width);
 		}
 		putchar('\n');
 		for (int i = 0; i < 4; i++)
-			status_text_queue(&other[i], labels[i], width);
+			if (i != 1 || shards == 1)
+				status_text_queue(&other[i], labels[i], width);
+		for (unsigned i = 0; i < t->drains; i++)
+			status_text_queue(&rets[shards + i], "draining", width);
 		printf("\n%" PRIu64 " message%s waiting in the ladder, %" PRIu32
 		       " parked in %s\n",
 		       waiting, waiting == 1 ? "" : "s", other[3].messages,
 		       other[3].name);
 		status_targets(c);
 	}
+	status_unconsumed(levels, rets, n, shards);
+	free(levels);
 	if (missing > 0)
 		fprintf(stderr,
 		        PROG ": %u queue%s missing: has cascade run with this "
@@ -1283,7 +1365,7 @@ close_reason(const amqp_method_t *m, char *err, size_t size)
 static int
 ctl_stream_exists(struct ctl *c, const char *name)
 {
-	struct qinfo q = {name, -1, 0, 0, 0};
+	struct qinfo q = {name, -1, -1, 0, 0, 0};
 
 	if (ctl_inspect(c, BROKER_CH_CHECK, &q) < 0)
 		return -1;
@@ -2214,7 +2296,12 @@ main(int argc, char *argv[])
 		fprintf(stderr, PROG ": ladder: %s\n", why);
 		return cmd->error_status;
 	}
-	topology_names(&c.topo, c.cfg.topology_prefix, &c.ladder);
+	if (topology_names(&c.topo, c.cfg.topology_prefix, &c.ladder,
+	                   (unsigned)c.cfg.topology_shards,
+	                   (unsigned)c.cfg.topology_drain_shards) < 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return cmd->error_status;
+	}
 
 	c.conn = broker_connect(&c.cfg, c.err, sizeof(c.err));
 	if (c.conn == NULL) {

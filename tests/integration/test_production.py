@@ -42,7 +42,8 @@ def test_metrics_counters_move_as_messages_flow(client, daemon_factory):
     assert before["cascade_messages_delivered_total"] == 0
     levels = [k for k in before if k.startswith("cascade_hops_total{")]
     assert len(levels) == 8, levels
-    assert 'cascade_hops_total{level="0",queue="%s.delay.100",ttl_ms="100"}' \
+    assert 'cascade_hops_total{shard="0",level="0",queue="%s.delay.100",' \
+        'ttl_ms="100"}' \
         % d.prefix in before
 
     q = client.queue()
@@ -64,7 +65,7 @@ def test_metrics_counters_move_as_messages_flow(client, daemon_factory):
     ingress = 'cascade_messages_received_total{source="ingress",' \
         'queue="%s.ingress"}' % d.prefix
     ret = 'cascade_messages_received_total{source="return",' \
-        'queue="%s.return"}' % d.prefix
+        'queue="%s.return",shard="0"}' % d.prefix
     assert m[ingress] == 7
     assert m['cascade_messages_parked_total{reason="bad_header"}'] == 1
     # 700 ms on a 100 ms x 2 ladder with the 250 ms tail margin: one hop

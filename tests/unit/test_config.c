@@ -808,3 +808,40 @@ Test(config, events_enabled_takes_yes_or_no)
 	cr_assert(strstr(err, "test.ini:2") != NULL, "%s", err);
 	cr_assert(strstr(err, "events.enabled") != NULL, "%s", err);
 }
+
+/* [topology] shards and the shards a daemon consumes (CONTRACT section 8). */
+Test(config, shards_and_the_shards_consumed)
+{
+	load_ok("[topology]\nshards = 4\nconsume_shards = 0, 2-3\n");
+	cr_assert_eq(cfg.topology_shards, 4);
+	cr_assert(config_shard_consumed(&cfg, 0));
+	cr_assert_not(config_shard_consumed(&cfg, 1));
+	cr_assert(config_shard_consumed(&cfg, 2));
+	cr_assert(config_shard_consumed(&cfg, 3));
+	cr_assert_not(config_shard_consumed(&cfg, 4));
+
+	/* empty: every shard; the default is one shard */
+	load_ok("[topology]\nshards = 3\n");
+	for (unsigned s = 0; s < 3; s++)
+		cr_assert(config_shard_consumed(&cfg, s));
+	load_ok("");
+	cr_assert_eq(cfg.topology_shards, 1);
+	cr_assert(config_shard_consumed(&cfg, 0));
+	cr_assert_eq(cfg.topology_drain_shards, 0);
+}
+
+Test(config, bad_shard_lists_name_line_and_key)
+{
+	load_bad("[topology]\nshards = 3\nconsume_shards = 1-3\n");
+	expect_error("test.ini:3: topology.consume_shards: ", "past");
+	load_bad("[topology]\nconsume_shards = 1\n");
+	expect_error("test.ini:2: topology.consume_shards: ", "past");
+	load_bad("[topology]\nshards = 3\nconsume_shards = one\n");
+	expect_error("test.ini:3: topology.consume_shards: ", "0-3, 7");
+	load_bad("[topology]\nshards = 3\nconsume_shards = 2-1\n");
+	expect_error("test.ini:3: topology.consume_shards: ", "low to high");
+	load_bad("[topology]\nshards = 65\n");
+	expect_error("test.ini:2: topology.shards: ", NULL);
+	load_bad("[topology]\nshards = 0\n");
+	expect_error("test.ini:2: topology.shards: ", NULL);
+}

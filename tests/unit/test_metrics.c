@@ -8,21 +8,41 @@
 
 static char out[65536];
 
+/* One shard, as the daemon labels it, or two. */
 static int
-render(const struct metrics *m)
+render_shards(const struct metrics *m, unsigned shards)
 {
 	static struct ladder l;
-	static const char *const names[] = {"c.delay.2000", "c.delay.8000"};
+	static const char *const one[] = {"c.delay.2000", "c.delay.8000"};
+	static const char *const two[] = {"c.delay.2000.s0", "c.delay.8000.s0",
+	                                  "c.delay.2000.s1", "c.delay.8000.s1"};
+	static const struct metrics_queue q1[] = {{"ingress", "c.ingress", -1},
+	                                          {"retry", "c.retry", -1},
+	                                          {"return", "c.return", 0}};
+	static const struct metrics_queue q2[] = {
+	    {"ingress", "c.ingress", -1},
+	    {"retry", "c.retry", -1},
+	    {"return", "c.return.s0", 0},
+	    {"return", "c.return.s1", 1},
+	    {"return", "c.return", -1}}; /* drained */
 	const char *why;
 	struct metrics_labels labels = {
 	    .ladder = &l,
-	    .level_queues = names,
-	    .source_queues = {"c.ingress", "c.return", "c.retry"},
+	    .shards = shards,
+	    .level_queues = shards > 1 ? two : one,
+	    .queues = shards > 1 ? q2 : q1,
+	    .nqueues = shards > 1 ? 5 : 3,
 	    .version = "9.9",
 	};
 
 	cr_assert_eq(ladder_init(&l, 2000, 4, 2, &why), 0);
 	return metrics_render(m, &labels, out, sizeof(out));
+}
+
+static int
+render(const struct metrics *m)
+{
+	return render_shards(m, 1);
 }
 
 #define expect_line(s)                                                         \
@@ -34,7 +54,7 @@ Test(metrics, counters_with_labels)
 
 	memset(&m, 0, sizeof(m));
 	m.received[0] = 5;
-	m.received[1] = 7;
+	m.received[2] = 7;
 	m.hops[1] = 3;
 	m.delivered = 4;
 	m.parked[PARK_not_allowed] = 2;
@@ -46,16 +66,37 @@ Test(metrics, counters_with_labels)
 	expect_line("cascade_messages_received_total{source=\"ingress\","
 	            "queue=\"c.ingress\"} 5");
 	expect_line("cascade_messages_received_total{source=\"return\","
-	            "queue=\"c.return\"} 7");
-	expect_line("cascade_hops_total{level=\"1\",queue=\"c.delay.8000\","
-	            "ttl_ms=\"8000\"} 3");
-	expect_line("cascade_hops_total{level=\"0\",queue=\"c.delay.2000\","
-	            "ttl_ms=\"2000\"} 0");
+	            "queue=\"c.return\",shard=\"0\"} 7");
+	expect_line("cascade_hops_total{shard=\"0\",level=\"1\","
+	            "queue=\"c.delay.8000\",ttl_ms=\"8000\"} 3");
+	expect_line("cascade_hops_total{shard=\"0\",level=\"0\","
+	            "queue=\"c.delay.2000\",ttl_ms=\"2000\"} 0");
 	expect_line("cascade_messages_delivered_total 4");
 	expect_line("cascade_messages_parked_total{reason=\"not_allowed\"} 2");
 	expect_line("cascade_messages_parked_total{reason=\"bad_header\"} 0");
 	expect_line("cascade_publishes_in_flight 9");
 	expect_line("# TYPE cascade_lateness_seconds histogram");
+}
+
+/* Shards: hops by shard and level, each return queue with its shard, a
+ * drained one without. */
+Test(metrics, shard_labels)
+{
+	struct metrics m;
+
+	memset(&m, 0, sizeof(m));
+	m.received[3] = 6;
+	m.received[4] = 2;
+	m.hops[2 + 1] = 5; /* shard 1, level 1 */
+	cr_assert_gt(render_shards(&m, 2), 0);
+	expect_line("cascade_hops_total{shard=\"1\",level=\"1\","
+	            "queue=\"c.delay.8000.s1\",ttl_ms=\"8000\"} 5");
+	expect_line("cascade_hops_total{shard=\"0\",level=\"1\","
+	            "queue=\"c.delay.8000.s0\",ttl_ms=\"8000\"} 0");
+	expect_line("cascade_messages_received_total{source=\"return\","
+	            "queue=\"c.return.s1\",shard=\"1\"} 6");
+	expect_line("cascade_messages_received_total{source=\"return\","
+	            "queue=\"c.return\"} 2");
 }
 
 Test(metrics, every_sample_has_help_and_type)
@@ -110,9 +151,12 @@ Test(metrics, too_small_a_buffer_fails)
 	static struct ladder l;
 	const char *why;
 	const char *const names[] = {"q"};
+	const struct metrics_queue q[] = {{"ingress", "a", -1}};
 	struct metrics_labels labels = {.ladder = &l,
+	                                .shards = 1,
 	                                .level_queues = names,
-	                                .source_queues = {"a", "b", "c"},
+	                                .queues = q,
+	                                .nqueues = 1,
 	                                .version = "1"};
 	char small[64];
 

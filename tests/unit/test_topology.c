@@ -23,10 +23,10 @@ Test(topology_names, default_prefix_and_ladder)
 	struct topology t;
 
 	memset(&t, 'X', sizeof(t));
-	topology_names(&t, "cascade", &l);
+	cr_assert_eq(topology_names(&t, "cascade", &l, 1, 0), 0);
 	cr_assert_str_eq(t.exchange, "cascade");
 	cr_assert_str_eq(t.ingress, "cascade.ingress");
-	cr_assert_str_eq(t.ret, "cascade.return");
+	cr_assert_str_eq(t.ret[0], "cascade.return");
 	cr_assert_str_eq(t.error, "cascade.error");
 	cr_assert_str_eq(t.retry, "cascade.retry");
 	cr_assert_eq(t.levels, 12);
@@ -41,6 +41,9 @@ Test(topology_names, default_prefix_and_ladder)
 		         (long long)l.ttl[k]);
 		cr_assert_str_eq(t.delay[k], want);
 	}
+	cr_assert_eq(t.shards, 1);
+	cr_assert_eq(t.drains, 0);
+	topology_free(&t);
 }
 
 Test(topology_names, other_prefix)
@@ -48,15 +51,16 @@ Test(topology_names, other_prefix)
 	struct ladder l = make(500, 10, 3);
 	struct topology t;
 
-	topology_names(&t, "team-a.delays", &l);
+	cr_assert_eq(topology_names(&t, "team-a.delays", &l, 1, 0), 0);
 	cr_assert_str_eq(t.exchange, "team-a.delays");
 	cr_assert_str_eq(t.ingress, "team-a.delays.ingress");
-	cr_assert_str_eq(t.ret, "team-a.delays.return");
+	cr_assert_str_eq(t.ret[0], "team-a.delays.return");
 	cr_assert_str_eq(t.error, "team-a.delays.error");
 	cr_assert_eq(t.levels, 3);
 	cr_assert_str_eq(t.delay[0], "team-a.delays.delay.500");
 	cr_assert_str_eq(t.delay[1], "team-a.delays.delay.5000");
 	cr_assert_str_eq(t.delay[2], "team-a.delays.delay.50000");
+	topology_free(&t);
 }
 
 Test(topology_names, names_are_distinct)
@@ -66,10 +70,10 @@ Test(topology_names, names_are_distinct)
 	const char *all[5 + 20];
 	size_t n = 0;
 
-	topology_names(&t, "cascade", &l);
+	cr_assert_eq(topology_names(&t, "cascade", &l, 1, 0), 0);
 	all[n++] = t.exchange;
 	all[n++] = t.ingress;
-	all[n++] = t.ret;
+	all[n++] = t.ret[0];
 	all[n++] = t.error;
 	all[n++] = t.retry;
 	for (unsigned k = 0; k < t.levels; k++)
@@ -77,6 +81,7 @@ Test(topology_names, names_are_distinct)
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
 			cr_assert_str_neq(all[i], all[j]);
+	topology_free(&t);
 }
 
 Test(topology_names, longest_prefix_fits)
@@ -89,9 +94,68 @@ Test(topology_names, longest_prefix_fits)
 
 	memset(prefix, 'p', 200);
 	prefix[200] = '\0';
-	topology_names(&t, prefix, &l);
-	snprintf(want, sizeof(want), "%s.delay.315360000000", prefix);
-	cr_assert_str_eq(t.delay[1], want);
+	cr_assert_eq(topology_names(&t, prefix, &l, 64, 0), 0);
+	snprintf(want, sizeof(want), "%s.delay.315360000000.s63", prefix);
+	cr_assert_str_eq(topology_delay(&t, 63, 1), want);
 	snprintf(want, sizeof(want), "%s.ingress", prefix);
 	cr_assert_str_eq(t.ingress, want);
+	topology_free(&t);
+}
+
+/* CONTRACT section 8: with S > 1 every shard's queues carry the shard. */
+Test(topology_names, shards_carry_the_shard_in_their_names)
+{
+	struct ladder l = make(2000, 4, 3);
+	struct topology t;
+
+	cr_assert_eq(topology_names(&t, "cascade", &l, 3, 0), 0);
+	cr_assert_eq(t.shards, 3);
+	cr_assert_str_eq(t.ret[0], "cascade.return.s0");
+	cr_assert_str_eq(t.ret[2], "cascade.return.s2");
+	cr_assert_str_eq(topology_delay(&t, 0, 0), "cascade.delay.2000.s0");
+	cr_assert_str_eq(topology_delay(&t, 1, 2), "cascade.delay.32000.s1");
+	cr_assert_str_eq(topology_delay(&t, 2, 1), "cascade.delay.8000.s2");
+	/* the rest are shared */
+	cr_assert_str_eq(t.ingress, "cascade.ingress");
+	cr_assert_str_eq(t.error, "cascade.error");
+	cr_assert_eq(t.drains, 0);
+	topology_free(&t);
+}
+
+/* Changing S: the return queues of the former layout that the new one
+ * has not are drained; shards both share keep their names and queues. */
+Test(topology_names, drained_return_queues)
+{
+	struct ladder l = make(2000, 4, 2);
+	struct topology t;
+
+	/* 1 -> 3: the contract's P.return */
+	cr_assert_eq(topology_names(&t, "c", &l, 3, 1), 0);
+	cr_assert_eq(t.drains, 1);
+	cr_assert_str_eq(t.drain[0], "c.return");
+	cr_assert_eq(t.drain_sharded, 0);
+	topology_free(&t);
+	/* 3 -> 1: every former shard */
+	cr_assert_eq(topology_names(&t, "c", &l, 1, 3), 0);
+	cr_assert_eq(t.drains, 3);
+	cr_assert_str_eq(t.drain[0], "c.return.s0");
+	cr_assert_str_eq(t.drain[2], "c.return.s2");
+	cr_assert_eq(t.drain_sharded, 1);
+	topology_free(&t);
+	/* 5 -> 3: shards 3 and 4 */
+	cr_assert_eq(topology_names(&t, "c", &l, 3, 5), 0);
+	cr_assert_eq(t.drains, 2);
+	cr_assert_str_eq(t.drain[0], "c.return.s3");
+	cr_assert_str_eq(t.drain[1], "c.return.s4");
+	topology_free(&t);
+	/* 3 -> 5, 3 -> 3 and 1 -> 1: nothing to drain */
+	cr_assert_eq(topology_names(&t, "c", &l, 5, 3), 0);
+	cr_assert_eq(t.drains, 0);
+	topology_free(&t);
+	cr_assert_eq(topology_names(&t, "c", &l, 3, 3), 0);
+	cr_assert_eq(t.drains, 0);
+	topology_free(&t);
+	cr_assert_eq(topology_names(&t, "c", &l, 1, 1), 0);
+	cr_assert_eq(t.drains, 0);
+	topology_free(&t);
 }
