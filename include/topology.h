@@ -32,12 +32,15 @@ struct topology {
 	char (*delay)[TOPOLOGY_NAME_MAX];
 	/*
 	 * [topology] drain_shards: the return queues of a former layout
-	 * that this one does not have, consumed until they are empty.
-	 * drain_sharded: they were declared with x-queue-leader-locator.
+	 * that this one does not have, consumed until they are empty, and
+	 * the delay queues that feed them (drain_delay[i * levels + k], for
+	 * cascade-ctl status: the same ladder is assumed).  drain_sharded:
+	 * they were declared with x-queue-leader-locator.
 	 */
 	unsigned drains;
 	int drain_sharded;
 	char (*drain)[TOPOLOGY_NAME_MAX];
+	char (*drain_delay)[TOPOLOGY_NAME_MAX];
 };
 
 /*

@@ -23,7 +23,8 @@ int
 topology_names(struct topology *t, const char *prefix, const struct ladder *l,
                unsigned shards, unsigned drain_shards)
 {
-	char base[TOPOLOGY_NAME_MAX];
+	char ret[TOPOLOGY_NAME_MAX], delay[TOPOLOGY_NAME_MAX];
+	size_t drains = drain_shards > 0 ? drain_shards : 1;
 
 	memset(t, 0, sizeof(*t));
 	snprintf(t->exchange, sizeof(t->exchange), "%s", prefix);
@@ -36,29 +37,37 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	t->shards = shards > 0 ? shards : 1;
 	t->ret = calloc(t->shards, sizeof(*t->ret));
 	t->delay = calloc((size_t)t->shards * t->levels, sizeof(*t->delay));
-	/* A former layout's return queues that this one has not. */
-	t->drain =
-	    calloc(drain_shards > 0 ? drain_shards : 1, sizeof(*t->drain));
-	if (t->ret == NULL || t->delay == NULL || t->drain == NULL) {
+	t->drain = calloc(drains, sizeof(*t->drain));
+	t->drain_delay = calloc(drains * t->levels, sizeof(*t->drain_delay));
+	if (t->ret == NULL || t->delay == NULL || t->drain == NULL ||
+	    t->drain_delay == NULL) {
 		topology_free(t);
 		return -1;
 	}
-	snprintf(base, sizeof(base), "%.200s.return", prefix);
-	for (unsigned s = 0; s < t->shards; s++)
-		shard_name(t->ret[s], base, t->shards, s);
-	for (unsigned s = 0; s < drain_shards; s++)
-		if (drain_shards > 1 ? t->shards == 1 || s >= t->shards
-		                     : t->shards > 1)
-			shard_name(t->drain[t->drains++], base, drain_shards,
-			           s);
-	t->drain_sharded = drain_shards > 1;
-	for (unsigned s = 0; s < t->shards; s++)
+	snprintf(ret, sizeof(ret), "%.200s.return", prefix);
+	for (unsigned s = 0; s < t->shards; s++) {
+		shard_name(t->ret[s], ret, t->shards, s);
 		for (unsigned k = 0; k < l->levels; k++) {
-			snprintf(base, sizeof(base), "%.200s.delay.%" PRId64,
+			snprintf(delay, sizeof(delay), "%.200s.delay.%" PRId64,
 			         prefix, l->ttl[k]);
-			shard_name(t->delay[s * t->levels + k], base, t->shards,
-			           s);
+			shard_name(t->delay[s * t->levels + k], delay,
+			           t->shards, s);
 		}
+	}
+	/* A former layout's shards that this one has not. */
+	t->drain_sharded = drain_shards > 1;
+	for (unsigned s = 0; s < drain_shards; s++) {
+		if (drain_shards > 1 ? t->shards > 1 && s < t->shards
+		                     : t->shards == 1)
+			continue;
+		for (unsigned k = 0; k < l->levels; k++) {
+			snprintf(delay, sizeof(delay), "%.200s.delay.%" PRId64,
+			         prefix, l->ttl[k]);
+			shard_name(t->drain_delay[t->drains * t->levels + k],
+			           delay, drain_shards, s);
+		}
+		shard_name(t->drain[t->drains++], ret, drain_shards, s);
+	}
 	return 0;
 }
 
@@ -68,9 +77,11 @@ topology_free(struct topology *t)
 	free(t->ret);
 	free(t->delay);
 	free(t->drain);
+	free(t->drain_delay);
 	t->ret = NULL;
 	t->delay = NULL;
 	t->drain = NULL;
+	t->drain_delay = NULL;
 }
 
 static void

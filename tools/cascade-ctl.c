@@ -718,7 +718,12 @@ ctl_status(struct ctl *c)
 	char res[32], url[CONFIG_STR_MAX];
 	int width = 5;
 
-	levels = calloc(nlevels + shards + t->drains, sizeof(*levels));
+	/* every shard's levels, their return queues, then a former
+	 * layout's drained return queues and the delay queues that feed them */
+	unsigned ndrain = t->drains * (n + 1), all = nlevels + shards + ndrain;
+	uint64_t draining = 0;
+
+	levels = calloc(all, sizeof(*levels));
 	if (levels == NULL) {
 		snprintf(c->err, sizeof(c->err), "out of memory");
 		return -1;
@@ -736,14 +741,20 @@ ctl_status(struct ctl *c)
 		    t->ret[s], -1, shards > 1 ? (int)s : -1, 0, 0, 0};
 	for (unsigned i = 0; i < t->drains; i++)
 		rets[shards + i] = (struct qinfo){t->drain[i], -1, -1, 0, 0, 0};
-	for (unsigned i = 0; i < nlevels + shards + t->drains; i++) {
+	for (unsigned i = 0; i < t->drains * n; i++)
+		rets[shards + t->drains + i] = (struct qinfo){
+		    t->drain_delay[i], c->ladder.ttl[i % n], -1, 0, 0, 0};
+	for (unsigned i = 0; i < all; i++) {
 		if (ctl_inspect(c, BROKER_CH_CHECK, &levels[i]) < 0) {
 			free(levels);
 			return -1;
 		}
 		if (i < nlevels)
 			waiting += levels[i].messages;
-		missing += (unsigned)levels[i].missing;
+		if (i >= nlevels + shards)
+			draining += levels[i].messages; /* gone is drained */
+		else
+			missing += (unsigned)levels[i].missing;
 	}
 	other[0] = (struct qinfo){t->ingress, -1, -1, 0, 0, 0};
 	other[1] = rets[0];
@@ -772,12 +783,13 @@ ctl_status(struct ctl *c)
 			status_json_queue(&other[i]);
 		}
 		status_json_queues("returns", rets, shards);
-		status_json_queues("draining", rets + shards, t->drains);
+		status_json_queues("draining", rets + shards, ndrain);
+		printf(",\"draining_messages\":%" PRIu64, draining);
 		printf(",\"missing\":%u", missing);
 		status_targets(c);
 		printf("}\n");
 	} else {
-		for (unsigned i = 0; i < nlevels + shards + t->drains; i++)
+		for (unsigned i = 0; i < all; i++)
 			if ((int)strlen(levels[i].name) > width)
 				width = (int)strlen(levels[i].name);
 		for (int i = 0; i < 4; i++)
@@ -811,12 +823,18 @@ ctl_status(struct ctl *c)
 		for (int i = 0; i < 4; i++)
 			if (i != 1 || shards == 1)
 				status_text_queue(&other[i], labels[i], width);
-		for (unsigned i = 0; i < t->drains; i++)
+		for (unsigned i = 0; i < ndrain; i++)
 			status_text_queue(&rets[shards + i], "draining", width);
 		printf("\n%" PRIu64 " message%s waiting in the ladder, %" PRIu32
 		       " parked in %s\n",
 		       waiting, waiting == 1 ? "" : "s", other[3].messages,
 		       other[3].name);
+		if (t->drains > 0)
+			printf("%" PRIu64 " left in the former layout "
+			       "([topology] drain_shards)%s\n",
+			       draining,
+			       draining == 0 ? ": drained, drain_shards can go"
+			                     : "");
 		status_targets(c);
 	}
 	status_unconsumed(levels, rets, n, shards);

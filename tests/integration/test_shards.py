@@ -142,9 +142,15 @@ def test_changing_shards_drains_the_former_layout(broker, client,
     # the second [topology] section adds keys to the first
     d.start()
     s = status(d)
-    assert [x["queue"] for x in s["draining"]] == ["%s.return" % d.prefix]
+    assert s["draining"][0]["queue"] == "%s.return" % d.prefix
     assert s["draining"][0]["consumers"] == 1
+    assert [x["queue"] for x in s["draining"][1:]] == [
+        "%s.delay.%d" % (d.prefix, 100 * 2 ** k) for k in range(8)]
+    assert s["draining_messages"] > 0
     check_delivered(client, q, sent, timeout=20)
+    wait_for(lambda: status(d)["draining_messages"] == 0, 10,
+             "the former layout drained")
+    assert "drained, drain_shards can go" in ctl(d, "status").stdout
     names = queue_names(broker)
     assert "%s.delay.100.s0" % d.prefix in names
     old = broker.ctl("list_queues", "name", "messages").stdout

@@ -133,6 +133,7 @@ Test(topology_names, drained_return_queues)
 	cr_assert_eq(topology_names(&t, "c", &l, 3, 1), 0);
 	cr_assert_eq(t.drains, 1);
 	cr_assert_str_eq(t.drain[0], "c.return");
+	cr_assert_str_eq(t.drain_delay[1], "c.delay.8000");
 	cr_assert_eq(t.drain_sharded, 0);
 	topology_free(&t);
 	/* 3 -> 1: every former shard */
@@ -147,6 +148,9 @@ Test(topology_names, drained_return_queues)
 	cr_assert_eq(t.drains, 2);
 	cr_assert_str_eq(t.drain[0], "c.return.s3");
 	cr_assert_str_eq(t.drain[1], "c.return.s4");
+	cr_assert_str_eq(t.drain_delay[0], "c.delay.2000.s3");
+	cr_assert_str_eq(t.drain_delay[1], "c.delay.8000.s3");
+	cr_assert_str_eq(t.drain_delay[3], "c.delay.8000.s4");
 	topology_free(&t);
 	/* 3 -> 5, 3 -> 3 and 1 -> 1: nothing to drain */
 	cr_assert_eq(topology_names(&t, "c", &l, 5, 3), 0);
