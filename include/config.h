@@ -66,9 +66,10 @@ enum tail_mode {
 	  "type of every queue cascade declares")                              \
 	X(topology, resolution, DUR, "2s", 1, 315360000000LL, NULL,            \
 	  "TTL of the shortest delay queue")                                   \
-	X(topology, factor, UINT, "4", 2, 1000, NULL,                          \
+	X(topology, factor, UINT, "2", 2, 1000, NULL,                          \
 	  "each level's TTL is this many times the one below")                 \
-	X(topology, levels, UINT, "12", 1, 64, NULL, "number of delay queues") \
+	X(topology, levels, UINT, "0", 0, 64, NULL,                            \
+	  "number of delay queues; 0: enough to reach [router] max_delay")     \
 	X(topology, max_length, UINT, "1000000", 1, 2147483647LL, NULL,        \
 	  "x-max-length of each delay queue")                                  \
 	X(topology, shards, UINT, "1", 1, LADDER_MAX_SHARDS, NULL,             \
@@ -176,6 +177,13 @@ unsigned config_broker_url_count(const struct config *cfg);
  * consume_shards)?  config_load has checked the list.
  */
 int config_shard_consumed(const struct config *cfg, unsigned s);
+
+/*
+ * The ladder's levels: [topology] levels, or when it is 0 (the default)
+ * as many as reach [router] max_delay: the top TTL is the largest
+ * resolution * factor^k not above it (at least one level, at most 64).
+ */
+unsigned config_levels(const struct config *cfg);
 
 /* [events] enabled = yes. */
 int config_events(const struct config *cfg);

@@ -578,6 +578,22 @@ bad:
 	return -1;
 }
 
+unsigned
+config_levels(const struct config *cfg)
+{
+	int64_t ttl = cfg->topology_resolution;
+	unsigned n = 1;
+
+	if (cfg->topology_levels > 0)
+		return (unsigned)cfg->topology_levels;
+	while (n < LADDER_MAX_LEVELS &&
+	       ttl <= cfg->router_max_delay / (int64_t)cfg->topology_factor) {
+		ttl *= (int64_t)cfg->topology_factor;
+		n++;
+	}
+	return n;
+}
+
 int
 config_shard_consumed(const struct config *cfg, unsigned s)
 {
@@ -690,7 +706,7 @@ config_check(struct config_parse *p)
 			             why);
 	}
 	if (ladder_init(&ladder, cfg->topology_resolution, cfg->topology_factor,
-	                (unsigned)cfg->topology_levels, &why) < 0) {
+	                config_levels(cfg), &why) < 0) {
 		/* Name the last of the three keys the file sets. */
 		static const char *const keys[] = {"resolution", "factor",
 		                                   "levels"};

@@ -2020,7 +2020,7 @@ daemon_run(const struct config *cfg)
 	d->loop = ev_default_loop(EVFLAG_AUTO);
 	d->cfg = cfg;
 	if (ladder_init(&d->ladder, cfg->topology_resolution,
-	                cfg->topology_factor, (unsigned)cfg->topology_levels,
+	                cfg->topology_factor, config_levels(cfg),
 	                &why) < 0)
 		fatalx("bad_ladder", " reason=\"%s\"", why);
 	if (topology_names(&d->topo, cfg->topology_prefix, &d->ladder,

@@ -39,7 +39,7 @@ print_ladder(const struct config *cfg)
 	size_t hops;
 
 	if (ladder_init(&l, cfg->topology_resolution, cfg->topology_factor,
-	                (unsigned)cfg->topology_levels, &why) < 0)
+	                config_levels(cfg), &why) < 0)
 		return; /* config_load already reported it */
 	if (topology_names(&t, cfg->topology_prefix, &l,
 	                   (unsigned)cfg->topology_shards,

@@ -2309,7 +2309,7 @@ main(int argc, char *argv[])
 		return cmd->error_status;
 	}
 	if (ladder_init(&c.ladder, c.cfg.topology_resolution,
-	                c.cfg.topology_factor, (unsigned)c.cfg.topology_levels,
+	                c.cfg.topology_factor, config_levels(&c.cfg),
 	                &why) < 0) {
 		fprintf(stderr, PROG ": ladder: %s\n", why);
 		return cmd->error_status;

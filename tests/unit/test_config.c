@@ -84,8 +84,9 @@ check_defaults(const struct config *c)
 	cr_assert_str_eq(c->topology_prefix, "cascade");
 	cr_assert_eq(c->topology_queue_type, QUEUE_TYPE_QUORUM);
 	cr_assert_eq(c->topology_resolution, 2000);
-	cr_assert_eq(c->topology_factor, 4);
-	cr_assert_eq(c->topology_levels, 12);
+	cr_assert_eq(c->topology_factor, 2);
+	cr_assert_eq(c->topology_levels, 0);
+	cr_assert_eq(config_levels(c), 24); /* 2 s * 2^23: 194 days */
 	cr_assert_eq(c->topology_max_length, 1000000);
 	cr_assert_eq(c->router_prefetch, 1000);
 	cr_assert_eq(c->router_max_delay, 365 * DAY);
@@ -267,8 +268,6 @@ Test(config, numbers_out_of_range)
 	expect_error("test.ini:2: topology.factor: ", "range");
 	load_bad("[topology]\nfactor = 1001\n");
 	expect_error("test.ini:2: topology.factor: ", "range");
-	load_bad("[topology]\nlevels = 0\n");
-	expect_error("test.ini:2: topology.levels: ", "range");
 	load_bad("[topology]\nlevels = 65\n");
 	expect_error("test.ini:2: topology.levels: ", "range");
 	load_bad("[router]\nprefetch = 70000\n");
@@ -448,10 +447,12 @@ Test(config, ladder_overflow)
 
 Test(config, ladder_error_without_levels_line)
 {
-	/* 2s * 1000^11 is far past ten years; levels is the default. */
-	load_bad("[topology]\nfactor = 1000\n");
-	/* The error names the key the file does set, on its line. */
-	expect_error("test.ini:2: topology.factor: ", "10-year");
+	/* 2s * 1000^8 is far past ten years.  The error names the last of
+	 * the keys that make the ladder, on its line. */
+	load_bad("[topology]\nlevels = 9\nfactor = 1000\n");
+	expect_error("test.ini:3: topology.factor: ", "10-year");
+	/* levels left at 0 reach max_delay, never past the limit */
+	load_ok("[topology]\nfactor = 1000\n");
 }
 
 Test(config, ladder_at_ten_years_is_accepted)
@@ -488,7 +489,7 @@ Test(config, reload_starts_from_defaults)
 	load_ok("[topology]\nfactor = 3\n");
 	cr_assert_eq(cfg.topology_factor, 3);
 	load_ok("");
-	cr_assert_eq(cfg.topology_factor, 4, "a value leaked between loads");
+	cr_assert_eq(cfg.topology_factor, 2, "a value leaked between loads");
 	cr_assert_eq(cfg.topology_factor_line, 0);
 }
 
@@ -519,7 +520,7 @@ Test(config, load_from_file)
 	cr_assert_geq(fd, 0);
 	fp = fdopen(fd, "w");
 	cr_assert_not_null(fp);
-	fputs("[topology]\nfactor = 3\nlevels = 0\n", fp);
+	fputs("[topology]\nfactor = 1000\nlevels = 9\n", fp);
 	fclose(fp);
 	cr_assert_eq(config_load(&cfg, path, err, sizeof(err)), -1);
 	{
@@ -844,4 +845,21 @@ Test(config, bad_shard_lists_name_line_and_key)
 	expect_error("test.ini:2: topology.shards: ", NULL);
 	load_bad("[topology]\nshards = 0\n");
 	expect_error("test.ini:2: topology.shards: ", NULL);
+}
+
+/* levels = 0 (the default): as many as reach max_delay. */
+Test(config, levels_by_default_reach_max_delay)
+{
+	load_ok("");
+	cr_assert_eq(config_levels(&cfg), 24); /* 2 s .. 2 s * 2^23 */
+	load_ok("[topology]\nfactor = 4\n");
+	cr_assert_eq(config_levels(&cfg), 12); /* 2 s .. 2 s * 4^11 */
+	load_ok("[topology]\nfactor = 2\n[router]\nmax_delay = 1d\n");
+	cr_assert_eq(config_levels(&cfg), 16); /* 2 s * 2^15 = 18.2 h */
+	load_ok("[topology]\nresolution = 1h\n[router]\nmax_delay = 30m\n");
+	cr_assert_eq(config_levels(&cfg), 1);
+	load_ok("[topology]\nfactor = 3\nlevels = 5\n");
+	cr_assert_eq(config_levels(&cfg), 5);
+	load_ok("[topology]\nresolution = 1ms\n[router]\nmax_delay = 3650d\n");
+	cr_assert_eq(config_levels(&cfg), 39); /* 1 ms * 2^38: 8.7 years */
 }
