@@ -96,14 +96,15 @@ int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 /*
  * Where shard leaders go.  A quorum queue's leader starts on the node its
  * declaring connection is on (x-queue-leader-locator client-local), so with
- * shards and several [broker] url (a cluster's nodes), shard s's queues
- * are first declared over a connection of their own to URL s mod n: each
+ * shards and several [broker] url (a cluster's nodes), the shards whose
+ * return queue does not exist yet (asked on conn's channel ch) are first
+ * declared over one connection per node, shard s through URL s mod n: each
  * level's shards then lead on different nodes.  Best effort: a node that
- * cannot be reached, or a queue that exists already, leaves the placement
- * to topology_declare's connection.  Blocking; only while connecting.
- * Returns how many shards were placed this way.
+ * cannot be reached leaves the placement to topology_declare's connection.
+ * Blocking; only while connecting.  Returns how many shards were placed.
  */
-unsigned topology_place(const struct config *cfg, const struct topology *t,
+unsigned topology_place(amqp_connection_state_t conn, amqp_channel_t ch,
+                        const struct config *cfg, const struct topology *t,
                         const struct ladder *l);
 
 #endif

@@ -528,7 +528,6 @@ config_target_allowed(const struct config *cfg, const char *exchange,
 	return 0;
 }
 
-/* Checks that need more than one key, or the environment. */
 /*
  * [topology] consume_shards: shard numbers and ranges ("0-3, 7"), apart by
  * commas or blanks, each below shards, into *mask; empty means every one.
@@ -536,6 +535,7 @@ config_target_allowed(const struct config *cfg, const char *exchange,
 static int
 shard_list(const char *s, unsigned shards, uint64_t *mask, const char **why)
 {
+	const char *start = s;
 	unsigned long lo, hi;
 	char *end;
 
@@ -569,6 +569,10 @@ shard_list(const char *s, unsigned shards, uint64_t *mask, const char **why)
 		}
 		for (unsigned long i = lo; i <= hi; i++)
 			*mask |= UINT64_C(1) << i;
+	}
+	if (*mask == 0 && *start != '\0') {
+		*why = "names no shard (leave it empty for every shard)";
+		return -1;
 	}
 	if (*mask == 0)
 		*mask = shards >= 64 ? UINT64_MAX : (UINT64_C(1) << shards) - 1;
@@ -606,6 +610,7 @@ config_shard_consumed(const struct config *cfg, unsigned s)
 	       (mask >> s & 1);
 }
 
+/* Checks that need more than one key, or the environment. */
 static void
 config_check(struct config_parse *p)
 {
@@ -691,6 +696,19 @@ config_check(struct config_parse *p)
 			             "topology.consume_shards", "%s: \"%s\"",
 			             why, cfg->topology_consume_shards);
 	}
+	/* A former layout all of whose queues this one has: nothing to
+	 * drain, and a sign the numbers are the wrong way round. */
+	if (cfg->topology_drain_shards > 0 &&
+	    (cfg->topology_drain_shards == cfg->topology_shards ||
+	     (cfg->topology_drain_shards > 1 &&
+	      cfg->topology_drain_shards < cfg->topology_shards)))
+		config_error(
+		    p, cfg->topology_drain_shards_line, "topology.drain_shards",
+		    "%" PRIu64 " shards have nothing to drain into %" PRIu64
+		    ": give the former number of shards, when it was 1 "
+		    "or more than shards is now (growing from 2 or more "
+		    "keeps every queue)",
+		    cfg->topology_drain_shards, cfg->topology_shards);
 	if (cfg->broker_heartbeat % 1000 != 0)
 		config_error(p, cfg->broker_heartbeat_line, "broker.heartbeat",
 		             "AMQP heartbeats are whole seconds");

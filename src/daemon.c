@@ -70,8 +70,6 @@ struct consumer {
 	int shard; /* a return queue's; -1: a shard is picked at first sight */
 };
 
-#define DAEMON_CONSUMERS_MAX (2 + 2 * LADDER_MAX_SHARDS)
-
 /* Reads P.cancels (events.h) on the work channel as well. */
 #define CANCELS_TAG "cancels"
 
@@ -142,10 +140,9 @@ struct daemon {
 	/* shard s's delay queue of level k at s * levels + k (plan.h) */
 	const char *level_queues[LADDER_MAX_SHARDS * LADDER_MAX_LEVELS];
 	/* What the work channel consumes (daemon_consumers). */
-	struct consumer consumers[DAEMON_CONSUMERS_MAX];
+	struct consumer consumers[METRICS_QUEUES_MAX];
 	unsigned nconsumers;
 	unsigned next_shard; /* round robin over the shards at first sight */
-	int placed;          /* topology_place ran */
 };
 
 static void daemon_connect(struct daemon *d);
@@ -1594,10 +1591,11 @@ static void
 daemon_ready(struct daemon *d)
 {
 	log_info("ready",
-	         " url=%s ingress=%s return=%s shards=%u consumed=%u levels=%u"
+	         " url=%s ingress=%s shards=%u returns=%u drained=%u levels=%u"
 	         " prefetch=%" PRIu64 " heartbeat=%ds cancellations=%zu",
-	         d->url, d->topo.ingress, d->topo.ret[0], d->topo.shards,
-	         d->nconsumers - 2, d->ladder.levels, d->cfg->router_prefetch,
+	         d->url, d->topo.ingress, d->topo.shards,
+	         d->nconsumers - 2 - d->topo.drains, d->topo.drains,
+	         d->ladder.levels, d->cfg->router_prefetch,
 	         amqp_get_heartbeat(d->conn), d->cancels.map.n);
 	/* systemd (Type=notify): ready once consuming, the first time. */
 	if (!d->notified_ready) {
@@ -1724,6 +1722,7 @@ static void
 daemon_connect(struct daemon *d)
 {
 	char err[512], url[CONFIG_STR_MAX], raw[CONFIG_STR_MAX];
+	unsigned placed;
 	int hb, rc;
 
 	/* With several URLs (a cluster's nodes), each attempt after a
@@ -1740,14 +1739,11 @@ daemon_connect(struct daemon *d)
 		daemon_teardown_soon(d);
 		return;
 	}
-	/* Shard leaders on different nodes: once per run is enough, for
-	 * a queue that exists keeps its place. */
-	if (!d->placed) {
-		d->placed = 1;
-		if (topology_place(d->cfg, &d->topo, &d->ladder) > 0)
-			log_info("shards_placed", " shards=%u nodes=%u",
-			         d->topo.shards, d->urls);
-	}
+	/* New shards' leaders on different nodes (topology.h). */
+	if ((placed = topology_place(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
+	                             &d->ladder)) > 0)
+		log_info("shards_placed", " placed=%u shards=%u nodes=%u",
+		         placed, d->topo.shards, d->urls);
 	rc = topology_declare(d->conn, BROKER_CH_WORK, d->cfg, &d->topo,
 	                      &d->ladder, d->reject_parks, err, sizeof(err));
 	if (rc < 0) {
@@ -1910,7 +1906,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 	if (strcmp(path, "/metrics") == 0) {
 		static const char *const sources[] = {"ingress", "return",
 		                                      "retry"};
-		struct metrics_queue q[DAEMON_CONSUMERS_MAX];
+		struct metrics_queue q[METRICS_QUEUES_MAX];
 		struct metrics_labels l = {
 		    .ladder = &d->ladder,
 		    .shards = d->topo.shards,
@@ -2020,9 +2016,20 @@ daemon_run(const struct config *cfg)
 	d->loop = ev_default_loop(EVFLAG_AUTO);
 	d->cfg = cfg;
 	if (ladder_init(&d->ladder, cfg->topology_resolution,
-	                cfg->topology_factor, config_levels(cfg),
-	                &why) < 0)
+	                cfg->topology_factor, config_levels(cfg), &why) < 0)
 		fatalx("bad_ladder", " reason=\"%s\"", why);
+	/* An explicit levels of a factor-4 ladder under the factor-2
+	 * default: long delays would take hundreds of hops. */
+	if (ladder_plan(&d->ladder, cfg->router_max_delay, NULL, 0) >
+	    2 * (size_t)d->ladder.levels + 1)
+		log_warn(
+		    "ladder_short",
+		    " levels=%u top_ttl_ms=%" PRId64 " max_delay_ms=%" PRId64
+		    " hops=%zu fix=\"[topology] levels = 0: as many as "
+		    "reach max_delay\"",
+		    d->ladder.levels, d->ladder.ttl[d->ladder.levels - 1],
+		    cfg->router_max_delay,
+		    ladder_plan(&d->ladder, cfg->router_max_delay, NULL, 0));
 	if (topology_names(&d->topo, cfg->topology_prefix, &d->ladder,
 	                   (unsigned)cfg->topology_shards,
 	                   (unsigned)cfg->topology_drain_shards) < 0)

@@ -67,6 +67,10 @@ print_ladder(const struct config *cfg)
 	hops = ladder_plan(&l, cfg->router_max_delay, NULL, 0);
 	duration_format(cfg->router_max_delay, maxd, sizeof(maxd));
 	printf("max_delay %s takes %zu hops\n", maxd, hops);
+	if (hops > 2 * (size_t)l.levels + 1)
+		printf("warning: the top level is far below max_delay, which "
+		       "it takes many times; [topology] levels = 0 gives as "
+		       "many levels as reach it\n");
 }
 
 int

@@ -379,37 +379,70 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	return 0;
 }
 
+/* Does queue name exist?  1 yes, 0 no (ch is open again), -1 failed. */
+static int
+topology_exists(amqp_connection_state_t conn, amqp_channel_t ch,
+                const char *name, char *err, size_t errsize)
+{
+	amqp_queue_declare(conn, ch, amqp_cstring_bytes(name), 1, 0, 0, 0,
+	                   amqp_empty_table);
+	if (broker_check(conn, "declare queue (passive)", err, errsize) == 0)
+		return 1;
+	if (broker_reply_code(conn) != AMQP_NOT_FOUND)
+		return -1;
+	return topology_reopen(conn, ch, err, errsize) < 0 ? -1 : 0;
+}
+
 unsigned
-topology_place(const struct config *cfg, const struct topology *t,
+topology_place(amqp_connection_state_t conn, amqp_channel_t ch,
+               const struct config *cfg, const struct topology *t,
                const struct ladder *l)
 {
 	unsigned n = config_broker_url_count(cfg), placed = 0;
 	char url[CONFIG_STR_MAX], masked[CONFIG_STR_MAX], err[512];
-	amqp_connection_state_t conn;
-	int safe;
+	amqp_connection_state_t node;
+	uint64_t missing = 0;
+	int safe, rc;
 
 	if (t->shards < 2 || n < 2)
 		return 0;
+	/* Only shards not declared yet: a queue that exists keeps its
+	 * place, and a daemon's start costs no connections. */
 	for (unsigned s = 0; s < t->shards; s++) {
-		if (config_broker_url(cfg, s % n, url, sizeof(url)) < 0)
+		if ((rc = topology_exists(conn, ch, t->ret[s], err,
+		                          sizeof(err))) < 0)
+			return 0; /* topology_declare will say why */
+		if (rc == 0)
+			missing |= UINT64_C(1) << s;
+	}
+	/* One connection per node that has shards to place. */
+	for (unsigned u = 0; u < n && u < t->shards && missing != 0; u++) {
+		int any = 0;
+		for (unsigned s = u; s < t->shards; s += n)
+			any |= (int)(missing >> s & 1);
+		if (!any || config_broker_url(cfg, u, url, sizeof(url)) < 0)
 			continue;
 		config_mask_url(url, masked, sizeof(masked));
-		conn = broker_connect_url(cfg, url, err, sizeof(err));
-		if (conn == NULL) {
-			log_warn("shard_placement",
-			         " shard=%u url=%s reason=\"%s\"", s, masked,
-			         err);
+		if ((node = broker_connect_url(cfg, url, err, sizeof(err))) ==
+		    NULL) {
+			log_warn("shard_placement", " url=%s reason=\"%s\"",
+			         masked, err);
 			continue;
 		}
-		if (topology_shard(conn, BROKER_CH_WORK, cfg, t, l, s, &safe,
-		                   err, sizeof(err)) == 0)
+		for (unsigned s = u; s < t->shards; s += n) {
+			if (!(missing >> s & 1))
+				continue;
+			if (topology_shard(node, BROKER_CH_WORK, cfg, t, l, s,
+			                   &safe, err, sizeof(err)) < 0) {
+				log_warn("shard_placement",
+				         " shard=%u url=%s reason=\"%s\"", s,
+				         masked, err);
+				break;
+			}
 			placed++;
-		else
-			log_warn("shard_placement",
-			         " shard=%u url=%s reason=\"%s\"", s, masked,
-			         err);
-		amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-		amqp_destroy_connection(conn);
+		}
+		amqp_connection_close(node, AMQP_REPLY_SUCCESS);
+		amqp_destroy_connection(node);
 	}
 	return placed;
 }

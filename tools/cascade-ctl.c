@@ -456,7 +456,7 @@ format_about(int64_t ms, char *buf, size_t size)
  * so status asks the daemon at [metrics] listen for its /metrics.
  */
 #define TARGETS_SHOWN 50
-#define METRICS_MAX (512 * 1024)
+#define METRICS_MAX (3 * 1024 * 1024) /* the daemon sends up to 2 MiB */
 
 struct refusing {
 	char exchange[KEY_MAX], routing_key[KEY_MAX];
@@ -695,11 +695,21 @@ status_unconsumed(const struct qinfo *levels, const struct qinfo *ret,
 		if (ret[s].missing || ret[s].consumers > 0 ||
 		    waiting + ret[s].messages == 0)
 			continue;
-		fprintf(stderr,
-		        PROG ": warning: %s has no consumer and shard %u holds "
-		             "%" PRIu64 " messages: some daemon's [topology] "
-		             "consume_shards must include %u\n",
-		        ret[s].name, s, waiting + ret[s].messages, s);
+		if (shards > 1)
+			fprintf(stderr,
+			        PROG
+			        ": warning: %s has no consumer and shard %u "
+			        "holds %" PRIu64 " messages: is a daemon "
+			        "running, and does some daemon's [topology] "
+			        "consume_shards include %u?\n",
+			        ret[s].name, s, waiting + ret[s].messages, s);
+		else
+			fprintf(stderr,
+			        PROG
+			        ": warning: %s has no consumer and the ladder "
+			        "holds %" PRIu64 " messages: is a daemon "
+			        "running?\n",
+			        ret[s].name, waiting + ret[s].messages);
 		bad++;
 	}
 	return bad;
@@ -829,12 +839,17 @@ ctl_status(struct ctl *c)
 		       " parked in %s\n",
 		       waiting, waiting == 1 ? "" : "s", other[3].messages,
 		       other[3].name);
+		/* Ready messages only: a daemon may still hold some, and
+		 * the broker's dead-letter worker others (README). */
 		if (t->drains > 0)
-			printf("%" PRIu64 " left in the former layout "
+			printf("%" PRIu64 " ready in the former layout "
 			       "([topology] drain_shards)%s\n",
 			       draining,
-			       draining == 0 ? ": drained, drain_shards can go"
-			                     : "");
+			       draining == 0
+			           ? ": once rabbitmqctl list_queues shows no "
+			             "messages in these queues, unacknowledged "
+			             "included, drain_shards can go"
+			           : "");
 		status_targets(c);
 	}
 	status_unconsumed(levels, rets, n, shards);
@@ -2327,6 +2342,7 @@ main(int argc, char *argv[])
 		return cmd->error_status;
 	}
 	rc = cmd->run(&c);
+	topology_free(&c.topo);
 	fflush(stdout);
 	if (rc < 0)
 		fprintf(stderr, PROG ": %s\n", c.err);

@@ -520,18 +520,31 @@ def test_two_daemons_one_killed(fault_broker, tmp_path):
     assert a.stop() == 0
 
 
-@pytest.mark.cluster
-def test_three_node_cluster_one_node_stopped(tmp_path):
+def start_cluster():
+    """Three private nodes, a, b and c, joined into one cluster: (tag,
+    nodes); their names are cascade-TAG-a@localhost and so on."""
     cookie = uuid.uuid4().hex.upper()[:20]
     tag = uuid.uuid4().hex[:6]
     nodes = [start_broker("cascade-%s-%s" % (tag, n), cookie)
              for n in "abc"]
+    first = "cascade-%s-a@localhost" % tag
+    for b in nodes[1:]:
+        b.ctl("stop_app")
+        b.ctl("join_cluster", first)
+        b.ctl("start_app")
+    return tag, nodes
+
+
+def stop_cluster(nodes):
+    for b in nodes:
+        stop_broker(b)
+        shutil.rmtree(b.dir, ignore_errors=True)
+
+
+@pytest.mark.cluster
+def test_three_node_cluster_one_node_stopped(tmp_path):
+    tag, nodes = start_cluster()
     try:
-        first = "cascade-%s-a@localhost" % tag
-        for b in nodes[1:]:
-            b.ctl("stop_app")
-            b.ctl("join_cluster", first)
-            b.ctl("start_app")
         status = nodes[0].ctl("cluster_status").stdout
         assert all("cascade-%s-%s@localhost" % (tag, n) in status
                    for n in "abc")
@@ -566,6 +579,4 @@ def test_three_node_cluster_one_node_stopped(tmp_path):
         check(r, nodes[1], d, q, sent, col, nodes)
         assert d.stop() == 0
     finally:
-        for b in nodes:
-            stop_broker(b)
-            shutil.rmtree(b.dir, ignore_errors=True)
+        stop_cluster(nodes)

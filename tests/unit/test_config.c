@@ -841,6 +841,15 @@ Test(config, bad_shard_lists_name_line_and_key)
 	expect_error("test.ini:3: topology.consume_shards: ", "0-3, 7");
 	load_bad("[topology]\nshards = 3\nconsume_shards = 2-1\n");
 	expect_error("test.ini:3: topology.consume_shards: ", "low to high");
+	load_bad("[topology]\nshards = 3\nconsume_shards = , ,\n");
+	expect_error("test.ini:3: topology.consume_shards: ", "names no shard");
+	load_bad("[topology]\nshards = 3\ndrain_shards = 3\n");
+	expect_error("test.ini:3: topology.drain_shards: ", "nothing to drain");
+	load_bad("[topology]\nshards = 5\ndrain_shards = 3\n");
+	expect_error("test.ini:3: topology.drain_shards: ", "nothing to drain");
+	load_ok("[topology]\nshards = 3\ndrain_shards = 5\n");
+	load_ok("[topology]\nshards = 3\ndrain_shards = 1\n");
+	load_ok("[topology]\ndrain_shards = 3\n");
 	load_bad("[topology]\nshards = 65\n");
 	expect_error("test.ini:2: topology.shards: ", NULL);
 	load_bad("[topology]\nshards = 0\n");

@@ -199,3 +199,37 @@ Test(httpd, parse_listen)
 	                                sizeof(port), &why),
 	             -1);
 }
+
+/* The largest layout, 64 shards of 39 levels (1 ms x 2^38 is the longest
+ * ladder under 10 years) with 200-character prefixes, fits the 2 MiB the
+ * HTTP server gives /metrics. */
+Test(metrics, largest_layout_fits)
+{
+	static struct metrics m;
+	static char names[64 * 64][256], big[2 * 1024 * 1024];
+	static const char *levels[64 * 64];
+	static struct metrics_queue q[2 + 64];
+	static struct ladder l;
+	char prefix[201];
+	const char *why;
+	struct metrics_labels labels = {.ladder = &l,
+	                                .shards = 64,
+	                                .level_queues = levels,
+	                                .queues = q,
+	                                .nqueues = 2 + 64,
+	                                .version = "1"};
+
+	memset(prefix, 'p', 200);
+	prefix[200] = '\0';
+	cr_assert_eq(ladder_init(&l, 1, 2, 39, &why), 0);
+	for (unsigned i = 0; i < 64 * 39; i++) {
+		snprintf(names[i], sizeof(names[i]), "%s.delay.%lld.s%u",
+		         prefix, (long long)l.ttl[i % 39], i / 39);
+		levels[i] = names[i];
+	}
+	for (unsigned i = 0; i < 2 + 64; i++)
+		q[i] =
+		    (struct metrics_queue){i < 2 ? "ingress" : "return",
+		                           names[i], i < 2 ? -1 : (int)i - 2};
+	cr_assert_gt(metrics_render(&m, &labels, big, sizeof(big)), 0);
+}
