@@ -41,4 +41,11 @@ int ladder_pick(const struct ladder *l, int64_t remaining);
 size_t ladder_plan(const struct ladder *l, int64_t delay, int *hops,
                    size_t max);
 
+/*
+ * Is the top level far below max_delay, so that a delay that long takes
+ * the top level over and over (more than 2 * levels + 1 hops)?  *hops gets
+ * ladder_plan's count for max_delay either way.
+ */
+int ladder_short(const struct ladder *l, int64_t max_delay, size_t *hops);
+
 #endif

@@ -809,19 +809,30 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
  */
 
 /* m's properties as published: a route's, or a cancellation record's. */
+/*
+ * The record of the cancellation request m (ROUTE_RECORD): the same every
+ * time, for a basic.return to match it and for its copy in P.events.
+ */
+static int
+daemon_request_event(const struct daemon *d, const struct message *m,
+                     struct event *e)
+{
+	int64_t age = config_events_max_age(d->cfg);
+	const char *why;
+
+	return events_request(&m->props, m->route.due, m->route.due - age, e,
+	                      &why);
+}
+
 static int
 daemon_props(struct daemon *d, const struct message *m,
              amqp_basic_properties_t *props)
 {
-	int64_t age = config_events_max_age(d->cfg);
-	const char *why;
 	struct event e;
 
 	if (m->route.action != ROUTE_RECORD)
 		return router_props(&m->props, &m->route, &d->scratch, props);
-	/* The same record every time, for a basic.return to match. */
-	if (events_request(&m->props, m->route.due, m->route.due - age, &e,
-	                   &why) < 0)
+	if (daemon_request_event(d, m, &e) < 0)
 		return -1;
 	return events_props(&e, &d->scratch, props);
 }
@@ -834,14 +845,10 @@ daemon_props(struct daemon *d, const struct message *m,
 static void
 daemon_request_copy(struct daemon *d, const struct message *m)
 {
-	int64_t age = config_events_max_age(d->cfg);
-	const char *why;
 	struct event e;
 	int st;
 
-	if (d->out.blocked || d->broken ||
-	    events_request(&m->props, m->route.due, m->route.due - age, &e,
-	                   &why) < 0)
+	if (d->out.blocked || d->broken || daemon_request_event(d, m, &e) < 0)
 		return;
 	if ((st = daemon_write(d, d->topo.events, &e)) != AMQP_STATUS_OK)
 		daemon_fail(d, amqp_error_string2(st));
@@ -1307,6 +1314,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			m->route.shard = c->shard >= 0
 			                     ? (unsigned)c->shard
 			                     : d->next_shard++ % d->topo.shards;
+			break;
 		}
 		m->exchange = message_dup(m, dv->exchange);
 		m->routing_key = message_dup(m, dv->routing_key);
@@ -1918,9 +1926,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		for (unsigned i = 0; i < d->nconsumers; i++)
 			q[i] = (struct metrics_queue){
 			    sources[d->consumers[i].src], d->consumers[i].queue,
-			    d->consumers[i].src == ROUTE_FROM_RETURN
-			        ? d->consumers[i].shard
-			        : -1};
+			    d->consumers[i].shard};
 		d->m.in_flight =
 		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
 		d->m.held = message_count(&d->held);
@@ -2008,6 +2014,7 @@ daemon_run(const struct config *cfg)
 {
 	struct daemon *d;
 	const char *why;
+	size_t hops;
 	int rc;
 
 	d = calloc(1, sizeof(*d));
@@ -2020,16 +2027,14 @@ daemon_run(const struct config *cfg)
 		fatalx("bad_ladder", " reason=\"%s\"", why);
 	/* An explicit levels of a factor-4 ladder under the factor-2
 	 * default: long delays would take hundreds of hops. */
-	if (ladder_plan(&d->ladder, cfg->router_max_delay, NULL, 0) >
-	    2 * (size_t)d->ladder.levels + 1)
-		log_warn(
-		    "ladder_short",
-		    " levels=%u top_ttl_ms=%" PRId64 " max_delay_ms=%" PRId64
-		    " hops=%zu fix=\"[topology] levels = 0: as many as "
-		    "reach max_delay\"",
-		    d->ladder.levels, d->ladder.ttl[d->ladder.levels - 1],
-		    cfg->router_max_delay,
-		    ladder_plan(&d->ladder, cfg->router_max_delay, NULL, 0));
+	if (ladder_short(&d->ladder, cfg->router_max_delay, &hops))
+		log_warn("ladder_short",
+		         " levels=%u top_ttl_ms=%" PRId64
+		         " max_delay_ms=%" PRId64
+		         " hops=%zu fix=\"[topology] levels = 0: as many as "
+		         "reach max_delay\"",
+		         d->ladder.levels, d->ladder.ttl[d->ladder.levels - 1],
+		         cfg->router_max_delay, hops);
 	if (topology_names(&d->topo, cfg->topology_prefix, &d->ladder,
 	                   (unsigned)cfg->topology_shards,
 	                   (unsigned)cfg->topology_drain_shards) < 0)

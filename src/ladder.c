@@ -77,3 +77,10 @@ ladder_plan(const struct ladder *l, int64_t delay, int *hops, size_t max)
 	}
 	return n;
 }
+
+int
+ladder_short(const struct ladder *l, int64_t max_delay, size_t *hops)
+{
+	*hops = ladder_plan(l, max_delay, NULL, 0);
+	return *hops > 2 * (size_t)l->levels + 1;
+}

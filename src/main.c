@@ -37,6 +37,7 @@ print_ladder(const struct config *cfg)
 	const char *why;
 	char ttl[32], maxd[32];
 	size_t hops;
+	int short_ladder;
 
 	if (ladder_init(&l, cfg->topology_resolution, cfg->topology_factor,
 	                config_levels(cfg), &why) < 0)
@@ -64,10 +65,10 @@ print_ladder(const struct config *cfg)
 	for (unsigned i = 0; i < t.drains; i++)
 		printf("draining %s (a former layout's)\n", t.drain[i]);
 	topology_free(&t);
-	hops = ladder_plan(&l, cfg->router_max_delay, NULL, 0);
+	short_ladder = ladder_short(&l, cfg->router_max_delay, &hops);
 	duration_format(cfg->router_max_delay, maxd, sizeof(maxd));
 	printf("max_delay %s takes %zu hops\n", maxd, hops);
-	if (hops > 2 * (size_t)l.levels + 1)
+	if (short_ladder)
 		printf("warning: the top level is far below max_delay, which "
 		       "it takes many times; [topology] levels = 0 gives as "
 		       "many levels as reach it\n");

@@ -25,8 +25,11 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 {
 	char ret[TOPOLOGY_NAME_MAX], delay[TOPOLOGY_NAME_MAX];
 	size_t drains = drain_shards > 0 ? drain_shards : 1;
+	unsigned former[LADDER_MAX_SHARDS];
 
 	memset(t, 0, sizeof(*t));
+	if (shards > LADDER_MAX_SHARDS || drain_shards > LADDER_MAX_SHARDS)
+		return -1; /* config_load bounds both */
 	snprintf(t->exchange, sizeof(t->exchange), "%s", prefix);
 	snprintf(t->ingress, sizeof(t->ingress), "%s.ingress", prefix);
 	snprintf(t->error, sizeof(t->error), "%s.error", prefix);
@@ -45,28 +48,27 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 		return -1;
 	}
 	snprintf(ret, sizeof(ret), "%.200s.return", prefix);
-	for (unsigned s = 0; s < t->shards; s++) {
+	for (unsigned s = 0; s < t->shards; s++)
 		shard_name(t->ret[s], ret, t->shards, s);
-		for (unsigned k = 0; k < l->levels; k++) {
-			snprintf(delay, sizeof(delay), "%.200s.delay.%" PRId64,
-			         prefix, l->ttl[k]);
-			shard_name(t->delay[s * t->levels + k], delay,
-			           t->shards, s);
-		}
-	}
-	/* A former layout's shards that this one has not. */
-	t->drain_sharded = drain_shards > 1;
+	/* A former layout's shards that this one has not: former[i] is
+	 * drained queue i's shard there. */
 	for (unsigned s = 0; s < drain_shards; s++) {
 		if (drain_shards > 1 ? t->shards > 1 && s < t->shards
 		                     : t->shards == 1)
 			continue;
-		for (unsigned k = 0; k < l->levels; k++) {
-			snprintf(delay, sizeof(delay), "%.200s.delay.%" PRId64,
-			         prefix, l->ttl[k]);
-			shard_name(t->drain_delay[t->drains * t->levels + k],
-			           delay, drain_shards, s);
-		}
+		former[t->drains] = s;
 		shard_name(t->drain[t->drains++], ret, drain_shards, s);
+	}
+	t->drain_sharded = drain_shards > 1;
+	for (unsigned k = 0; k < l->levels; k++) {
+		snprintf(delay, sizeof(delay), "%.200s.delay.%" PRId64, prefix,
+		         l->ttl[k]);
+		for (unsigned s = 0; s < t->shards; s++)
+			shard_name(t->delay[s * t->levels + k], delay,
+			           t->shards, s);
+		for (unsigned i = 0; i < t->drains; i++)
+			shard_name(t->drain_delay[i * t->levels + k], delay,
+			           drain_shards, former[i]);
 	}
 	return 0;
 }

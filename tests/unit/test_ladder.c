@@ -378,3 +378,20 @@ Test(ladder_plan, hop_bound_below_the_top)
 	cr_assert_leq(ladder_plan(&l, worst, hops, 64), 11 * 3 + 1);
 	cr_assert_leq(ladder_plan(&l, 97 * DAY - 1, hops, 64), 35);
 }
+
+/* A top level far below max_delay: --check and the daemon warn. */
+Test(ladder, short_ladder_against_max_delay)
+{
+	struct ladder l;
+	const char *why;
+	size_t hops;
+
+	/* the default, 2 s x 2, 24 levels: a year in 10 hops */
+	cr_assert_eq(ladder_init(&l, 2000, 2, 24, &why), 0);
+	cr_assert_not(ladder_short(&l, 365LL * 86400000, &hops));
+	cr_assert_eq(hops, ladder_plan(&l, 365LL * 86400000, NULL, 0));
+	/* 12 levels of factor 2 stop at 68 min: a year takes 7,700 hops */
+	cr_assert_eq(ladder_init(&l, 2000, 2, 12, &why), 0);
+	cr_assert(ladder_short(&l, 365LL * 86400000, &hops));
+	cr_assert_gt(hops, 7000);
+}
