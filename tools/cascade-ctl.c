@@ -44,7 +44,9 @@
 #define ERRORS_LIMIT 100 /* messages `errors` shows by default */
 #define BODY_PREVIEW 60  /* bytes of each body `errors` shows */
 #define CONFIRM_MS 30000 /* how long a publish may wait for its confirm */
-#define WORN 10     /* x-delivery-count worth a warning: see delivery_count */
+#define WORN 10 /* x-delivery-count worth a warning: see delivery_count */
+#define GIVE_BACK_WAIT_MS 5000 /* see ctl_give_back */
+#define GIVE_BACK_POLL_MS 20
 #define KEY_MAX 256 /* shortstr: routing keys, exchange names */
 
 struct ctl {
@@ -358,20 +360,42 @@ ctl_get(struct ctl *c, uint64_t *tag, char *rk, amqp_message_t *m)
 	return 1;
 }
 
-/* Give back every unacked message up to tag, in order, uncounted as a
+/*
+ * Give back every unacked message up to tag, in order, uncounted as a
  * failed delivery (basic.nack, unlike basic.reject, does not raise a quorum
- * queue's delivery-count on RabbitMQ 4.3 and later). */
+ * queue's delivery-count on RabbitMQ 4.3 and later).
+ *
+ * Then wait until the queue shows the held messages ready again.  basic.nack
+ * has no reply, and a quorum queue applies it through its log after we may
+ * have gone: `cascade-ctl errors && cascade-ctl requeue` would otherwise find
+ * them still held and requeue nothing.  Fewer may come back when somebody
+ * else consumes P.error meanwhile, so the wait is bounded.
+ */
 static int
-ctl_give_back(struct ctl *c, uint64_t tag)
+ctl_give_back(struct ctl *c, uint64_t tag, uint64_t held)
 {
+	const struct timespec pause = {0, GIVE_BACK_POLL_MS * 1000000L};
+	uint32_t before, now;
+	int64_t until;
+
 	if (tag == 0)
 		return 0;
+	if (ctl_error_count(c, &before) < 0)
+		return -1;
 	if (amqp_basic_nack(c->conn, BROKER_CH_WORK, tag, 1, 1) !=
 	    AMQP_STATUS_OK) {
 		snprintf(c->err, sizeof(c->err), "basic.nack failed");
 		return -1;
 	}
-	return 0;
+	until = duration_mono_ms() + GIVE_BACK_WAIT_MS;
+	for (;;) {
+		if (ctl_error_count(c, &now) < 0)
+			return -1;
+		if ((uint64_t)now >= (uint64_t)before + held ||
+		    duration_mono_ms() >= until)
+			return 0;
+		nanosleep(&pause, NULL);
+	}
 }
 
 static amqp_bytes_t
@@ -1008,7 +1032,7 @@ ctl_errors(struct ctl *c)
 		       shown, total);
 	/* Every message stays where it was; a lost connection, too, would
 	 * give them back. */
-	if (rc == 0 && ctl_give_back(c, last) < 0)
+	if (rc == 0 && ctl_give_back(c, last, shown) < 0)
 		rc = -1;
 	return rc;
 }
@@ -1232,7 +1256,7 @@ ctl_requeue(struct ctl *c)
 		amqp_destroy_message(&m);
 	}
 	/* The nack covers only the messages not acked: those left. */
-	if (rc == 0 && ctl_give_back(c, last) < 0)
+	if (rc == 0 && ctl_give_back(c, last, left + would) < 0)
 		rc = -1;
 	if (c->dry_run)
 		printf("dry run: would requeue %" PRIu64 ", left %" PRIu64 "\n",

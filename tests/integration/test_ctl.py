@@ -141,6 +141,24 @@ def test_errors_lists_a_parked_message_and_leaves_it(client, daemon):
     assert again == e["messages"]
 
 
+def test_requeue_right_after_errors_takes_every_message(client, daemon):
+    # `errors` gives its look back with a nack, which a quorum queue applies
+    # through its log: the next command must still find every message.
+    ex = "ex-" + uuid.uuid4().hex[:8]
+    for i in range(20):
+        client.publish(daemon.prefix, "orders", b"m%d" % i,
+                       {"x-remaining-delay": 0, "x-target-exchange": ex})
+    wait_parked(daemon, 20)
+    client.ch.exchange_declare(ex, "direct")
+    q = client.queue()
+    client.ch.queue_bind(q, ex, "orders")
+
+    assert "20 parked messages" in ctl(daemon, "errors").stdout
+    assert "requeued 20, left 0" in ctl(daemon, "requeue").stdout
+    got = client.collect(q, 20, timeout=15)
+    assert sorted(m[2] for m in got) == sorted(b"m%d" % i for i in range(20))
+
+
 def test_requeue_delivers_once_the_target_exists(client, daemon):
     ex = "ex-" + uuid.uuid4().hex[:8]
     client.publish(daemon.prefix, "orders", b"hello",
