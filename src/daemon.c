@@ -131,9 +131,10 @@ struct daemon {
 	ev_timer watchdog; /* systemd's WatchdogSec, when it is set */
 	int stopping;
 	int exit_code;
-	int notified_ready; /* told systemd READY=1 */
-	unsigned urls;      /* how many [broker] url holds */
-	unsigned url_next;  /* the next to try, modulo urls */
+	int notified_ready;   /* told systemd READY=1 */
+	unsigned consume_oks; /* awaited before saying ready */
+	unsigned urls;        /* how many [broker] url holds */
+	unsigned url_next;    /* the next to try, modulo urls */
 
 	struct httpd *httpd;
 	struct metrics m;
@@ -1008,7 +1009,6 @@ daemon_record(struct daemon *d, struct message *m)
 			daemon_fail(d, err);
 			return;
 		}
-		daemon_ready(d);
 	}
 	daemon_ack(d, m);
 }
@@ -1350,8 +1350,15 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			daemon_confirm(d, n->delivery_tag, n->multiple, 1);
 		return;
 	}
-	case AMQP_BASIC_CONSUME_OK_METHOD:
-		return; /* see daemon_consume */
+	case AMQP_BASIC_CONSUME_OK_METHOD: {
+		amqp_basic_consume_ok_t *ok = dec;
+		/* The queues' consumers, all registered (not P.cancels'). */
+		if (ch == BROKER_CH_WORK &&
+		    !headers_key_is(ok->consumer_tag, CANCELS_TAG) &&
+		    d->consume_oks > 0 && --d->consume_oks == 0)
+			daemon_ready(d);
+		return;
+	}
 	case AMQP_CONFIRM_SELECT_OK_METHOD:
 		if (ch == BROKER_CH_PUB) {
 			outbox_open(&d->out);
@@ -1572,7 +1579,10 @@ on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
  * Consume the queues that hold messages.  Not waiting for consume-ok:
  * deliveries start at once, and the loop, not a blocking call, must be the
  * one to read them (see daemon_undecodable).  A consume the broker refuses
- * closes the channel, which the loop handles like any other failure.
+ * closes the channel, which the loop handles like any other failure.  The
+ * loop says ready at the last consume-ok: a quorum queue registers its
+ * consumer through its log, and `cascade-ctl status` run once the daemon
+ * (or systemd) says ready should see it.
  */
 static int
 daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
@@ -1591,6 +1601,7 @@ daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 			return -1;
 		}
 	}
+	d->consume_oks = d->nconsumers;
 	return 0;
 }
 
@@ -1788,8 +1799,6 @@ daemon_connect(struct daemon *d)
 		ev_timer_set(&d->heartbeat, hb / 2.0, hb / 2.0);
 		ev_timer_start(d->loop, &d->heartbeat);
 	}
-	if (!d->replaying)
-		daemon_ready(d);
 	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
 	daemon_drain(d);
 }

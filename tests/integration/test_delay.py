@@ -87,8 +87,8 @@ def test_time_waiting_in_a_backlog_counts(client, daemon_factory):
         ret, passive=True).method.message_count == 1, 10,
         "the message in " + ret)
     time.sleep(max(0.0, t0 + 4.3 - time.time()))
-    restarted = time.time()
     d.start()
+    restarted = time.time()  # consuming: its ready line is after consume-ok
     got = client.collect(q, 1, timeout=10)
     assert got, "lost"
     # Due long ago: delivered at once, not after another full delay, nor
