@@ -391,9 +391,19 @@ ctl_give_back(struct ctl *c, uint64_t tag, uint64_t held)
 	for (;;) {
 		if (ctl_error_count(c, &now) < 0)
 			return -1;
-		if ((uint64_t)now >= (uint64_t)before + held ||
-		    duration_mono_ms() >= until)
+		if ((uint64_t)now >= (uint64_t)before + held)
 			return 0;
+		if (duration_mono_ms() >= until) {
+			fprintf(stderr,
+			        PROG
+			        ": warning: %s shows %" PRIu32
+			        " ready, %" PRIu64 " expected, %d s after "
+			        "giving the messages back: is something else "
+			        "consuming it?\n",
+			        c->topo.error, now, (uint64_t)before + held,
+			        GIVE_BACK_WAIT_MS / 1000);
+			return 0;
+		}
 		nanosleep(&pause, NULL);
 	}
 }

@@ -131,7 +131,8 @@ def test_changing_shards_drains_the_former_layout(broker, client,
     # queue: every message arrives, none early.
     d = daemon_factory()
     q = client.queue()
-    sent = publish(client, d, q, [2500 + i * 25 for i in range(40)])
+    # Long enough to be still in the old ladder once the restart is done.
+    sent = publish(client, d, q, [8000 + i * 25 for i in range(40)])
     wait_for(lambda: status(d)["ladder_messages"] == 40, 10,
              "40 messages in the one-shard ladder")
     assert d.stop() == 0
@@ -151,12 +152,18 @@ def test_changing_shards_drains_the_former_layout(broker, client,
     assert "0 ready in the former layout" in ctl(d, "status").stdout
     names = queue_names(broker)
     assert "%s.delay.100.s0" % d.prefix in names
-    old = broker.ctl("list_queues", "name", "messages").stdout
-    for line in old.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and re.fullmatch(
-                re.escape(d.prefix) + r"\.(delay\.\d+|return)", parts[0]):
-            assert parts[1] == "0", line
+
+    def old_layout_holds():
+        # ready and unacked; a quorum queue refreshes these every few
+        # seconds, hence the wait
+        out = broker.ctl("list_queues", "name", "messages").stdout
+        return [line for line in out.splitlines()
+                if len(line.split()) == 2 and line.split()[1] != "0" and
+                re.fullmatch(re.escape(d.prefix) + r"\.(delay\.\d+|return)",
+                             line.split()[0])]
+
+    wait_for(lambda: not old_layout_holds(), 20,
+             "the former layout's queues empty in list_queues")
     assert d.stop() == 0
 
 
