@@ -809,7 +809,6 @@ daemon_lookup_done(struct daemon *d, int exists, const char *why)
  * Seeing and cancelling what waits (events.h)
  */
 
-/* m's properties as published: a route's, or a cancellation record's. */
 /*
  * The record of the cancellation request m (ROUTE_RECORD): the same every
  * time, for a basic.return to match it and for its copy in P.events.
@@ -825,6 +824,7 @@ daemon_request_event(const struct daemon *d, const struct message *m,
 	                      &why);
 }
 
+/* m's properties as published: a route's, or a cancellation record's. */
 static int
 daemon_props(struct daemon *d, const struct message *m,
              amqp_basic_properties_t *props)
@@ -1097,6 +1097,20 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 	daemon_publish(d, m);
 }
 
+/*
+ * The shard whose delay queues m takes.  A message keeps its shard for
+ * life: one from a shard's return queue stays in it; one seen for the first
+ * time, or drained from a former layout's return queue, gets the next
+ * shard round robin.
+ */
+static unsigned
+daemon_shard(struct daemon *d, const struct message *m)
+{
+	int s = d->consumers[m->consumer].shard;
+
+	return s >= 0 ? (unsigned)s : d->next_shard++ % d->topo.shards;
+}
+
 static void
 daemon_route(struct daemon *d, struct message *m)
 {
@@ -1104,10 +1118,9 @@ daemon_route(struct daemon *d, struct message *m)
 		return;
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
-	unsigned shard = m->route.shard;
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
 	              &m->route);
-	m->route.shard = shard;
+	m->route.shard = daemon_shard(d, m);
 	if (m->route.action != ROUTE_PARK)
 		router_step(&d->rp, &m->route, duration_wall_ms());
 	m->routed = 1;
@@ -1308,12 +1321,6 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 				continue;
 			m->src = c->src;
 			m->consumer = i;
-			/* A message keeps its shard for life; it gets one
-			 * at first sight, or when its former layout's
-			 * return queue is drained. */
-			m->route.shard = c->shard >= 0
-			                     ? (unsigned)c->shard
-			                     : d->next_shard++ % d->topo.shards;
 			break;
 		}
 		m->exchange = message_dup(m, dv->exchange);
