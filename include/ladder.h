@@ -48,4 +48,13 @@ size_t ladder_plan(const struct ladder *l, int64_t delay, int *hops,
  */
 int ladder_short(const struct ladder *l, int64_t max_delay, size_t *hops);
 
+/*
+ * Going from former shards to shards ([topology] drain_shards): is the
+ * former layout's shard s one the new layout lacks, its return queue to be
+ * drained?  One shard has the contract's names and two or more carry
+ * ".s<s>", so going to or from one drains every former shard; growing from
+ * two or more keeps them all; shrinking drains those past the new count.
+ */
+int ladder_shard_drained(unsigned former, unsigned shards, unsigned s);
+
 #endif

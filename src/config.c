@@ -619,6 +619,7 @@ config_check(struct config_parse *p)
 	struct ladder ladder;
 	const char *env, *why;
 	char url[CONFIG_STR_MAX];
+	unsigned drained;
 	int tls_url = 0;
 
 	env = getenv("CASCADE_BROKER_URL");
@@ -698,10 +699,12 @@ config_check(struct config_parse *p)
 	}
 	/* A former layout all of whose queues this one has: nothing to
 	 * drain, and a sign the numbers are the wrong way round. */
-	if (cfg->topology_drain_shards > 0 &&
-	    (cfg->topology_drain_shards == cfg->topology_shards ||
-	     (cfg->topology_drain_shards > 1 &&
-	      cfg->topology_drain_shards < cfg->topology_shards)))
+	drained = 0;
+	for (unsigned s = 0; s < cfg->topology_drain_shards; s++)
+		drained += (unsigned)ladder_shard_drained(
+		    (unsigned)cfg->topology_drain_shards,
+		    (unsigned)cfg->topology_shards, s);
+	if (cfg->topology_drain_shards > 0 && drained == 0)
 		config_error(
 		    p, cfg->topology_drain_shards_line, "topology.drain_shards",
 		    "%" PRIu64 " shards have nothing to drain into %" PRIu64

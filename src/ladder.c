@@ -84,3 +84,11 @@ ladder_short(const struct ladder *l, int64_t max_delay, size_t *hops)
 	*hops = ladder_plan(l, max_delay, NULL, 0);
 	return *hops > 2 * (size_t)l->levels + 1;
 }
+
+int
+ladder_shard_drained(unsigned former, unsigned shards, unsigned s)
+{
+	if (former > 1)
+		return shards == 1 || s >= shards;
+	return shards != 1;
+}

@@ -53,8 +53,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	/* A former layout's shards that this one has not: former[i] is
 	 * drained queue i's shard there. */
 	for (unsigned s = 0; s < drain_shards; s++) {
-		if (drain_shards > 1 ? t->shards > 1 && s < t->shards
-		                     : t->shards == 1)
+		if (!ladder_shard_drained(drain_shards, t->shards, s))
 			continue;
 		former[t->drains] = s;
 		shard_name(t->drain[t->drains++], ret, drain_shards, s);
