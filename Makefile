@@ -20,8 +20,16 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
-ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) $(shell pkg-config --cflags $(PKGS))
-LDLIBS := $(shell pkg-config --libs $(PKGS)) -lev -lm
+# The libraries' flags are asked of pkg-config when a recipe first needs
+# them, not when make reads this file: `make run` on a new machine installs
+# the packages (deps) before anything is compiled, and a flag read earlier
+# would be empty.  Each is asked once (the variable replaces itself).
+PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
+CRITERION_CFLAGS = $(eval CRITERION_CFLAGS := $$(shell pkg-config --cflags criterion))$(CRITERION_CFLAGS)
+CRITERION_LIBS = $(eval CRITERION_LIBS := $$(shell pkg-config --libs criterion))$(CRITERION_LIBS)
+ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(PKG_CFLAGS)
+LDLIBS = $(PKG_LIBS) -lev -lm
 
 ifdef SANITIZER
 ALL_CFLAGS += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer \
@@ -60,21 +68,23 @@ $(BUILD)/obj/%.o: src/%.c
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(shell pkg-config --cflags criterion) \
-		-MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) \
-		$(shell pkg-config --libs criterion)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) \
+		-MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) $(CRITERION_LIBS)
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests and the integration tests that need one broker.
 test: deps
 	$(MAKE) unit integration
 
-# Every test: the fast tier, the slow single-broker tests, the tests that
-# start a RabbitMQ cluster, and all three again on Debian 13's RabbitMQ 4.0.5
-# and rabbitmq-c 0.15.
+# Every test: the fast tier, the slow single-broker tests and the tests that
+# start a RabbitMQ cluster on this machine's RabbitMQ, all three again on
+# Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15) and Debian 14 (RabbitMQ 4.3.6,
+# rabbitmq-c 0.18), and a newcomer's `make run` in a fresh Debian 12 root.
 check: deps
 	$(MAKE) unit integration test-slow test-cluster
 	$(MAKE) test-rabbitmq4
+	$(MAKE) test-rabbitmq43
+	$(MAKE) test-newcomer
 
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
@@ -85,29 +95,49 @@ unit: $(UNIT_BINS)
 PYTEST_ARGS ?=
 PYTEST := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx
 integration: all
-	$(PYTEST) -m "not cluster and not slow" $(PYTEST_ARGS) tests/integration
+	$(PYTEST) -m "not cluster and not slow and not newcomer" $(PYTEST_ARGS) \
+		tests/integration
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
-test-slow: deps all
+test-slow: deps
+	$(MAKE) all
 	$(PYTEST) -m slow $(PYTEST_ARGS) tests/integration
 
 # The tests that start several RabbitMQ nodes (a few minutes each).
-test-cluster: deps all
+test-cluster: deps
+	$(MAKE) all
 	$(PYTEST) -m cluster $(PYTEST_ARGS) tests/integration
 
-# The fast tier, the slow and the cluster tests on Debian 13 (RabbitMQ 4.0.5,
-# rabbitmq-c 0.15, gcc 14): in a cached root that tools/debian13-root
-# builds on first use (as root, about a minute), in its own build
-# directory, warnings as errors.
+# The fast tier, the slow and the cluster tests on another Debian release:
+# in a cached root that tools/debian-root builds on first use (as root, a
+# few minutes), in a build directory of its own, warnings as errors.
+# test-rabbitmq4: Debian 13 trixie, RabbitMQ 4.0.5, rabbitmq-c 0.15, gcc 14.
+# test-rabbitmq43: Debian 14 forky, RabbitMQ 4.3.6, rabbitmq-c 0.18.1.
 BUILD_RABBITMQ4 ?= build-deb13
-.PHONY: test-rabbitmq4 test-cluster test-slow check
+BUILD_RABBITMQ43 ?= build-deb14
+ROOT_TIERS ?= test test-slow test-cluster
+.PHONY: test-rabbitmq4 test-rabbitmq43 test-cluster test-slow test-newcomer check
 test-rabbitmq4:
-	tools/debian13-root run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
-		PYTEST_ARGS='$(PYTEST_ARGS)' test test-slow test-cluster
+	tools/debian-root trixie run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
+		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
+test-rabbitmq43:
+	tools/debian-root forky run make BUILD=$(BUILD_RABBITMQ43) WERROR=1 \
+		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
+
+# A newcomer: a fresh minimal Debian 12 root (debootstrap, git and make
+# only), a clone of this repository's HEAD in it, the README's `make run`
+# until the daemon is ready, and the README's first example against it.
+# As root; about ten minutes, most of it apt.  NEWCOMER_SUITE=trixie|forky
+# for Debian 13 or 14.
+NEWCOMER_SUITE ?= bookworm
+test-newcomer:
+	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST) -m newcomer $(PYTEST_ARGS) \
+		tests/integration
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
-run: deps all
+run: deps
+	$(MAKE) all
 	tools/cascade-run conf/cascade.ini
 
 deps:

@@ -21,6 +21,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: one broker, but over 10 s (make test-slow); make "
         "test leaves it out so that it stays a few minutes")
+    config.addinivalue_line(
+        "markers", "newcomer: a fresh Debian root, make run in it (make "
+        "test-newcomer); needs root and Debian's mirror")
 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
