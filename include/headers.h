@@ -37,7 +37,8 @@ enum header_class {
 	HEADER_DISTRIBUTION, /* CC, BCC */
 	HEADER_DELAY,        /* x-remaining-delay, x-delay, x-deliver-at */
 	HEADER_TARGET,       /* x-target-exchange, x-target-routing-key */
-	HEADER_BROKER,       /* x-death, x-*-death-*, x-delivery-count */
+	HEADER_BROKER,       /* x-death, x-*-death-*, x-delivery-count,
+	                      * x-acquired-count */
 	HEADER_USER_ID,      /* x-cascade-user-id */
 	HEADER_ATTEMPT,      /* x-cascade-attempt */
 	HEADER_PARK_NOTE,    /* x-cascade-error, x-cascade-dropped-headers */

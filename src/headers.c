@@ -164,6 +164,8 @@ static const struct {
     PREFIX("x-first-death-", HEADER_BROKER),
     PREFIX("x-last-death-", HEADER_BROKER),
     EXACT("x-delivery-count", HEADER_BROKER),
+    /* RabbitMQ 4.3: how often a quorum queue handed the message out */
+    EXACT("x-acquired-count", HEADER_BROKER),
     /* cascade's own: kept for the publisher and the worker */
     EXACT("x-cascade-user-id", HEADER_USER_ID),
     EXACT("x-cascade-attempt", HEADER_ATTEMPT),

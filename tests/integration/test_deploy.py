@@ -126,8 +126,14 @@ def test_install_elsewhere_rewrites_the_unit_paths(tmp_path):
     if analyze is not None:
         env = clean_env()
         env["MANPATH"] = os.path.join(prefix, "share/man") + ":"
-        r = subprocess.run([analyze, "verify", unit], capture_output=True,
-                           text=True, timeout=60, env=env)
+        # It checks Documentation=man:... by running man; a machine
+        # without man-db (Debian 14's minimal root) cannot, and says
+        # "Protocol error".  The man page was checked above.
+        args = [analyze, "verify", unit]
+        if shutil.which("man") is None:
+            args.insert(2, "--man=no")
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                           env=env)
         problems = [line for line in (r.stdout + r.stderr).splitlines()
                     if "cascade" in line]
         assert r.returncode == 0 and not problems, r.stdout + r.stderr

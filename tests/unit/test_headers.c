@@ -808,6 +808,8 @@ Test(headers, rules_table_classes_and_fates)
 	     HEADER_DROP},
 	    {"x-delivery-count", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
 	     HEADER_DROP},
+	    {"x-acquired-count", HEADER_BROKER, HEADER_DROP, HEADER_DROP,
+	     HEADER_DROP},
 	    {"x-cascade-user-id", HEADER_USER_ID, HEADER_ASK, HEADER_ASK,
 	     HEADER_KEEP},
 	    {"x-cascade-attempt", HEADER_ATTEMPT, HEADER_ASK, HEADER_KEEP,
