@@ -74,7 +74,7 @@ enum tail_mode {
 	  "x-max-length of each delay queue")                                  \
 	X(topology, shards, UINT, "1", 1, LADDER_MAX_SHARDS, NULL,             \
 	  "independent copies of the ladder and return queue; 1: the "         \
-	  "contract's names")                                                  \
+	  "unsharded names")                                                   \
 	X(topology, consume_shards, STR, "", 0, 255, NULL,                     \
 	  "shards whose return queue this daemon consumes (e.g. 0-3, 7); "     \
 	  "empty: every shard")                                                \

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define LADDER_MAX_LEVELS 64
-/* [topology] shards: copies of the ladder (CONTRACT section 8). */
+/* [topology] shards: copies of the ladder (docs/CONTRACT.md section 8). */
 #define LADDER_MAX_SHARDS 64
 /* RabbitMQ refuses an x-message-ttl above ten years. */
 #define LADDER_TTL_LIMIT_MS INT64_C(315360000000)
@@ -51,7 +51,7 @@ int ladder_short(const struct ladder *l, int64_t max_delay, size_t *hops);
 /*
  * Going from former shards to shards ([topology] drain_shards): is the
  * former layout's shard s one the new layout lacks, its return queue to be
- * drained?  One shard has the contract's names and two or more carry
+ * drained?  One shard has the unsharded names and two or more carry
  * ".s<s>", so going to or from one drains every former shard; growing from
  * two or more keeps them all; shrinking drains those past the new count.
  */

@@ -1,6 +1,6 @@
 /*
- * The broker objects cascade owns (CONTRACT section 3): their names, and
- * declaring them with exactly the contract's arguments.
+ * The broker objects cascade owns (docs/CONTRACT.md section 3): their
+ * names, and declaring them with exactly the arguments listed there.
  */
 #ifndef CASCADE_TOPOLOGY_H
 #define CASCADE_TOPOLOGY_H
@@ -23,9 +23,10 @@ struct topology {
 	unsigned levels;
 	/*
 	 * [topology] shards: copies of the ladder and of the return queue
-	 * (CONTRACT section 8).  With one, the contract's names, P.delay.<ttl>
-	 * and P.return; with more, shard s's are P.delay.<ttl>.s<s> and
-	 * P.return.s<s>.  ret[s]; delay[s * levels + k] (topology_delay).
+	 * (docs/CONTRACT.md section 8).  With one, the unsharded names,
+	 * P.delay.<ttl> and P.return; with more, shard s's are
+	 * P.delay.<ttl>.s<s> and P.return.s<s>.  ret[s];
+	 * delay[s * levels + k] (topology_delay).
 	 */
 	unsigned shards;
 	char (*ret)[TOPOLOGY_NAME_MAX];

@@ -1,4 +1,4 @@
-/* Exchange and queue declarations with the contract's arguments. */
+/* Exchange and queue declarations: docs/CONTRACT.md section 3. */
 #include "topology.h"
 
 #include <inttypes.h>

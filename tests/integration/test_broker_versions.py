@@ -1,4 +1,5 @@
-"""What RabbitMQ 4.x changed, held to on 3.10 and 4.x alike (issue 14).
+"""What RabbitMQ 4.x changed, held to on 3.10 and 4.x alike
+(docs/CONTRACT.md section 9).
 
 On 4.0-4.2 a quorum queue counts every return of a message (basic.nack
 with requeue, or a channel closed while holding it) and, past its delivery

@@ -1,6 +1,6 @@
-"""Seeing and cancelling what waits (issue 15): cascade-ctl list and
-cancel, the x-cascade-cancel header, the streams P.events and P.cancels,
-against the real daemon on a private RabbitMQ."""
+"""Seeing and cancelling what waits (docs/CONTRACT.md section 7):
+cascade-ctl list and cancel, the x-cascade-cancel header, the streams
+P.events and P.cancels, against the real daemon on a private RabbitMQ."""
 import datetime
 import json
 import os

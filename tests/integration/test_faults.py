@@ -355,7 +355,7 @@ def test_broker_stopped_and_started(fault_broker, tmp_path):
     assert healthz(d) == 200
     q = "restart-" + d.prefix
     # Other quorum queues on the node slow its restart down, as on a
-    # shared broker (the issue saw 19 of 300 messages 180 s late with 130).
+    # shared broker (19 of 300 messages were once seen 180 s late with 130).
     extra = int(os.environ.get("CASCADE_FAULT_EXTRA_QUEUES", "0"))
     if extra:
         conn = fault_broker.connect()

@@ -1,6 +1,7 @@
-"""Running cascade in production (issue 5): /metrics and /healthz, the
-target policy, JSON logs, and credentials that never sit in the INI file,
-with the RabbitMQ permissions the README documents."""
+"""Running cascade in production (docs/CONTRACT.md sections 5, 11 and 12):
+/metrics and /healthz, the target policy, JSON logs, and credentials that
+never sit in the INI file, with the RabbitMQ permissions the README
+documents."""
 import json
 import os
 import socket

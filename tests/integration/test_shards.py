@@ -1,7 +1,7 @@
-"""[topology] shards (CONTRACT section 8): S copies of the ladder and of the
-return queue, each message kept in one; daemons that take a subset of the
-shards; changing S without losing a message; on a cluster, a level's shards
-lead on different nodes."""
+"""[topology] shards (docs/CONTRACT.md section 8): S copies of the ladder and
+of the return queue, each message kept in one; daemons that take a subset of
+the shards; changing S without losing a message; on a cluster, a level's
+shards lead on different nodes."""
 import re
 
 import pytest
@@ -62,7 +62,7 @@ def test_three_shards_deliver_everything_none_early_each_used(
     by = hops_by_shard(d)
     assert sorted(by) == [0, 1, 2], by
     assert all(by[s] > 0 for s in by), by
-    # Every shard's queues carry the shard; the contract's names are gone.
+    # Every shard's queues carry the shard; the unsharded names are gone.
     names = queue_names(broker)
     for s in range(3):
         assert "%s.return.s%d" % (d.prefix, s) in names
@@ -126,7 +126,7 @@ def test_a_shard_nobody_consumes_is_named_by_status(client, daemon_factory):
 
 def test_changing_shards_drains_the_former_layout(broker, client,
                                                   daemon_factory):
-    # One shard: the contract's names.  Stopped with messages in its
+    # One shard: the unsharded names.  Stopped with messages in its
     # ladder, then started with three shards, draining the old return
     # queue: every message arrives, none early.
     d = daemon_factory()

@@ -1,5 +1,6 @@
-"""Never stuck (issue 13): one full target or one poison message must not
-hold up the others, and must not take the connection down."""
+"""Never stuck (docs/CONTRACT.md section 4): one full target or one poison
+message must not hold up the others, and must not take the connection
+down."""
 import json
 import random
 import sys
@@ -48,8 +49,8 @@ def assert_connection_kept(d):
 
 
 def test_full_target_holds_up_no_other_target(client, daemon_factory):
-    """The scenario from the issue: a quorum target with x-max-length 10
-    and reject-publish gets 200 messages due now; 100 for a healthy target
+    """A quorum target with x-max-length 10 and reject-publish gets
+    200 messages due now; 100 for a healthy target
     published next (half due now, half in 1.5-2 s) arrive on time while
     it stays full, and the 200 arrive, once each, when it drains."""
     d, url = metrics_daemon(daemon_factory,

@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the router, park and regression tests: the contract's
+ * Helpers shared by the router, park and regression tests: the former
  * default ladder, header tables built by hand, a publisher's full set of
  * properties, and assertions on the headers and properties that come out.
  * Everything is static inline so a test file that leaves a helper unused
@@ -21,7 +21,7 @@
 #define DAY INT64_C(86400000)
 
 /*
- * The contract's default ladder (2 s, factor 4, 12 levels) and router
+ * The former default ladder (2 s, factor 4, 12 levels) and router
  * settings with round-up: a year's maximum delay, the default exchange
  * for deliveries without x-target-exchange, no hold tail, no retries.
  */

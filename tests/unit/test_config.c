@@ -585,7 +585,10 @@ Test(config_mask_url, small_buffer)
 	cr_assert(strstr(out, "secret") == NULL, "leaks: %s", out);
 }
 
-/* Issue 5: credentials, TLS, target policy, metrics, logs. */
+/*
+ * Credentials, TLS, target policy, metrics, logs: docs/CONTRACT.md sections
+ * 5, 11 and 12.
+ */
 
 static char *
 temp_file(const char *content)
@@ -810,7 +813,7 @@ Test(config, events_enabled_takes_yes_or_no)
 	cr_assert(strstr(err, "events.enabled") != NULL, "%s", err);
 }
 
-/* [topology] shards and the shards a daemon consumes (CONTRACT section 8). */
+/* [topology] shards and consume_shards (docs/CONTRACT.md section 8). */
 Test(config, shards_and_the_shards_consumed)
 {
 	load_ok("[topology]\nshards = 4\nconsume_shards = 0, 2-3\n");

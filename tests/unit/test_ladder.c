@@ -22,7 +22,7 @@ make(int64_t resolution, uint64_t factor, unsigned levels)
 	return l;
 }
 
-/* The default ladder of the contract: 2s x 4, 12 levels. */
+/* The former default ladder: 2s x 4, 12 levels. */
 static struct ladder
 deflt(void)
 {

@@ -124,8 +124,8 @@ Test(bug_config, ladder_error_names_a_line)
 
 /*
  * An unknown section with no keys is accepted silently: inih calls the
- * handler only for key = value lines.  CONTRACT section 5: unknown sections
- * are errors.
+ * handler only for key = value lines.  docs/CONTRACT.md section 5: unknown
+ * sections are errors.
  */
 Test(bug_config, empty_unknown_section)
 {
@@ -241,7 +241,8 @@ cc_message(struct tb *t, amqp_basic_properties_t *in, int64_t delay)
  * message straight into the queue named in CC, long before it is due (and
  * a park copies it there too).  Then the delay queue, which has a
  * dead-letter routing key, strips CC on expiry, so the delivery that should
- * carry CC does not: the publisher's header is lost (CONTRACT section 2).
+ * carry CC does not: the publisher's header is lost (docs/CONTRACT.md
+ * section 2).
  */
 Test(bug_router, cc_not_sent_to_a_delay_queue)
 {

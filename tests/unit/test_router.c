@@ -15,7 +15,7 @@ static struct ladder ladder;
 static struct router_params params;
 static amqp_pool_t pool;
 
-/* The contract's default ladder and router settings, with round-up. */
+/* The former default ladder (2s x 4, 12 levels), router settings, round-up. */
 static void
 setup(void)
 {
@@ -987,7 +987,7 @@ Test(router, park_kinds_have_names)
 	cr_assert_str_eq(router_park_name(PARK_KINDS), "unknown");
 }
 
-/* ---- never stuck (issue 13) ---- */
+/* ---- never stuck (docs/CONTRACT.md section 4.3) ---- */
 
 Test(router, refused_count_goes_round_the_ladder_and_off_at_delivery)
 {

@@ -1,4 +1,4 @@
-/* Names of the broker objects (CONTRACT section 3). */
+/* Names of the broker objects (docs/CONTRACT.md section 3). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,7 +102,7 @@ Test(topology_names, longest_prefix_fits)
 	topology_free(&t);
 }
 
-/* CONTRACT section 8: with S > 1 every shard's queues carry the shard. */
+/* docs/CONTRACT.md section 8: with S > 1 every shard's queues carry it. */
 Test(topology_names, shards_carry_the_shard_in_their_names)
 {
 	struct ladder l = make(2000, 4, 3);
@@ -129,7 +129,7 @@ Test(topology_names, drained_return_queues)
 	struct ladder l = make(2000, 4, 2);
 	struct topology t;
 
-	/* 1 -> 3: the contract's P.return */
+	/* 1 -> 3: the unsharded P.return */
 	cr_assert_eq(topology_names(&t, "c", &l, 3, 1), 0);
 	cr_assert_eq(t.drains, 1);
 	cr_assert_str_eq(t.drain[0], "c.return");
