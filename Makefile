@@ -80,11 +80,14 @@ test: deps
 # start a RabbitMQ cluster on this machine's RabbitMQ, all three again on
 # Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15) and Debian 14 (RabbitMQ 4.3.6,
 # rabbitmq-c 0.18), and a newcomer's `make run` in a fresh Debian 12 root.
+# Each part says how long it took.
+TIMED = @t=$$(date +%s); $(1) || exit $$?; \
+	echo "check: $(2): $$(($$(date +%s) - t)) s"
 check: deps
-	$(MAKE) unit integration test-slow test-cluster
-	$(MAKE) test-rabbitmq4
-	$(MAKE) test-rabbitmq43
-	$(MAKE) test-newcomer
+	$(call TIMED,$(MAKE) unit integration test-slow test-cluster,this machine)
+	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
+	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
+	$(call TIMED,$(MAKE) test-newcomer,newcomer)
 
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
