@@ -45,6 +45,12 @@ amqp_connection_state_t broker_connect_url(const struct config *cfg,
 amqp_connection_state_t broker_connect(const struct config *cfg, char *err,
                                        size_t errsize);
 
+/* The same, leaving in url the URL it connected to (cascade-ctl asks that
+ * broker's management API). */
+amqp_connection_state_t broker_connect_which(const struct config *cfg,
+                                             char *url, size_t urlsize,
+                                             char *err, size_t errsize);
+
 /*
  * The broker sends content-header frames larger than the negotiated
  * frame_max: 8 bytes more from a publisher (RabbitMQ's frame size fudge),

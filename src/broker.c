@@ -199,15 +199,24 @@ broker_tls_socket(amqp_connection_state_t conn, const struct config *cfg,
 amqp_connection_state_t
 broker_connect(const struct config *cfg, char *err, size_t errsize)
 {
+	char url[CONFIG_STR_MAX];
+
+	return broker_connect_which(cfg, url, sizeof(url), err, errsize);
+}
+
+amqp_connection_state_t
+broker_connect_which(const struct config *cfg, char *url, size_t urlsize,
+                     char *err, size_t errsize)
+{
 	amqp_connection_state_t conn = NULL;
-	char url[CONFIG_STR_MAX], masked[CONFIG_STR_MAX], why[512];
+	char masked[CONFIG_STR_MAX], why[512];
 	size_t len = 0;
 
 	if (errsize > 0)
 		err[0] = '\0';
 	/* Each URL in turn; the error names every one that failed. */
 	for (unsigned i = 0;
-	     conn == NULL && config_broker_url(cfg, i, url, sizeof(url)) == 0;
+	     conn == NULL && config_broker_url(cfg, i, url, urlsize) == 0;
 	     i++) {
 		conn = broker_connect_url(cfg, url, why, sizeof(why));
 		if (conn == NULL && len < errsize) {

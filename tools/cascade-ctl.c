@@ -3,7 +3,7 @@
  * back once the cause of their parking is fixed; list the messages waiting
  * and cancel them.
  *
- *   cascade-ctl -c /etc/cascade/cascade.ini status [--json]
+ *   cascade-ctl -c /etc/cascade/cascade.ini status [--management URL] [--json]
  *   cascade-ctl -c cascade.ini errors [--limit N] [--json]
  *   cascade-ctl -c cascade.ini requeue [--limit N] [--reason TEXT] [--dry-run]
  *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
@@ -11,8 +11,8 @@
  *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
  *
  * Everything it learns comes from the broker (passive queue.declare,
- * basic.get, and the streams P.events and P.cancels): it works whether the
- * daemon runs or not.
+ * basic.get, and the streams P.events and P.cancels; status also asks the
+ * management API for one setting): it works whether the daemon runs or not.
  */
 #include "amqp_compat.h"
 #include <errno.h>
@@ -66,6 +66,9 @@ struct ctl {
 	char **ids;
 	int nids;
 	int64_t now; /* Unix ms, read once at start */
+	/* status: --management, or NULL; the broker URL connected to */
+	const char *management;
+	char url[CONFIG_STR_MAX];
 	/* requeue: BROKER_CH_WORK; list and cancel: BROKER_CH_PUB */
 	struct broker_confirms confirms;
 	char unroutable[1024];   /* what the last basic.return said */
@@ -103,7 +106,9 @@ usage(FILE *fp)
 	    "  status              each delay level and the ingress, return, "
 	    "retry and\n"
 	    "                      error queues: TTL, messages waiting, "
-	    "consumers\n"
+	    "consumers; the\n"
+	    "                      broker's dead-letter re-send timeout "
+	    "(management API)\n"
 	    "  errors              the parked messages in P.error with their "
 	    "reasons;\n"
 	    "                      they stay in the queue\n"
@@ -149,11 +154,24 @@ usage(FILE *fp)
 	    "      --force         cancel: record the cancellation even when "
 	    "no waiting\n"
 	    "                      message has the id (yet)\n"
+	    "      --management URL\n"
+	    "                      status: the broker's management API, where "
+	    "status reads\n"
+	    "                      its dead-letter re-send timeout (RabbitMQ "
+	    "3.12 or later,\n"
+	    "                      as an administrator):\n"
+	    "                      http://[USER:PASS@]HOST[:PORT][/PREFIX], "
+	    "PORT by default\n"
+	    "                      15672; without it, HOST, user and password "
+	    "of an amqp://\n"
+	    "                      broker URL; empty: not asked\n"
 	    "  -h, --help          this text\n"
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\n"
-	    "gives the password.\n"
+	    "gives the password.  CASCADE_MANAGEMENT_URL, when set, is "
+	    "--management's\n"
+	    "default.\n"
 	    "\n"
 	    "Exit status: 0 done, 1 error (broker, config, a message not "
 	    "requeued), 2 usage.\n"
@@ -497,18 +515,115 @@ struct refusing {
 	double refusals, diverted, backoff;
 };
 
+/*
+ * A small HTTP/1.0 client: the daemon's /metrics, and the broker's
+ * management API (see status_dlx).
+ */
+#define HTTP_TIMEOUT_S 2 /* to connect, and for each read: never hangs */
+
+/* A socket connected to ai, its timeouts set; -1 with errno. */
+static int
+http_connect(const struct addrinfo *ai)
+{
+	struct timeval tv = {HTTP_TIMEOUT_S, 0};
+	int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), e;
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * GET path from host:port into a malloc'd string: the body after the
+ * headers, the status code in *status.  auth, when not NULL, is the
+ * base64 of "user:password" (basic authentication).  At most max bytes of
+ * answer are read.  NULL with why when there is no HTTP answer.
+ */
+static char *
+http_get(const char *host, const char *port, const char *path, const char *auth,
+         size_t max, int *status, char *why, size_t whysize)
+{
+	char req[2048];
+	struct addrinfo hints, *res = NULL, *ai;
+	char *buf = NULL, *body;
+	size_t len = 0;
+	ssize_t n = 0;
+	int fd = -1, rc, err = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
+		snprintf(why, whysize, "%s", gai_strerror(rc));
+		return NULL;
+	}
+	/* Every address in turn: "localhost" can be ::1 first, with the
+	 * server on 127.0.0.1 only. */
+	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
+		if ((fd = http_connect(ai)) < 0)
+			err = errno;
+	freeaddrinfo(res);
+	if (fd < 0) {
+		/* connect gives up after SO_SNDTIMEO with EINPROGRESS */
+		if (err == EINPROGRESS || err == EAGAIN || err == ETIMEDOUT)
+			snprintf(why, whysize, "no answer within %d s",
+			         HTTP_TIMEOUT_S);
+		else
+			snprintf(why, whysize, "%s", strerror(err));
+		return NULL;
+	}
+	rc = snprintf(req, sizeof(req),
+	              "GET %s HTTP/1.0\r\nHost: %s%s%s:%s\r\n%s%s%s\r\n", path,
+	              strchr(host, ':') ? "[" : "", host,
+	              strchr(host, ':') ? "]" : "", port,
+	              auth ? "Authorization: Basic " : "", auth ? auth : "",
+	              auth ? "\r\n" : "");
+	if (rc < 0 || (size_t)rc >= sizeof(req) ||
+	    send(fd, req, (size_t)rc, MSG_NOSIGNAL) != rc ||
+	    (buf = malloc(max + 1)) == NULL) {
+		snprintf(why, whysize, "cannot ask");
+		goto fail;
+	}
+	while (len < max && (n = read(fd, buf + len, max - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	if (len == 0) {
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			snprintf(why, whysize, "no answer within %d s",
+			         HTTP_TIMEOUT_S);
+		else
+			snprintf(why, whysize, "no answer");
+		goto fail;
+	}
+	body = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || len < 12 || buf[8] != ' ' ||
+	    sscanf(buf + 9, "%3d", status) != 1 || body == NULL) {
+		snprintf(why, whysize, "not an HTTP answer");
+		goto fail;
+	}
+	memmove(buf, body + 4, strlen(body + 4) + 1);
+	close(fd);
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
 /* GET /metrics from listen into a malloc'd string; NULL with why. */
 static char *
 metrics_fetch(const char *listen, char *why, size_t whysize)
 {
-	char host[256], port[16], req[512];
+	char host[256], port[16], *text;
 	const char *perr;
-	struct addrinfo hints, *res = NULL;
-	struct timeval tv = {2, 0};
-	char *buf = NULL, *body;
-	size_t len = 0;
-	ssize_t n;
-	int fd = -1, rc;
+	int status = 0;
 
 	if (httpd_parse_listen(listen, host, sizeof(host), port, sizeof(port),
 	                       &perr) < 0) {
@@ -521,47 +636,20 @@ metrics_fetch(const char *listen, char *why, size_t whysize)
 		         "took (msg=metrics_listening)");
 		return NULL;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
-		snprintf(why, whysize, "%s", gai_strerror(rc));
+	text = http_get(host, port, "/metrics", NULL, METRICS_MAX, &status, why,
+	                whysize);
+	if (text == NULL) {
+		char detail[128];
+		snprintf(detail, sizeof(detail), "%.120s", why);
+		snprintf(why, whysize, "no daemon answers there (%s)", detail);
 		return NULL;
 	}
-	fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-	if (fd < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-	    connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
-		snprintf(why, whysize, "no daemon answers there");
-		goto fail;
-	}
-	snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n",
-	         host);
-	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
-	    (buf = malloc(METRICS_MAX + 1)) == NULL) {
-		snprintf(why, whysize, "cannot ask");
-		goto fail;
-	}
-	while (len < METRICS_MAX &&
-	       (n = read(fd, buf + len, METRICS_MAX - len)) > 0)
-		len += (size_t)n;
-	buf[len] = '\0';
-	body = strstr(buf, "\r\n\r\n");
-	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 200 ") == NULL ||
-	    body == NULL) {
+	if (status != 200) {
 		snprintf(why, whysize, "no /metrics there");
-		goto fail;
+		free(text);
+		return NULL;
 	}
-	memmove(buf, body + 4, strlen(body + 4) + 1);
-	close(fd);
-	freeaddrinfo(res);
-	return buf;
-fail:
-	free(buf);
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(res);
-	return NULL;
+	return text;
 }
 
 /* A quoted label value at *p (after the opening quote), unescaped. */
@@ -687,6 +775,514 @@ status_targets(const struct ctl *c)
 		       t[i].exchange[0] ? t[i].exchange : "(default)",
 		       t[i].routing_key, t[i].refusals, t[i].diverted,
 		       t[i].backoff);
+}
+
+/*
+ * The broker's dead-letter re-send timeout.  Each hop out of a delay queue
+ * is the queue's at-least-once dead-letter worker; a message it could not
+ * hand over (a node restarting its quorum queues) is sent again only
+ * dead_letter_worker_publisher_confirm_timeout later, an app env key of
+ * rabbit that only advanced.config sets.  The management API shows the
+ * node's app env at /api/config/effective (RabbitMQ 3.12 and later, to
+ * administrators), as Erlang terms.
+ */
+#define DLX_KEY "dead_letter_worker_publisher_confirm_timeout"
+#define DLX_DEFAULT_MS 180000 /* RabbitMQ's, when advanced.config is silent */
+#define MGMT_PORT "15672"
+#define MGMT_MAX (1024 * 1024) /* the app env of every application */
+#define DLX_CONSEQUENCE                                                        \
+	"at RabbitMQ's default, 180 s, messages that were expiring can "       \
+	"arrive up to 3 minutes late after a broker restart; set "             \
+	"dead_letter_worker_publisher_confirm_timeout in advanced.config "     \
+	"(conf/advanced.config: 10 s)"
+
+/* Where the management API is, and who asks it. */
+struct mgmt {
+	char host[256], port[16];
+	char path[1024]; /* the prefix, if any, and /api/config/effective */
+	char shown[800]; /* http://HOST:PORT/PREFIX, without credentials */
+	char user[256], pass[CONFIG_STR_MAX];
+};
+
+static int
+hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode s[0..n) into out; -1 on a bad escape or no room. */
+static int
+url_decode(const char *s, size_t n, char *out, size_t size)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int ch = (unsigned char)s[i];
+		if (ch == '%') {
+			if (i + 2 >= n || hex_digit(s[i + 1]) < 0 ||
+			    hex_digit(s[i + 2]) < 0)
+				return -1;
+			ch = hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]);
+			i += 2;
+		}
+		if (ch == 0 || o + 1 >= size)
+			return -1;
+		out[o++] = (char)ch;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* Base64 of s[0..n) into out (RFC 4648, padded); -1 when it does not fit. */
+static int
+base64_encode(const char *s, size_t n, char *out, size_t size)
+{
+	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                          "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0;
+
+	if ((n + 2) / 3 * 4 + 1 > size)
+		return -1;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)u[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)u[i + 1] << 8;
+		if (i + 2 < n)
+			v |= u[i + 2];
+		out[o++] = abc[v >> 18 & 63];
+		out[o++] = abc[v >> 12 & 63];
+		out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? abc[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* m->shown and m->path from m->host, m->port and the prefix. */
+static void
+mgmt_finish(struct mgmt *m, const char *prefix, size_t prefixlen)
+{
+	int v6 = strchr(m->host, ':') != NULL;
+
+	while (prefixlen > 0 && prefix[prefixlen - 1] == '/')
+		prefixlen--;
+	snprintf(m->shown, sizeof(m->shown), "http://%s%s%s:%s%.*s",
+	         v6 ? "[" : "", m->host, v6 ? "]" : "", m->port, (int)prefixlen,
+	         prefix);
+	snprintf(m->path, sizeof(m->path), "%.*s/api/config/effective",
+	         (int)prefixlen, prefix);
+}
+
+/*
+ * http://[USER[:PASSWORD]@]HOST[:PORT][/PREFIX] into m (USER and PASSWORD
+ * percent-encoded; PORT by default 15672, the management plugin's).  The
+ * user and password are left as they were when the URL has none.  0, or
+ * -1 with why.
+ */
+static int
+mgmt_parse(const char *url, struct mgmt *m, const char **why)
+{
+	const char *p = url + 7, *at, *host, *end, *colon;
+	size_t hostlen;
+
+	if (strncmp(url, "https://", 8) == 0) {
+		*why = "https is not supported: give the management plugin's "
+		       "http listener";
+		return -1;
+	}
+	if (strncmp(url, "http://", 7) != 0 || url[strcspn(url, " \t\r\n")]) {
+		*why = "not an http:// URL";
+		return -1;
+	}
+	/* The last @ ends the credentials: a password may hold / or @. */
+	at = strrchr(p, '@');
+	if (at != NULL) {
+		const char *sep = memchr(p, ':', (size_t)(at - p));
+		size_t ulen = sep ? (size_t)(sep - p) : (size_t)(at - p);
+		if (url_decode(p, ulen, m->user, sizeof(m->user)) < 0 ||
+		    url_decode(sep ? sep + 1 : at,
+		               sep ? (size_t)(at - sep - 1) : 0, m->pass,
+		               sizeof(m->pass)) < 0) {
+			*why = "bad percent-encoding in the user or password";
+			return -1;
+		}
+		p = at + 1;
+	}
+	end = p + strcspn(p, "/?#");
+	if (*p == '[') {
+		host = p + 1;
+		colon = memchr(p, ']', (size_t)(end - p));
+		if (colon == NULL) {
+			*why = "no ] after the IPv6 address";
+			return -1;
+		}
+		hostlen = (size_t)(colon - host);
+		colon = colon + 1 < end && colon[1] == ':' ? colon + 1 : NULL;
+	} else {
+		host = p;
+		colon = memchr(p, ':', (size_t)(end - p));
+		hostlen = colon ? (size_t)(colon - p) : (size_t)(end - p);
+	}
+	if (hostlen == 0 || hostlen >= sizeof(m->host)) {
+		*why = "no host";
+		return -1;
+	}
+	memcpy(m->host, host, hostlen);
+	m->host[hostlen] = '\0';
+	if (colon != NULL) {
+		size_t plen = (size_t)(end - colon - 1);
+		if (plen == 0 || plen >= sizeof(m->port) ||
+		    strspn(colon + 1, "0123456789") < plen) {
+			*why = "bad port";
+			return -1;
+		}
+		memcpy(m->port, colon + 1, plen);
+		m->port[plen] = '\0';
+	} else {
+		snprintf(m->port, sizeof(m->port), "%s", MGMT_PORT);
+	}
+	if (end[strcspn(end, "?#")] != '\0') {
+		*why = "a query or fragment: give the URL up to the port, "
+		       "or the path prefix";
+		return -1;
+	}
+	if (strlen(end) > 512) {
+		*why = "path prefix too long";
+		return -1;
+	}
+	mgmt_finish(m, end, strlen(end));
+	return 0;
+}
+
+/*
+ * The atom at s, bare or quoted, if it is name and a comma follows: what
+ * comes after the comma; else NULL.
+ */
+static const char *
+atom_comma(const char *s, const char *name)
+{
+	size_t n = strlen(name);
+	int quoted = *s == '\'';
+
+	s += quoted;
+	if (strncmp(s, name, n) != 0)
+		return NULL;
+	s += n;
+	if (quoted && *s++ != '\'')
+		return NULL;
+	s += strspn(s, " \t\r\n");
+	return *s == ',' ? s + 1 : NULL;
+}
+
+/* The closing quote of the Erlang string or quoted atom at s, or NULL. */
+static const char *
+erl_skip_quoted(const char *s)
+{
+	char q = *s++;
+
+	for (; *s != q; s++) {
+		if (*s == '\\' && s[1] != '\0')
+			s++;
+		if (*s == '\0')
+			return NULL;
+	}
+	return s;
+}
+
+#define ERL_SPACE " \t\r\n"
+
+/*
+ * In the text of /api/config/effective, [{App, [{Key, Value}, ...]},
+ * ...] (or rabbit's list alone): where the value of key in rabbit's list
+ * starts, or NULL when it has no key.  *rabbit: is there a rabbit
+ * application?  What is in strings and quoted atoms is no structure.
+ */
+static const char *
+rabbit_env_find(const char *s, const char *key, int *rabbit)
+{
+	int depth = 0, in_rabbit = 0;
+	const char *v;
+
+	*rabbit = 0;
+	for (; *s != '\0'; s++) {
+		switch (*s) {
+		case '"':
+		case '\'':
+			if ((s = erl_skip_quoted(s)) == NULL)
+				return NULL;
+			break;
+		case '{':
+			depth++;
+			v = s + 1 + strspn(s + 1, ERL_SPACE);
+			if (depth == 2 && atom_comma(v, "rabbit") != NULL)
+				*rabbit = in_rabbit = 1;
+			else if (((depth == 4 && in_rabbit) ||
+			          (depth == 2 && !*rabbit)) &&
+			         (v = atom_comma(v, key)) != NULL)
+				return v + strspn(v, ERL_SPACE);
+			break;
+		case '[':
+			depth++;
+			break;
+		case '}':
+		case ']':
+			if (--depth < 2)
+				in_rabbit = 0;
+			break;
+		default:
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * DLX_KEY in the text of /api/config/effective: 1 with *ms when rabbit's
+ * list has it, 0 when it has it not (RabbitMQ's default applies), -1 when
+ * there is no rabbit application or the value is not a number of ms.
+ */
+static int
+dlx_timeout_parse(const char *s, int64_t *ms)
+{
+	int rabbit;
+	const char *v = rabbit_env_find(s, DLX_KEY, &rabbit);
+	char *end;
+
+	if (v == NULL)
+		return rabbit ? 0 : -1;
+	if (*v < '0' || *v > '9')
+		return -1;
+	errno = 0;
+	*ms = (int64_t)strtoll(v, &end, 10);
+	end += strspn(end, ERL_SPACE);
+	return errno == 0 && *end == '}' ? 1 : -1;
+}
+
+/*
+ * Does rabbit's tcp_listeners in the text of /api/config/effective, such
+ * as [5672] or [{"127.0.0.1",5672}], hold port?  1 also when it cannot be
+ * told (no such key).
+ */
+static int
+env_listens_on(const char *s, int port)
+{
+	int rabbit, depth = 0;
+	const char *v = rabbit_env_find(s, "tcp_listeners", &rabbit);
+
+	for (const char *p = v; p != NULL && *p != '\0'; p++) {
+		if (*p == '"' || *p == '\'') {
+			if ((p = erl_skip_quoted(p)) == NULL)
+				return 1;
+		} else if (*p == '[' || *p == '{') {
+			depth++;
+		} else if (*p == ']' || *p == '}') {
+			if (depth-- == 0)
+				return 0; /* the end of {tcp_listeners, ...} */
+		} else if (*p >= '0' && *p <= '9' &&
+		           (p == v || strchr("[{, \t\r\n", p[-1]) != NULL)) {
+			char *end;
+			long n = strtol(p, &end, 10);
+			if (n == port)
+				return 1;
+			p = end - 1;
+		}
+	}
+	return 1;
+}
+
+/* The value of "reason" in a management API error, or "". */
+static void
+mgmt_reason(const char *body, char *out, size_t size)
+{
+	const char *p = strstr(body, "\"reason\":\"");
+	size_t n = 0;
+
+	if (p != NULL) {
+		p += 10;
+		n = strcspn(p, "\"\\");
+	}
+	snprintf(out, size, "%.*s", (int)n, p ? p : "");
+}
+
+/*
+ * DLX_KEY from the management API: --management, CASCADE_MANAGEMENT_URL,
+ * or by default http://HOST:15672 of the amqp:// URL connected to, with
+ * its user and password.  0 with *ms, or -1 with why in a few words.
+ */
+static int
+dlx_confirm_timeout(const struct ctl *c, int64_t *ms, char *why, size_t whysize)
+{
+	static struct mgmt m;
+	const char *url = c->management, *perr;
+	const char *version = "";
+	char auth[(sizeof(m.user) + sizeof(m.pass) + 2) / 3 * 4 + 8];
+	char userpass[sizeof(m.user) + sizeof(m.pass) + 1], reason[128];
+	char *text, vbuf[64];
+	const amqp_field_value_t *vf;
+	amqp_bytes_t vb;
+	int status = 0, rc, has_effective = 0, amqp_port = 0;
+
+	memset(&m, 0, sizeof(m));
+	if (url == NULL)
+		url = getenv("CASCADE_MANAGEMENT_URL");
+	if (url != NULL && url[0] == '\0') {
+		snprintf(why, whysize,
+		         "not asked: the management URL is empty");
+		return -1;
+	}
+	/* The broker's user and password, unless the URL gives others. */
+	{
+		struct amqp_connection_info info;
+		char copy[CONFIG_STR_MAX];
+		snprintf(copy, sizeof(copy), "%s", c->url);
+		if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK) {
+			snprintf(why, whysize, "bad broker URL");
+			return -1;
+		}
+		if (url == NULL && info.ssl) {
+			snprintf(why, whysize,
+			         "amqps broker: give its management API with "
+			         "--management http://HOST:15672");
+			return -1;
+		}
+		amqp_port = info.port;
+		snprintf(m.user, sizeof(m.user), "%s", info.user);
+		snprintf(m.pass, sizeof(m.pass), "%s",
+		         c->cfg.broker_password_set ? c->cfg.broker_password
+		                                    : info.password);
+		if (url == NULL) {
+			snprintf(m.host, sizeof(m.host), "%s", info.host);
+			snprintf(m.port, sizeof(m.port), "%s", MGMT_PORT);
+			mgmt_finish(&m, "", 0);
+		}
+	}
+	if (url != NULL && mgmt_parse(url, &m, &perr) < 0) {
+		snprintf(why, whysize, "management URL: %s", perr);
+		return -1;
+	}
+	snprintf(userpass, sizeof(userpass), "%s:%s", m.user, m.pass);
+	if (base64_encode(userpass, strlen(userpass), auth, sizeof(auth)) < 0) {
+		snprintf(why, whysize, "credentials too long");
+		return -1;
+	}
+	text = http_get(m.host, m.port, m.path, auth, MGMT_MAX, &status, why,
+	                whysize);
+	if (text == NULL) {
+		snprintf(reason, sizeof(reason), "%.120s", why);
+		snprintf(why, whysize, "no management API at %s: %s", m.shown,
+		         reason);
+		return -1;
+	}
+	vf = headers_find(amqp_get_server_properties(c->conn), "version");
+	if (vf != NULL && headers_string(vf, &vb) == 0 && vb.len < 32) {
+		unsigned major = 0, minor = 0;
+		snprintf(vbuf, sizeof(vbuf), "RabbitMQ %.*s", (int)vb.len,
+		         (const char *)vb.bytes);
+		version = vbuf;
+		if (sscanf(vbuf, "RabbitMQ %u.%u", &major, &minor) == 2)
+			has_effective =
+			    major > 3 || (major == 3 && minor >= 12);
+	}
+	if (status == 200) {
+		rc = dlx_timeout_parse(text, ms);
+		/* HOST:15672 may be another broker's, one on the standard
+		 * ports beside this one: its listeners tell. */
+		if (rc >= 0 && url == NULL &&
+		    !env_listens_on(text, amqp_port)) {
+			free(text);
+			snprintf(why, whysize,
+			         "%s belongs to another node (none of its "
+			         "tcp_listeners is port %d): give --management",
+			         m.shown, amqp_port);
+			return -1;
+		}
+		free(text);
+		if (rc == 0)
+			*ms = DLX_DEFAULT_MS;
+		if (rc >= 0)
+			return 0;
+		snprintf(why, whysize, "%s%s: not RabbitMQ's app env", m.shown,
+		         m.path);
+		return -1;
+	}
+	mgmt_reason(text, reason, sizeof(reason));
+	free(text);
+	if (status == 404 && version[0] != '\0' && !has_effective)
+		snprintf(why, whysize,
+		         "%s: no /api/config/effective in %s, only from 3.12",
+		         m.shown, version);
+	else if (status == 404 && version[0] != '\0')
+		snprintf(why, whysize,
+		         "%s: no /api/config/effective, which %s has: another "
+		         "path prefix?",
+		         m.shown, version);
+	else if (status == 404)
+		snprintf(
+		    why, whysize,
+		    "%s: no /api/config/effective (RabbitMQ 3.12 and later)",
+		    m.shown);
+	else if ((status == 401 || status == 403) &&
+	         (strstr(reason, "administrator") != NULL ||
+	          strstr(reason, "management user") != NULL))
+		snprintf(why, whysize, "%s: user %s is not an administrator",
+		         m.shown, m.user);
+	else if (status == 401 || status == 403)
+		snprintf(why, whysize, "%s refused user %s (HTTP %d%s%s)",
+		         m.shown, m.user, status, reason[0] ? ": " : "",
+		         reason);
+	else
+		snprintf(why, whysize, "%s: HTTP %d%s%s", m.shown, status,
+		         reason[0] ? " " : "", reason);
+	return -1;
+}
+
+/* The last line of status, or its JSON members; a warning at the default. */
+static void
+status_dlx(const struct ctl *c)
+{
+	int64_t ms = 0;
+	char why[4096], shown[32];
+	int known = dlx_confirm_timeout(c, &ms, why, sizeof(why)) == 0;
+
+	if (c->json) {
+		printf(",\"dlx_confirm_timeout_ms\":");
+		if (known)
+			printf("%" PRId64, ms);
+		else
+			printf("null");
+		printf(",\"dlx_confirm_timeout_source\":");
+		json_str(stdout, known ? "management" : why);
+	} else if (known) {
+		if (ms % 1000 == 0)
+			snprintf(shown, sizeof(shown), "%" PRId64 "s",
+			         ms / 1000);
+		else
+			snprintf(shown, sizeof(shown), "%" PRId64 "ms", ms);
+		printf(
+		    "\ndead-letter re-send after a broker restart: %s (" DLX_KEY
+		    "%s)\n",
+		    shown, ms == DLX_DEFAULT_MS ? ", RabbitMQ's default" : "");
+	} else {
+		printf("\ndead-letter re-send after a broker restart: unknown "
+		       "(%s); " DLX_CONSEQUENCE "\n",
+		       why);
+	}
+	if (known && ms == DLX_DEFAULT_MS) {
+		fflush(stdout);
+		fprintf(stderr, PROG
+		        ": warning: the broker's " DLX_KEY " is RabbitMQ's "
+		        "default, 180 s: after a broker restart, messages "
+		        "that were expiring can arrive up to 3 minutes "
+		        "late; set it in advanced.config "
+		        "(conf/advanced.config: 10 s)\n");
+	}
 }
 
 #define STATUS_ROW "%-8s %-*s %10s %7s %10s %10s\n"
@@ -831,6 +1427,7 @@ ctl_status(struct ctl *c)
 		printf(",\"draining_messages\":%" PRIu64, draining);
 		printf(",\"missing\":%u", missing);
 		status_targets(c);
+		status_dlx(c);
 		printf("}\n");
 	} else {
 		for (unsigned i = 0; i < all; i++)
@@ -885,6 +1482,7 @@ ctl_status(struct ctl *c)
 			             "included, drain_shards can go"
 			           : "");
 		status_targets(c);
+		status_dlx(c);
 	}
 	status_unconsumed(levels, rets, n, shards);
 	free(levels);
@@ -2187,6 +2785,7 @@ enum {
 	OK_REQUEUE = 1 << 2, /* --reason, --dry-run */
 	OK_FILTER = 1 << 3,  /* --target, --due-before, --due-after */
 	OK_CANCEL = 1 << 4,  /* --park, --force */
+	OK_MGMT = 1 << 5,    /* --management */
 };
 
 static const struct command {
@@ -2195,7 +2794,7 @@ static const struct command {
 	int options;
 	int error_status; /* on an error; 2 for cancel, where 1 says more */
 } commands[] = {
-    {"status", ctl_status, OK_JSON, 1},
+    {"status", ctl_status, OK_JSON | OK_MGMT, 1},
     {"errors", ctl_errors, OK_JSON | OK_LIMIT, 1},
     {"requeue", ctl_requeue, OK_LIMIT | OK_REQUEUE, 1},
     {"list", ctl_list, OK_JSON | OK_LIMIT | OK_FILTER, 1},
@@ -2212,6 +2811,7 @@ main(int argc, char *argv[])
 		OPT_DUE_AFTER,
 		OPT_PARK,
 		OPT_FORCE,
+		OPT_MANAGEMENT,
 	};
 	static const struct option longopts[] = {
 	    {"config", required_argument, NULL, 'c'},
@@ -2224,6 +2824,7 @@ main(int argc, char *argv[])
 	    {"due-after", required_argument, NULL, OPT_DUE_AFTER},
 	    {"park", no_argument, NULL, OPT_PARK},
 	    {"force", no_argument, NULL, OPT_FORCE},
+	    {"management", required_argument, NULL, OPT_MANAGEMENT},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -2295,6 +2896,19 @@ main(int argc, char *argv[])
 			c.force = 1;
 			used |= OK_CANCEL;
 			break;
+		case OPT_MANAGEMENT: {
+			static struct mgmt m;
+			const char *perr;
+			if (optarg[0] != '\0' &&
+			    mgmt_parse(optarg, &m, &perr) < 0) {
+				fprintf(stderr, PROG ": --management: %s\n",
+				        perr);
+				return 2;
+			}
+			c.management = optarg;
+			used |= OK_MGMT;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -2370,7 +2984,10 @@ main(int argc, char *argv[])
 		return cmd->error_status;
 	}
 
-	c.conn = broker_connect(&c.cfg, c.err, sizeof(c.err));
+	/* Keeps the URL it connected to: status asks that broker's
+	 * management API. */
+	c.conn = broker_connect_which(&c.cfg, c.url, sizeof(c.url), c.err,
+	                              sizeof(c.err));
 	if (c.conn == NULL) {
 		fprintf(stderr, PROG ": %s\n", c.err);
 		return cmd->error_status;
