@@ -283,6 +283,8 @@ def test_management_url_checked_on_the_command_line(broker):
     assert r.returncode == 2 and "not valid for errors" in r.stderr
 
 
+# Slow: a TLS broker of its own takes 9 s to start.
+@pytest.mark.slow
 def test_amqps_broker_is_not_asked(tls_broker, tmp_path):
     """An amqps:// broker URL: status does not guess where its management
     API is (nor speaks https) and says so."""

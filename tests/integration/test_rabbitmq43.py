@@ -171,6 +171,8 @@ def test_delivery_limit_arguments(broker, daemon):
             assert "x-delivery-limit" not in a, (name, a)
 
 
+# Slow: a broker of its own, where nothing but cascade has run.
+@pytest.mark.slow
 def test_no_deprecated_feature_is_used(timeout_broker, tmp_path):
     """`rabbitmq-diagnostics check_if_any_deprecated_features_are_used`
     passes on a broker where cascade alone runs, its topology declared and
