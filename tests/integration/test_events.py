@@ -180,6 +180,7 @@ def publish(client, d, q, mid, delay, body=None, **headers):
     return t, delay
 
 
+@pytest.mark.slow
 def test_list_shows_what_waits_with_filters_and_json(client,
                                                      daemon_factory):
     d = daemon_factory(ladder("1s", 2, 5))  # 1s .. 16s

@@ -350,6 +350,7 @@ def healthz(d):
     return http_get(d.metrics_url() + "/healthz")[0]
 
 
+@pytest.mark.slow
 def test_broker_stopped_and_started(fault_broker, tmp_path):
     d = fast_daemon(fault_broker, tmp_path, **METRICS).start()
     assert healthz(d) == 200

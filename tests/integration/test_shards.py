@@ -124,6 +124,7 @@ def test_a_shard_nobody_consumes_is_named_by_status(client, daemon_factory):
     assert d.stop() == 0
 
 
+@pytest.mark.slow
 def test_changing_shards_drains_the_former_layout(broker, client,
                                                   daemon_factory):
     # One shard: the unsharded names.  Stopped with messages in its

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pika
+import pytest
 
 from test_ctl import ctl
 from test_production import metrics_daemon, scrape, wait_for
@@ -190,6 +191,7 @@ def padded(delay, frame, **props):
     return h
 
 
+@pytest.mark.slow
 def test_header_frames_at_and_around_frame_max(client, daemon_factory):
     """Frames of frame_max - 100 .. frame_max + 8 (RabbitMQ accepts 8 bytes
     past frame_max from a publisher), delivered now or after a hop: each is
