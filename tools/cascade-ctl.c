@@ -16,6 +16,7 @@
  */
 #include "amqp_compat.h"
 #include <errno.h>
+#include <openssl/evp.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -839,32 +840,6 @@ url_decode(const char *s, size_t n, char *out, size_t size)
 	return 0;
 }
 
-/* Base64 of s[0..n) into out (RFC 4648, padded); -1 when it does not fit. */
-static int
-base64_encode(const char *s, size_t n, char *out, size_t size)
-{
-	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                          "abcdefghijklmnopqrstuvwxyz0123456789+/";
-	const unsigned char *u = (const unsigned char *)s;
-	size_t o = 0;
-
-	if ((n + 2) / 3 * 4 + 1 > size)
-		return -1;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)u[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)u[i + 1] << 8;
-		if (i + 2 < n)
-			v |= u[i + 2];
-		out[o++] = abc[v >> 18 & 63];
-		out[o++] = abc[v >> 12 & 63];
-		out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
-		out[o++] = i + 2 < n ? abc[v & 63] : '=';
-	}
-	out[o] = '\0';
-	return 0;
-}
-
 /* m->shown and m->path from m->host, m->port and the prefix. */
 static void
 mgmt_finish(struct mgmt *m, const char *prefix, size_t prefixlen)
@@ -1128,6 +1103,7 @@ dlx_confirm_timeout(const struct ctl *c, int64_t *ms, char *why, size_t whysize)
 	const amqp_field_value_t *vf;
 	amqp_bytes_t vb;
 	int status = 0, rc, has_effective = 0, amqp_port = 0;
+	size_t n;
 
 	memset(&m, 0, sizeof(m));
 	if (url == NULL)
@@ -1168,10 +1144,14 @@ dlx_confirm_timeout(const struct ctl *c, int64_t *ms, char *why, size_t whysize)
 		return -1;
 	}
 	snprintf(userpass, sizeof(userpass), "%s:%s", m.user, m.pass);
-	if (base64_encode(userpass, strlen(userpass), auth, sizeof(auth)) < 0) {
+	/* Basic authentication: OpenSSL's base64, padded, one line. */
+	n = strlen(userpass);
+	if ((n + 2) / 3 * 4 + 1 > sizeof(auth)) {
 		snprintf(why, whysize, "credentials too long");
 		return -1;
 	}
+	EVP_EncodeBlock((unsigned char *)auth, (const unsigned char *)userpass,
+	                (int)n);
 	text = http_get(m.host, m.port, m.path, auth, MGMT_MAX, &status, why,
 	                whysize);
 	if (text == NULL) {
