@@ -6,12 +6,13 @@ CC ?= cc
 SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
-SRCS := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	outbox.c message.c xcheck.c plan.c idmap.c events.c broker.c topology.c metrics.c listen.c httpd.c daemon.c main.c
-# libcascade.a: everything but the event loop and main.  The daemon, the
-# tools and the unit tests link it, and so take only the modules they use.
-PURE := log.c json.c duration.c config.c retry.c ladder.c headers.c router.c acks.c park.c targets.c \
-	outbox.c message.c xcheck.c plan.c idmap.c events.c topology.c broker.c metrics.c listen.c httpd.c
+# The daemon is src/daemon*.c and src/main.c: the event loop and its glue.
+# Everything else in src/ is libcascade.a, which the daemon, the tools and
+# the unit tests link, and so take only the modules they use.  cascade-ctl
+# is tools/ctl/*.c; the other tools are one file each, tools/cascade-*.c.
+DAEMON_SRCS := $(sort $(wildcard src/daemon*.c)) src/main.c
+LIB_SRCS := $(filter-out $(DAEMON_SRCS),$(sort $(wildcard src/*.c)))
+CTL_SRCS := $(sort $(wildcard tools/ctl/*.c))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -37,39 +38,54 @@ ALL_CFLAGS += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer \
 LDFLAGS += -fsanitize=$(SANITIZER)
 endif
 
-OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:src/%.c=$(BUILD)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+CTL_OBJS := $(CTL_SRCS:tools/ctl/%.c=$(BUILD)/obj/ctl/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
-PURE_OBJS := $(PURE:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libcascade.a
 
-.PHONY: all test unit integration run install clean deps format fuzz
+.PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
+	test-rabbitmq43 test-newcomer check run deps fuzz install uninstall \
+	format format-check clean
 
 TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
 
 all: $(BUILD)/cascade $(TOOLS)
 
-$(LIB): $(PURE_OBJS)
+$(LIB): $(LIB_OBJS)
 	rm -f $@
-	$(AR) rcs $@ $(PURE_OBJS)
+	$(AR) rcs $@ $(LIB_OBJS)
 
 $(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) \
 		$(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/cascade: $(BUILD)/obj/daemon.o $(BUILD)/obj/main.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(BUILD)/obj/daemon.o $(BUILD)/obj/main.o \
-		$(LIB) $(LDLIBS)
+ifneq ($(CTL_SRCS),)
+$(BUILD)/cascade-ctl: $(CTL_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIB) $(LDLIBS)
+endif
+
+$(BUILD)/obj/ctl/%.o: tools/ctl/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/ctl $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/cascade: $(DAEMON_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIB) $(LDLIBS)
 
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
+# A unit test links the library, and any daemon object it names as a
+# prerequisite (test_daemon_flow: a daemon file with a stub publisher).
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) \
-		-MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) $(CRITERION_LIBS)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) -MMD -MP -o $@ $< \
+		$(filter $(BUILD)/obj/%.o,$^) $(LIB) $(LDFLAGS) $(LDLIBS) \
+		$(CRITERION_LIBS)
+$(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_flow.o
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests and the integration tests that need one broker.
@@ -119,7 +135,6 @@ test-cluster: deps
 BUILD_RABBITMQ4 ?= build-deb13
 BUILD_RABBITMQ43 ?= build-deb14
 ROOT_TIERS ?= test test-slow test-cluster
-.PHONY: test-rabbitmq4 test-rabbitmq43 test-cluster test-slow test-newcomer check
 test-rabbitmq4:
 	tools/debian-root trixie run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
 		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
@@ -149,7 +164,7 @@ deps:
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
 FUZZERS := duration config headers
-FUZZ_SRCS := $(addprefix src/,$(PURE))
+FUZZ_SRCS := $(LIB_SRCS)
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
 	@set -e; for f in $(FUZZERS); do \
@@ -201,7 +216,6 @@ install: all
 	fi
 
 # Leaves the config unless it is the unchanged default.
-.PHONY: uninstall
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/cascade \
 		$(TOOLS:$(BUILD)/%=$(DESTDIR)$(BINDIR)/%) \
@@ -217,9 +231,8 @@ uninstall:
 
 # The repository's style (.clang-format, clang-format 14 as in Debian 12).
 # CI runs format-check, which changes nothing and fails on any difference.
-FORMAT_FILES = src/*.c include/*.h tests/unit/*.c tests/unit/*.h \
-	tests/fuzz/*.c tools/*.c
-.PHONY: format-check
+FORMAT_FILES = $(wildcard src/*.c src/*.h include/*.h tests/unit/*.c \
+	tests/unit/*.h tests/fuzz/*.c tools/*.c tools/ctl/*.c tools/ctl/*.h)
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:
@@ -228,4 +241,5 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(TOOLS:=.d)
+-include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
+	$(UNIT_BINS:=.d) $(TOOLS:=.d)

@@ -8,8 +8,8 @@
  *              folds them.  Not one per hop.
  *   P.cancels  `cancel` requests.  Every daemon reads it from the start when
  *              it connects, keeps the requests whose messages may still be
- *              waiting, and drops (or parks) those messages at their next
- *              hop or delivery.
+ *              waiting (cancels.h), and drops (or parks) those messages at
+ *              their next hop or delivery.
  *
  * Either stream also carries `marker` records: a reader writes one and
  * reads until it sees it, so it knows it has read everything before.
@@ -24,7 +24,6 @@
 #include "amqp_compat.h"
 #include <stdint.h>
 
-#include "idmap.h"
 #include "router.h"
 
 enum event_kind {
@@ -95,35 +94,5 @@ int events_request(const amqp_basic_properties_t *props, int64_t until,
  * per-process random seed, so daemons never hand out the same one.
  */
 void events_new_id(char out[17]);
-
-/* The cancellation requests a daemon holds, by id. */
-struct cancels {
-	struct idmap map; /* id -> struct cancel */
-};
-
-struct cancel {
-	int park;
-	int64_t until; /* Unix ms */
-};
-
-void cancels_init(struct cancels *c);
-void cancels_free(struct cancels *c);
-
-/*
- * Hold a request (again): a later one for the same id wins, and the
- * longer of the two lifetimes.  -1 out of memory.
- */
-int cancels_add(struct cancels *c, amqp_bytes_t id, int park, int64_t until);
-
-/*
- * The request for either id (the message-id, then the cascade id) still
- * in force at now, or NULL.
- */
-const struct cancel *cancels_find(const struct cancels *c,
-                                  amqp_bytes_t message_id,
-                                  amqp_bytes_t cascade_id, int64_t now);
-
-/* Forget the requests that lapsed by now; how many are left. */
-size_t cancels_prune(struct cancels *c, int64_t now);
 
 #endif

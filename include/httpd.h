@@ -29,13 +29,6 @@ struct httpd *httpd_start(struct ev_loop *loop, const char *listen,
 
 void httpd_stop(struct httpd *h);
 
-/*
- * Split listen into host and port; a host in brackets loses them, an empty
- * host means every interface.  Pure; 0 or -1 with why.
- */
-int httpd_parse_listen(const char *listen, char *host, size_t hostsize,
-                       char *port, size_t portsize, const char **why);
-
 /* The TCP port h listens on: the one chosen when listen said port 0. */
 int httpd_port(const struct httpd *h);
 

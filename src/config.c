@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "duration.h"
-#include "httpd.h"
+#include "listen.h"
 #include "ladder.h"
 
 enum config_kind {
@@ -670,8 +670,8 @@ config_check(struct config_parse *p)
 	}
 	if (cfg->metrics_listen[0] != '\0') {
 		char host[256], port[16];
-		if (httpd_parse_listen(cfg->metrics_listen, host, sizeof(host),
-		                       port, sizeof(port), &why) < 0)
+		if (listen_parse(cfg->metrics_listen, host, sizeof(host), port,
+		                 sizeof(port), &why) < 0)
 			config_error(p, cfg->metrics_listen_line,
 			             "metrics.listen", "%s: \"%s\"", why,
 			             cfg->metrics_listen);

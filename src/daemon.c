@@ -34,6 +34,7 @@
 #include "acks.h"
 #include "broker.h"
 #include "duration.h"
+#include "cancels.h"
 #include "events.h"
 #include "headers.h"
 #include "httpd.h"

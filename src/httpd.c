@@ -3,6 +3,7 @@
  * watches that one descriptor, and a timer covers MHD's connection timeouts.
  */
 #include "httpd.h"
+#include "listen.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
@@ -129,8 +130,8 @@ httpd_start(struct ev_loop *loop, const char *listen, httpd_handler handler,
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
 	int rc;
 
-	if (httpd_parse_listen(listen, host, sizeof(host), port, sizeof(port),
-	                       &why) < 0) {
+	if (listen_parse(listen, host, sizeof(host), port, sizeof(port), &why) <
+	    0) {
 		snprintf(err, errsize, "%s: %s", listen, why);
 		return NULL;
 	}

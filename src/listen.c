@@ -1,15 +1,12 @@
-/*
- * [metrics] listen's HOST:PORT, apart from the HTTP server so that what
- * reads the configuration (every tool) does not link libmicrohttpd.
- */
-#include "httpd.h"
+/* [metrics] listen's HOST:PORT (listen.h). */
+#include "listen.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 int
-httpd_parse_listen(const char *listen, char *host, size_t hostsize, char *port,
-                   size_t portsize, const char **why)
+listen_parse(const char *listen, char *host, size_t hostsize, char *port,
+             size_t portsize, const char **why)
 {
 	const char *colon = strrchr(listen, ':');
 	const char *h = listen, *p;

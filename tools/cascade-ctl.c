@@ -31,9 +31,10 @@
 #include "broker.h"
 #include "config.h"
 #include "duration.h"
+#include "cancels.h"
 #include "events.h"
 #include "headers.h"
-#include "httpd.h"
+#include "listen.h"
 #include "idmap.h"
 #include "json.h"
 #include "ladder.h"
@@ -626,8 +627,8 @@ metrics_fetch(const char *listen, char *why, size_t whysize)
 	const char *perr;
 	int status = 0;
 
-	if (httpd_parse_listen(listen, host, sizeof(host), port, sizeof(port),
-	                       &perr) < 0) {
+	if (listen_parse(listen, host, sizeof(host), port, sizeof(port),
+	                 &perr) < 0) {
 		snprintf(why, whysize, "%s", perr);
 		return NULL;
 	}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cancels.h"
 #include "events.h"
 #include "headers.h"
 #include "idmap.h"

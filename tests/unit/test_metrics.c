@@ -165,38 +165,38 @@ Test(metrics, too_small_a_buffer_fails)
 	cr_assert_eq(metrics_render(&m, &labels, small, sizeof(small)), -1);
 }
 
-#include "httpd.h"
+#include "listen.h"
 
 Test(httpd, parse_listen)
 {
 	char host[64], port[8];
 	const char *why;
 
-	cr_assert_eq(httpd_parse_listen("127.0.0.1:9464", host, sizeof(host),
-	                                port, sizeof(port), &why),
+	cr_assert_eq(listen_parse("127.0.0.1:9464", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             0);
 	cr_assert_str_eq(host, "127.0.0.1");
 	cr_assert_str_eq(port, "9464");
-	cr_assert_eq(httpd_parse_listen("[::1]:80", host, sizeof(host), port,
-	                                sizeof(port), &why),
+	cr_assert_eq(listen_parse("[::1]:80", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             0);
 	cr_assert_str_eq(host, "::1");
-	cr_assert_eq(httpd_parse_listen(":80", host, sizeof(host), port,
-	                                sizeof(port), &why),
-	             0);
+	cr_assert_eq(
+	    listen_parse(":80", host, sizeof(host), port, sizeof(port), &why),
+	    0);
 	cr_assert_str_empty(host);
 	/* Port 0: any free one, which the daemon logs. */
-	cr_assert_eq(httpd_parse_listen("host:0", host, sizeof(host), port,
-	                                sizeof(port), &why),
+	cr_assert_eq(listen_parse("host:0", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             0);
-	cr_assert_eq(httpd_parse_listen("host:-1", host, sizeof(host), port,
-	                                sizeof(port), &why),
+	cr_assert_eq(listen_parse("host:-1", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             -1);
-	cr_assert_eq(httpd_parse_listen("host:65536", host, sizeof(host), port,
-	                                sizeof(port), &why),
+	cr_assert_eq(listen_parse("host:65536", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             -1);
-	cr_assert_eq(httpd_parse_listen("host:80x", host, sizeof(host), port,
-	                                sizeof(port), &why),
+	cr_assert_eq(listen_parse("host:80x", host, sizeof(host), port,
+	                          sizeof(port), &why),
 	             -1);
 }
 
