@@ -25,9 +25,6 @@
 /* The window of a message due `ahead` ms from now. */
 int metrics_window(int64_t ahead);
 
-/* The kinds of consumed queue (enum route_source order). */
-#define METRICS_NSOURCES 3
-
 /* Consumed queues: ingress, retry, a return queue per shard, and as many
  * drained (topology.h). */
 #define METRICS_QUEUES_MAX (2 + 2 * LADDER_MAX_SHARDS)
@@ -67,7 +64,7 @@ struct metrics {
 
 /* A consumed queue, as the exposition labels it. */
 struct metrics_queue {
-	const char *source; /* ingress, return, retry */
+	const char *source; /* router_source_name() */
 	const char *queue;
 	int shard; /* a shard's return queue; -1: no shard label */
 };

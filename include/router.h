@@ -31,11 +31,27 @@ struct router_params {
 	double (*random)(void); /* uniform in [0, 1), for retry jitter */
 };
 
+/*
+ * The kinds of consumed queue: ROUTE_FROM_<KIND>, named <name> in the
+ * metrics' source label.  The one list of them.
+ *   INGRESS: first sight: read the publisher's headers
+ *   RETURN:  back from a delay queue: read our own state
+ *   RETRY:   dead-lettered by a work queue: retry it
+ */
+#define ROUTER_SOURCES(X)                                                      \
+	X(INGRESS, ingress)                                                    \
+	X(RETURN, return )                                                     \
+	X(RETRY, retry)
+
 enum route_source {
-	ROUTE_FROM_INGRESS, /* first sight: read the publisher's headers */
-	ROUTE_FROM_RETURN,  /* back from a delay queue: read our own state */
-	ROUTE_FROM_RETRY,   /* dead-lettered by a work queue: retry it */
+#define SOURCE_ENUM(kind, name) ROUTE_FROM_##kind,
+	ROUTER_SOURCES(SOURCE_ENUM)
+#undef SOURCE_ENUM
+	    ROUTE_SOURCES
 };
+
+/* The source's name, as in the metrics label. */
+const char *router_source_name(enum route_source src);
 
 enum route_action {
 	ROUTE_HOP,     /* publish to delay level `level` */

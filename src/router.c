@@ -22,6 +22,18 @@ router_park_name(enum park_kind kind)
 	return (unsigned)kind < PARK_KINDS ? names[kind] : "unknown";
 }
 
+const char *
+router_source_name(enum route_source src)
+{
+	static const char *const names[] = {
+#define SOURCE_NAME(kind, name) #name,
+	    ROUTER_SOURCES(SOURCE_NAME)
+#undef SOURCE_NAME
+	};
+
+	return (unsigned)src < ROUTE_SOURCES ? names[src] : "unknown";
+}
+
 void
 router_vpark(struct route *r, enum park_kind kind, const char *fmt, va_list ap)
 {

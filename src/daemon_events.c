@@ -1,0 +1,322 @@
+/*
+ * Seeing and cancelling what waits (events.h, cancels.h): the records the
+ * daemon writes in P.events, the cancellation requests published to the
+ * ingress and recorded in P.cancels, the cancellations read back from
+ * P.cancels, and the replay of that stream after each connect (the queues
+ * are consumed only once it is read to the marker).
+ *
+ * Owns: cancels, replaying, marker, the replay timer.
+ * Calls into: daemon_publish (park, ack), daemon_flow (dispatch a
+ * request), daemon_conn (consume the queues once replayed, daemon_fail).
+ */
+#include "daemon_int.h"
+
+#include "amqp_compat.h"
+#include <ev.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "duration.h"
+#include "headers.h"
+#include "log.h"
+
+#define REPLAY_REMARK 10. /* s: write the P.cancels marker again */
+
+static int daemon_write(struct daemon *d, const char *stream,
+                        const struct event *e);
+
+/*
+ * The record of the cancellation request m (ROUTE_RECORD): the same every
+ * time, for a basic.return to match it and for its copy in P.events.
+ */
+int
+daemon_request_event(const struct daemon *d, const struct message *m,
+                     struct event *e)
+{
+	int64_t age = config_events_max_age(d->cfg);
+	const char *why;
+
+	return events_request(&m->props, m->route.due, m->route.due - age, e,
+	                      &why);
+}
+
+/*
+ * A copy of a confirmed request in P.events, for cascade-ctl list's
+ * "cancel pending" (list does not read P.cancels, which every daemon
+ * replays on connect).
+ */
+void
+daemon_request_copy(struct daemon *d, const struct message *m)
+{
+	struct event e;
+	int st;
+
+	if (d->out.blocked || d->broken || daemon_request_event(d, m, &e) < 0)
+		return;
+	if ((st = daemon_write(d, d->topo.events, &e)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
+}
+
+/* Record what became of m, when it was recorded as waiting. */
+void
+daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
+{
+	const struct route *r = &m->route;
+	struct event e;
+	int st;
+
+	if (!config_events(d->cfg) || r->id.len == 0 || d->broken ||
+	    d->conn == NULL)
+		return;
+	/* Its scheduled record waits for its first hop: no end without it. */
+	if (m->unrecorded && kind != EVENT_SCHEDULED)
+		return;
+	/* A blocked connection stops reading: a publish could hang us. */
+	if (d->out.blocked) {
+		d->m.events_dropped++;
+		return;
+	}
+	events_of(kind, r, &m->props, m->body.len, duration_wall_ms(), &e);
+	st = daemon_write(d, d->topo.events, &e);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	d->m.events++;
+}
+
+/* First sight of a message that will wait: give it an id, record it. */
+void
+daemon_scheduled(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	char id[17];
+
+	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD)
+		return;
+	d->m.scheduled[metrics_window(r->due - duration_wall_ms())]++;
+	/* A tail held at first sight waits under a resolution step, in
+	 * memory: nothing to list or to cancel later. */
+	if (!config_events(d->cfg) || r->action != ROUTE_HOP)
+		return;
+	events_new_id(id);
+	r->id = message_dup(m, amqp_cstring_bytes(id));
+	/* Recorded once the hop is confirmed: a delivery redelivered after
+	 * a connection loss is then recorded once, not once per sight. */
+	m->unrecorded = 1;
+}
+
+/*
+ * A cancellation for m (by its message-id or its cascade id): drop it,
+ * settled and never delivered, or park it.  Returns 1 when it was.
+ */
+int
+daemon_cancelled(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t mid = amqp_empty_bytes;
+	const struct cancel *k;
+
+	if (d->cancels.map.n == 0)
+		return 0;
+	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		mid = m->props.message_id;
+	k = cancels_find(&d->cancels, mid, m->route.id, duration_wall_ms());
+	if (k == NULL)
+		return 0;
+	d->m.cancelled++;
+	log_info("cancelled",
+	         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
+	         (int)mid.len, (const char *)mid.bytes, (int)m->route.id.len,
+	         (const char *)m->route.id.bytes, k->park ? "yes" : "no",
+	         d->consumers[m->consumer].queue);
+	if (k->park) {
+		daemon_park(d, m, PARK_cancelled, "cancelled");
+		return 1;
+	}
+	daemon_event(d, m, EVENT_CANCELLED);
+	daemon_ack(d, m);
+	return 1;
+}
+
+/*
+ * A message published to P with x-cascade-cancel: a request, recorded in
+ * P.cancels (acked once the broker confirmed it there).  Returns 1 when
+ * m was one.
+ */
+int
+daemon_cancel_request(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	const char *why;
+	struct event e;
+	int64_t now = duration_wall_ms();
+
+	if ((m->props._flags & AMQP_BASIC_HEADERS_FLAG) == 0 ||
+	    headers_find(&m->props.headers, "x-cascade-cancel") == NULL)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	r->level = -1;
+	r->fresh = 1;
+	r->in_routing_key = m->routing_key;
+	m->routed = 1;
+	if (events_request(&m->props, 0, now, &e, &why) < 0)
+		router_park(r, PARK_bad_header, "%s", why);
+	else if (!config_events(d->cfg))
+		router_park(r, PARK_bad_header,
+		            "x-cascade-cancel: cancellations are off ([events] "
+		            "enabled = no)");
+	else {
+		r->action = ROUTE_RECORD;
+		r->due = now + config_events_max_age(d->cfg);
+	}
+	daemon_dispatch(d, m);
+	return 1;
+}
+
+/* A record from P.cancels: a request to hold, or our marker. */
+void
+daemon_record(struct daemon *d, struct message *m)
+{
+	char err[512];
+	struct event e;
+
+	if (d->replaying)
+		d->replayed++;
+	if (events_parse(&m->props, &e) < 0) {
+		daemon_ack(d, m);
+		return;
+	}
+	if (e.kind == EVENT_CANCEL && e.until > duration_wall_ms()) {
+		if (cancels_add(&d->cancels, e.cancel, e.park, e.until) < 0) {
+			message_free(m);
+			daemon_fail(d, "out of memory for cancellations");
+			return;
+		}
+		if (!d->replaying)
+			log_info(
+			    "cancellation", " id=\"%.*s\" park=%s held=%zu",
+			    (int)e.cancel.len, (const char *)e.cancel.bytes,
+			    e.park ? "yes" : "no", d->cancels.map.n);
+		/* Forget lapsed ones now and then: memory stays bounded. */
+		if (d->cancels.map.n >= d->cancels_prune_at)
+			d->cancels_prune_at =
+			    2 * cancels_prune(&d->cancels, duration_wall_ms()) +
+			    64;
+	} else if (e.kind == EVENT_MARKER && d->replaying &&
+	           headers_key_is(e.marker, d->marker)) {
+		d->replaying = 0;
+		ev_timer_stop(d->loop, &d->replay);
+		if (daemon_consume_queues(d, err, sizeof(err)) < 0) {
+			message_free(m);
+			daemon_fail(d, err);
+			return;
+		}
+	}
+	daemon_ack(d, m);
+}
+
+static int
+daemon_write(struct daemon *d, const char *stream, const struct event *e)
+{
+	amqp_basic_properties_t props;
+	int st;
+
+	if (events_props(e, &d->scratch, &props) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		return AMQP_STATUS_NO_MEMORY;
+	}
+	st = amqp_basic_publish(d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
+	                        amqp_cstring_bytes(stream), 0, 0, &props,
+	                        amqp_empty_bytes);
+	recycle_amqp_pool(&d->scratch);
+	return st;
+}
+
+/*
+ * Read P.cancels from the start, and write a marker into it: the queues
+ * are consumed once the marker comes back, so no message is routed
+ * before every cancellation recorded so far is known.
+ */
+static int
+daemon_write_marker(struct daemon *d)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.at = duration_wall_ms();
+	e.marker = amqp_cstring_bytes(d->marker);
+	return daemon_write(d, d->topo.cancels, &e);
+}
+
+/*
+ * The marker is written without a confirm, and a stream whose leader
+ * moves may lose it: write it again every REPLAY_REMARK seconds until one
+ * comes back, and say how far the reading got.
+ */
+static void
+on_replay(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, replay);
+	int st;
+
+	(void)loop;
+	(void)revents;
+	if (!d->replaying || d->broken || d->conn == NULL) {
+		ev_timer_stop(d->loop, &d->replay);
+		return;
+	}
+	log_warn("reading_cancellations",
+	         " stream=%s read=%" PRIu64 " held=%zu reason=\"marker not "
+	         "back yet: written again\"",
+	         d->topo.cancels, d->replayed, d->cancels.map.n);
+	if ((st = daemon_write_marker(d)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
+}
+
+int
+daemon_replay(struct daemon *d, char *err, size_t errsize)
+{
+	amqp_table_entry_t arg;
+	amqp_basic_consume_t c;
+	char id[17];
+	int st;
+
+	memset(&c, 0, sizeof(c));
+	arg.key = amqp_cstring_bytes("x-stream-offset");
+	arg.value.kind = AMQP_FIELD_KIND_UTF8;
+	arg.value.value.bytes = amqp_cstring_bytes("first");
+	c.queue = amqp_cstring_bytes(d->topo.cancels);
+	c.consumer_tag = amqp_cstring_bytes(CANCELS_TAG);
+	c.arguments.num_entries = 1;
+	c.arguments.entries = &arg;
+	st = amqp_send_method(d->conn, BROKER_CH_WORK,
+	                      AMQP_BASIC_CONSUME_METHOD, &c);
+	if (st == AMQP_STATUS_OK) {
+		events_new_id(id);
+		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
+		         (int)getpid(), id);
+		st = daemon_write_marker(d);
+	}
+	if (st != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "consume %s: %s", d->topo.cancels,
+		         amqp_error_string2(st));
+		return -1;
+	}
+	d->replaying = 1;
+	d->replayed = 0;
+	ev_timer_set(&d->replay, REPLAY_REMARK, REPLAY_REMARK);
+	ev_timer_start(d->loop, &d->replay);
+	log_info("reading_cancellations", " stream=%s", d->topo.cancels);
+	return 0;
+}
+
+void
+daemon_events_init(struct daemon *d)
+{
+	ev_init(&d->replay, on_replay);
+}

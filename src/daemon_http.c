@@ -1,0 +1,79 @@
+/*
+ * The HTTP handlers (httpd.h serves them): /metrics fills the gauges from
+ * the daemon's state and renders metrics.h's exposition; /healthz says
+ * whether the daemon is connected and consuming.
+ *
+ * Owns: nothing but the handler; reads every file's fields.
+ */
+#include "daemon_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "duration.h"
+#include "version.h"
+
+/*
+ * /metrics and /healthz.  Healthy means what a load balancer or systemd
+ * would want to know: connected and consuming, not stopping.
+ */
+int
+daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
+            const char **content_type)
+{
+	struct daemon *d = ctx;
+	const char *why = NULL;
+	int n, t;
+
+	if (strcmp(path, "/healthz") == 0) {
+		if (d->stopping)
+			why = "stopping";
+		else if (d->conn == NULL || d->broken)
+			why = "not connected to the broker";
+		else if (!d->consuming)
+			why = "not consuming";
+		else if (d->replaying)
+			why = "reading cancellations before consuming";
+		*status = why ? 503 : 200;
+		return snprintf(buf, size, "%s\n", why ? why : "ok");
+	}
+	if (strcmp(path, "/metrics") == 0) {
+		struct metrics_queue q[METRICS_QUEUES_MAX];
+		struct metrics_labels l = {
+		    .ladder = &d->ladder,
+		    .shards = d->topo.shards,
+		    .level_queues = d->level_queues,
+		    .queues = q,
+		    .nqueues = d->nconsumers,
+		    .version = CASCADE_VERSION,
+		};
+		for (unsigned i = 0; i < d->nconsumers; i++)
+			q[i] = (struct metrics_queue){
+			    router_source_name(d->consumers[i].src),
+			    d->consumers[i].queue, d->consumers[i].shard};
+		d->m.in_flight =
+		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
+		d->m.held = message_count(&d->held);
+		d->m.retrying = outbox_count(&d->out.retry);
+		d->m.paused = outbox_count(&d->out.paused);
+		d->m.queued = outbox_count(&d->out.queued) +
+		              outbox_count(&d->out.suspects);
+		d->m.stuck = outbox_count(&d->out.stuck);
+		d->m.cancel_requests = (unsigned)d->cancels.map.n;
+		d->m.backing_off = (unsigned)targets_backing_off(
+		    &d->targets, duration_mono_ms());
+		d->m.connected = d->conn != NULL && !d->broken;
+		d->m.consuming = d->m.connected && d->consuming &&
+		                 !d->replaying && !d->stopping;
+		d->m.blocked = d->out.blocked;
+		*content_type = "text/plain; version=0.0.4; charset=utf-8";
+		n = metrics_render(&d->m, &l, buf, size);
+		if (n < 0)
+			return n;
+		t = metrics_render_targets(&d->targets, duration_mono_ms(),
+		                           buf + n, size - (size_t)n);
+		return t < 0 ? t : n + t;
+	}
+	*status = 404;
+	return snprintf(buf, size, "not found: try /metrics or /healthz\n");
+}

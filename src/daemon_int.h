@@ -1,0 +1,251 @@
+/*
+ * The daemon's private header: the one struct every src/daemon*.c file
+ * shares, and the functions they call across files.  Not part of the
+ * library: only the daemon's files include it (and tests/unit that link
+ * one of them with stubs for the others).
+ *
+ * The daemon is cut along its jobs, one file each:
+ *   daemon.c          run, consumers, signals, stop, watchdog
+ *   daemon_conn.c     connect, consume, ready, teardown, reconnect
+ *   daemon_wire.c     frames in: drain, assembly, the method switch,
+ *                     channel close (the only file that knows frames)
+ *   daemon_publish.c  publish, confirms, nacks, returns, retries, acks,
+ *                     exchange lookups
+ *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
+ *   daemon_events.c   records in P.events, cancellations, the replay of
+ *                     P.cancels
+ *   daemon_http.c     /metrics and /healthz
+ * docs/how-it-works.md follows one message through them.
+ */
+#ifndef CASCADE_DAEMON_INT_H
+#define CASCADE_DAEMON_INT_H
+
+#include "amqp_compat.h"
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acks.h"
+#include "cancels.h"
+#include "config.h"
+#include "events.h"
+#include "ladder.h"
+#include "message.h"
+#include "metrics.h"
+#include "outbox.h"
+#include "park.h"
+#include "plan.h"
+#include "router.h"
+#include "targets.h"
+#include "topology.h"
+#include "xcheck.h"
+
+/* The struct that embeds member `member`, at `p`, is a `type`. */
+#define CONTAINER_OF(p, type, member)                                          \
+	((type *)(void *)((char *)(p)-offsetof(type, member)))
+
+/* The daemon that embeds the watcher w as its field `field` (libev). */
+#define DAEMON_OF(w, field) CONTAINER_OF(w, struct daemon, field)
+
+/* Reads P.cancels (events.h) on the work channel as well. */
+#define CANCELS_TAG "cancels"
+
+/*
+ * What the work channel consumes: ingress, retry, the return queue of each
+ * shard this daemon takes ([topology] consume_shards), and the return
+ * queues of a former layout being drained.  By consumer tag.
+ */
+struct consumer {
+	char tag[24];
+	const char *queue;
+	enum route_source src;
+	int shard; /* a return queue's; -1: a shard is picked at first sight */
+};
+
+struct daemon {
+	/* daemon.c: the loop, what the configuration fixed, stopping. */
+	struct ev_loop *loop;
+	const struct config *cfg;
+	struct ladder ladder;
+	struct topology topo;
+	struct router_params rp;
+	/* shard s's delay queue of level k at s * levels + k (plan.h) */
+	const char *level_queues[LADDER_MAX_SHARDS * LADDER_MAX_LEVELS];
+	/* What the work channel consumes (daemon_consumers). */
+	struct consumer consumers[METRICS_QUEUES_MAX];
+	unsigned nconsumers;
+	ev_timer stop_timer;
+	ev_signal sigterm, sigint;
+	ev_timer watchdog; /* systemd's WatchdogSec, when it is set */
+	int stopping;
+	int exit_code;
+	struct metrics m; /* every file counts here */
+
+	/* daemon_conn.c: the connection and its recovery. */
+	amqp_connection_state_t conn;
+	int broken; /* connection failed; teardown pending */
+	int consuming;
+	int check_open; /* BROKER_CH_CHECK usable */
+	int frame_max;
+	/* Rejecting a delivery from this source parks it (topology.h). */
+	int reject_parks[ROUTE_SOURCES];
+	char url[CONFIG_STR_MAX]; /* the broker's, password masked */
+	unsigned reconnects;
+	ev_timer reconnect;
+	ev_timer teardown;
+	int notified_ready;   /* told systemd READY=1 */
+	unsigned consume_oks; /* awaited before saying ready */
+	unsigned urls;        /* how many [broker] url holds */
+	unsigned url_next;    /* the next to try, modulo urls */
+
+	/* daemon_wire.c: frames in. */
+	struct message *assembling;
+	ev_io io;
+	ev_idle more; /* frames left in rabbitmq-c's buffer */
+	ev_timer heartbeat;
+
+	/* daemon_publish.c: publishes, confirms, retries, acks. */
+	struct outbox out; /* publishes on BROKER_CH_PUB */
+	struct xcheck xc;  /* target exchanges, BROKER_CH_CHECK */
+	struct targets targets;
+	struct plan plan; /* the next publish, given the targets */
+	amqp_pool_t scratch;
+	struct acks acks;
+	unsigned refused;          /* nacks and returns not yet logged */
+	int64_t refused_logged_at; /* mono ms */
+	ev_timer retry_timer;
+
+	/* daemon_flow.c: routing. */
+	struct message_list held; /* the sub-resolution tail */
+	unsigned next_shard; /* round robin over the shards at first sight */
+
+	/* daemon_events.c: records and cancellations. */
+	struct cancels cancels; /* requests read from P.cancels */
+	/*
+	 * Reading P.cancels from the start after connecting: the queues are
+	 * consumed once the marker written then comes back (events.h).
+	 */
+	int replaying;
+	char marker[40];
+	size_t cancels_prune_at; /* prune when this many are held */
+	uint64_t replayed;       /* records read while replaying */
+	ev_timer replay;         /* writes the marker again (on_replay) */
+
+	/* daemon_http.c */
+	struct httpd *httpd;
+};
+
+/*
+ * daemon_conn.c
+ */
+
+/* Set the watchers this file owns (reconnect, teardown). */
+void daemon_conn_init(struct daemon *d);
+/* The connection is unusable: log why, drop state from a fresh iteration,
+ * reconnect later.  Idempotent until the teardown ran. */
+void daemon_fail(struct daemon *d, const char *why);
+/* Drop the held tail (the broker redelivers it). */
+void daemon_drop_held(struct daemon *d);
+/* Drop everything held in memory: it is all unacked. */
+void daemon_drop_state(struct daemon *d);
+/* Consuming: log ready, tell systemd. */
+void daemon_ready(struct daemon *d);
+/* basic.consume each queue of d->consumers.  0, or -1 with err. */
+int daemon_consume_queues(struct daemon *d, char *err, size_t errsize);
+
+/*
+ * daemon_wire.c
+ */
+
+/* Set the watchers this file owns (io, more, heartbeat). */
+void daemon_wire_init(struct daemon *d);
+/* Read and handle the frames waiting, then flush acks. */
+void daemon_drain(struct daemon *d);
+
+/*
+ * daemon_publish.c
+ */
+
+/* Set the watchers this file owns (retry_timer). */
+void daemon_publish_init(struct daemon *d);
+/* In [0, 1): retry jitter (router_params.random). */
+double daemon_random_unit(void);
+/* Publish m as m->route says, or queue, pause, park it.  Takes m. */
+void daemon_publish(struct daemon *d, struct message *m);
+/* The publish channel may take more: send what waited. */
+void daemon_pub_kick(struct daemon *d);
+/* basic.ack or basic.nack from the broker on the publish channel. */
+void daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack);
+/* A basic.return: mark the publish it names. */
+void daemon_match_return(struct daemon *d, const struct message *r);
+/* Park m (router_park) and publish it to P.error.  Takes m. */
+void daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* m cannot be published as it is: park it, strip it, or leave it stuck. */
+void daemon_unpublishable(struct daemon *d, struct message *m,
+                          enum park_kind kind, const char *reason);
+/* Publish m again later, from memory.  Takes m. */
+void daemon_retry_later(struct daemon *d, struct message *m, const char *why);
+/* Arm the retry timer for the first retry due. */
+void daemon_retry_arm(struct daemon *d);
+/* Route or dispatch what waited while the connection was blocked. */
+void daemon_resume(struct daemon *d);
+/* m acked with the next flush.  Takes m. */
+void daemon_ack(struct daemon *d, struct message *m);
+/* Send the acks settled so far. */
+void daemon_flush_acks(struct daemon *d);
+/* Wait for a passive declare of m's target exchange.  Takes m. */
+void daemon_wait_exchange(struct daemon *d, struct message *m);
+/* Send lk's passive declare, when the check channel is open. */
+void daemon_lookup_send(struct daemon *d, struct xcheck_lookup *lk);
+/* The answer to the oldest passive declare. */
+void daemon_lookup_done(struct daemon *d, int exists, const char *why);
+
+/*
+ * daemon_flow.c
+ */
+
+/* A delivery (or a basic.return) fully assembled.  Takes m. */
+void daemon_message_done(struct daemon *d, struct message *m);
+/* Decide m's route from its source and headers, then dispatch it. */
+void daemon_route(struct daemon *d, struct message *m);
+/* Publish m as m->route says, given the plan (plan.h). */
+void daemon_dispatch(struct daemon *d, struct message *m);
+/* Carry out what the plan said. */
+void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
+                 const char *why);
+
+/*
+ * daemon_events.c
+ */
+
+/* Set the watchers this file owns (replay). */
+void daemon_events_init(struct daemon *d);
+/* The record of the cancellation request m (ROUTE_RECORD). */
+int daemon_request_event(const struct daemon *d, const struct message *m,
+                         struct event *e);
+/* A confirmed request's copy in P.events. */
+void daemon_request_copy(struct daemon *d, const struct message *m);
+/* Record what became of m in P.events, when it was recorded waiting. */
+void daemon_event(struct daemon *d, const struct message *m,
+                  enum event_kind kind);
+/* First sight of a message that will wait: count it, give it an id. */
+void daemon_scheduled(struct daemon *d, struct message *m);
+/* A cancellation in force for m: drop or park it.  1 when it was. */
+int daemon_cancelled(struct daemon *d, struct message *m);
+/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
+int daemon_cancel_request(struct daemon *d, struct message *m);
+/* A record read from P.cancels.  Takes m. */
+void daemon_record(struct daemon *d, struct message *m);
+/* Read P.cancels from the start and write the marker.  0, or -1 with err. */
+int daemon_replay(struct daemon *d, char *err, size_t errsize);
+
+/*
+ * daemon_http.c
+ */
+
+/* The httpd handler: /metrics and /healthz (httpd.h). */
+int daemon_http(void *ctx, const char *path, char *buf, size_t size,
+                int *status, const char **content_type);
+
+#endif
