@@ -2,7 +2,7 @@
 import signal
 import subprocess
 
-from conftest import CASCADE, Daemon
+from helpers import CASCADE, Daemon
 
 
 def run(*args, env=None):

@@ -2,7 +2,7 @@
 import subprocess
 import time
 
-from conftest import PUBLISH
+from helpers import PUBLISH
 
 
 def test_amqp_publish_from_amqp_tools(broker, client, daemon):

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import BUILD
+from helpers import BUILD
 
 CTL = os.path.join(BUILD, "cascade-ctl")
 

@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BROKER_SCRIPT, BUILD, wait_for
+from helpers import BROKER_SCRIPT, BUILD, wait_for
 
 CTL = os.path.join(BUILD, "cascade-ctl")
 KEY = "dead_letter_worker_publisher_confirm_timeout"

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import METRICS, total, wait_for
+from helpers import METRICS, total, wait_for
 
 RESOLUTION_MS = 100  # the fast test ladder: 100ms x 2, 8 levels (to 12.8 s)
 SLACK_MS = 1  # due times are whole ms: the daemon may round 1 ms down

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 BUILD_ARG = os.environ.get("CASCADE_BUILD", "build")
 TOOLS = ("cascade-publish", "cascade-bench", "cascade-ctl")

@@ -12,7 +12,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from conftest import METRICS, Daemon, total, wait_for
+from helpers import METRICS, Daemon, total, wait_for
 from test_ctl import ctl, parked, status, target, wait_parked, wait_status
 
 SLACK = 0.002  # due times are whole ms: the daemon may round 1 ms down

@@ -19,8 +19,8 @@ import uuid
 import pika
 import pytest
 
-from conftest import (BROKER_SCRIPT, METRICS, Broker, Daemon, http_get,
-                      wait_for)
+from helpers import (BROKER_SCRIPT, METRICS, Broker, Daemon, http_get,
+                     wait_for)
 
 SLACK_MS = 1
 # After the last message arrived: how long cascade's queues may take to

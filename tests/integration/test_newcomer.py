@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 pytestmark = pytest.mark.newcomer
 

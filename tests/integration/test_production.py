@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from conftest import (CASCADE, Daemon, free_port, http_get, scrape,
-                      wait_for)
+from helpers import (CASCADE, Daemon, free_port, http_get, scrape,
+                     wait_for)
 
 
 def launch(d):

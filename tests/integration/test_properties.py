@@ -1,7 +1,7 @@
 """What arrives is the message the publisher sent, intact."""
 import os
 
-from conftest import METRICS, total, wait_for
+from helpers import METRICS, total, wait_for
 
 
 def test_properties_body_and_user_headers_intact(client, daemon):

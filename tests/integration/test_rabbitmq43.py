@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BROKER_SCRIPT, Broker, Client, Daemon, wait_for
+from helpers import BROKER_SCRIPT, Broker, Client, Daemon, wait_for
 
 
 def broker_version(broker):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import METRICS, scrape, wait_for
+from helpers import METRICS, scrape, wait_for
 from test_ctl import ctl, status
 
 SLACK_MS = 1  # due times are whole ms

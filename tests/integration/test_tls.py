@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import CASCADE, Client, Daemon
+from helpers import CASCADE, Client, Daemon
 
 READY_TIMEOUT = 60      # a loaded 2-core machine
 FAIL_TIMEOUT = 60       # time to see the retries of a refused connection

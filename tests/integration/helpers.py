@@ -1,0 +1,338 @@
+"""What the integration tests share besides fixtures (those are in
+conftest.py): the paths of the build, the daemon, broker and client
+wrappers, waiting, scraping /metrics, and the test PKI.  Test modules
+import from here, never from one another."""
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pika
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("CASCADE_BUILD", "build"))
+CASCADE = os.path.join(BUILD, "cascade")
+PUBLISH = os.path.join(BUILD, "cascade-publish")
+BROKER_SCRIPT = os.path.join(ROOT, "tools", "rabbitmq-private")
+
+
+class Broker:
+    def __init__(self, directory, url):
+        self.dir = directory
+        self.url = url
+
+    def ctl(self, *args, check=True):
+        return subprocess.run([BROKER_SCRIPT, "ctl", self.dir, *args],
+                              check=check, capture_output=True, text=True,
+                              timeout=120)
+
+    def connect(self):
+        return pika.BlockingConnection(pika.URLParameters(self.url))
+
+
+def wait_for(predicate, timeout, what):
+    """Poll predicate until it is true; fail naming what after timeout
+    seconds.  Tests wait on what they can observe, never a bare sleep."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def http_get(url):
+    """(status, body) of a GET; errors are answers too."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def scrape(url):
+    """The Prometheus text at url/metrics as {'name{labels}': value}."""
+    status, body = http_get(url + "/metrics")
+    assert status == 200, body
+    samples = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def total(samples, name):
+    """The sum of metric name over all its labels."""
+    return sum(v for k, v in samples.items()
+               if k == name or k.startswith(name + "{"))
+
+
+# A daemon that serves /metrics on a port the kernel picks (no free-port
+# race); Daemon.metrics() finds it in the log.
+METRICS = {"metrics": {"listen": "127.0.0.1:0"}}
+
+
+FAST = {
+    "topology": {"resolution": "100ms", "factor": "2", "levels": "8"},
+    # Many daemons run at once: none on the default metrics port.
+    "metrics": {"listen": ""},
+}
+
+
+def write_config(path, url, sections):
+    with open(path, "w") as f:
+        for section, keys in sections.items():
+            f.write("[%s]\n" % section)
+            for k, v in keys.items():
+                f.write("%s = %s\n" % (k, v))
+            f.write("\n")
+
+
+class Daemon:
+    """The real build/cascade, from a temp config with a unique prefix."""
+
+    def __init__(self, broker, tmpdir, sections=None, prefix=None):
+        if not os.access(CASCADE, os.X_OK):
+            pytest.fail("%s is missing: run `make` first" % CASCADE)
+        self.broker = broker
+        self.prefix = prefix or "t" + uuid.uuid4().hex[:8]
+        merged = {"broker": {"url": broker.url, "heartbeat": "5s"}}
+        for section, keys in FAST.items():
+            merged.setdefault(section, {}).update(keys)
+        merged["topology"]["prefix"] = self.prefix
+        for section, keys in (sections or {}).items():
+            merged.setdefault(section, {}).update(keys)
+        self.config = os.path.join(tmpdir, self.prefix + ".ini")
+        write_config(self.config, broker.url, merged)
+        self.logpath = os.path.join(tmpdir, self.prefix + ".log")
+        self.proc = None
+
+    def start(self, timeout=30):
+        # A restart appends to the same log: wait for a ready line of its
+        # own, not the last run's.
+        before = self.log().count("msg=ready") if \
+            os.path.exists(self.logpath) else 0
+        self.logfile = open(self.logpath, "ab")
+        env = dict(os.environ)
+        env.pop("CASCADE_BROKER_URL", None)
+        self.proc = subprocess.Popen([CASCADE, "-c", self.config],
+                                     stdout=self.logfile,
+                                     stderr=subprocess.STDOUT, env=env)
+        self.wait_log("msg=ready", timeout, count=before + 1)
+        return self
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def metrics_url(self):
+        """Where a daemon started with METRICS serves /metrics: the port
+        it logged last (a restart binds another)."""
+        ports = re.findall(r"msg=metrics_listening listen=\S+ port=(\d+)",
+                           self.log())
+        assert ports, "no msg=metrics_listening: start it with METRICS\n" + \
+            self.log()
+        return "http://127.0.0.1:%s" % ports[-1]
+
+    def metrics(self):
+        """Its /metrics now, as scrape() gives them."""
+        return scrape(self.metrics_url())
+
+    def wait_log(self, needle, timeout=30, count=1):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.log().count(needle) >= count:
+                return
+            if self.proc is not None and self.proc.poll() is not None:
+                pytest.fail("cascade exited with %s before %r:\n%s" %
+                            (self.proc.returncode, needle, self.log()))
+            time.sleep(0.05)
+        pytest.fail("no %r in cascade's log after %ss:\n%s" %
+                    (needle, timeout, self.log()))
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("cascade did not exit %ss after signal %s" %
+                        (timeout, sig))
+        self.logfile.close()
+        return rc
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            self.logfile.close()
+
+
+class Client:
+    """A pika publisher/consumer with confirms, as a user would write."""
+
+    def __init__(self, broker):
+        self.conn = broker.connect()
+        self.ch = self.conn.channel()
+        self.ch.confirm_delivery()
+
+    def queue(self, name=None, **arguments):
+        name = name or "q-" + uuid.uuid4().hex[:8]
+        self.ch.queue_declare(name, arguments=arguments or None)
+        return name
+
+    def publish(self, exchange, routing_key, body, headers=None, **props):
+        sent = time.time()
+        self.ch.basic_publish(exchange, routing_key, body,
+                              pika.BasicProperties(headers=headers, **props),
+                              mandatory=True)
+        return sent
+
+    def collect(self, queue, count, timeout):
+        """Up to count messages from queue: (arrival time, props, body)."""
+        got = []
+
+        def on_message(ch, method, props, body):
+            got.append((time.time(), props, body))
+            ch.basic_ack(method.delivery_tag)
+
+        tag = self.ch.basic_consume(queue, on_message)
+        deadline = time.time() + timeout
+        while len(got) < count and time.time() < deadline:
+            self.conn.process_data_events(time_limit=0.05)
+        self.ch.basic_cancel(tag)
+        return got
+
+    def drain(self, queue):
+        """Everything now in queue, without waiting."""
+        got = []
+        while True:
+            m, p, b = self.ch.basic_get(queue, auto_ack=True)
+            if m is None:
+                return got
+            got.append((time.time(), p, b))
+
+    def close(self):
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on right now."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# TLS: certificates made with the openssl command, and a second private
+# broker with a TLS listener, started only by the tests that ask for it.
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True,
+                   capture_output=True, text=True, timeout=60)
+
+
+def make_ca(directory, name, cn):
+    """A self-signed CA: name.pem and name.key in directory."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30",
+            "-subj", "/CN=" + cn, "-keyout", name + ".key",
+            "-out", name + ".pem",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            cwd=directory)
+
+
+def make_leaf(directory, name, ca, cn, extensions):
+    """A certificate for cn signed by the CA ca: name.pem and name.key."""
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=" + cn,
+            "-keyout", name + ".key", "-out", name + ".csr", cwd=directory)
+    with open(os.path.join(directory, name + ".ext"), "w") as f:
+        f.write("basicConstraints = CA:FALSE\n")
+        f.write("keyUsage = critical,digitalSignature\n")
+        for line in extensions:
+            f.write(line + "\n")
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem",
+            "-CAkey", ca + ".key", "-set_serial", "0x" + uuid.uuid4().hex,
+            "-days", "30", "-extfile", name + ".ext", "-out", name + ".pem",
+            cwd=directory)
+
+
+class Certs:
+    """Paths of the test PKI: .ca, .wrong_ca (an unrelated CA), the
+    broker's .server_cert/.server_key (SAN DNS:localhost only) and
+    .server_ip_cert/.server_ip_key (SAN DNS:localhost and IP:127.0.0.1),
+    .client_cert/.client_key signed by .ca, and .wrong_client_cert/
+    .wrong_client_key signed by .wrong_ca."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        make_ca(directory, "ca", "cascade test CA")
+        make_ca(directory, "wrong-ca", "unrelated test CA")
+        server = ["extendedKeyUsage = serverAuth"]
+        make_leaf(directory, "server", "ca", "localhost",
+                  server + ["subjectAltName = DNS:localhost"])
+        make_leaf(directory, "server-ip", "ca", "localhost",
+                  server + ["subjectAltName = DNS:localhost,IP:127.0.0.1"])
+        client = ["extendedKeyUsage = clientAuth"]
+        make_leaf(directory, "client", "ca", "cascade test client", client)
+        make_leaf(directory, "wrong-client", "wrong-ca",
+                  "cascade untrusted client", client)
+        p = lambda name: os.path.join(directory, name)  # noqa: E731
+        self.ca, self.wrong_ca = p("ca.pem"), p("wrong-ca.pem")
+        self.server_cert, self.server_key = p("server.pem"), p("server.key")
+        self.server_ip_cert = p("server-ip.pem")
+        self.server_ip_key = p("server-ip.key")
+        self.client_cert, self.client_key = p("client.pem"), p("client.key")
+        self.wrong_client_cert = p("wrong-client.pem")
+        self.wrong_client_key = p("wrong-client.key")
+
+
+class TlsBroker(Broker):
+    """A private broker with a TLS listener (verify_peer, client
+    certificate optional) at .tls_url (host localhost); .url is its plain
+    AMQP URL, .certs the test PKI (see Certs), also as attributes."""
+
+    def __init__(self, directory, url, tls_url, certs):
+        super().__init__(directory, url)
+        self.tls_url = tls_url
+        self.tls_port = int(tls_url.rsplit(":", 1)[1].split("/", 1)[0])
+        self.certs = certs
+        for k, v in vars(certs).items():
+            if k != "dir":
+                setattr(self, k, v)
+
+    def amqps_url(self, host="localhost", port=None):
+        return "amqps://guest:guest@%s:%d/%%2f" % (host,
+                                                    port or self.tls_port)
+
+    def add_tls_listener(self, certfile=None, keyfile=None,
+                         fail_if_no_peer_cert=False):
+        """Another TLS listener on 127.0.0.1 with the same CA and other
+        options, started in the running node (no restart): its port."""
+        port = free_port()
+        opts = "[{cacertfile, \"%s\"}, {certfile, \"%s\"}, " \
+               "{keyfile, \"%s\"}, {verify, verify_peer}, " \
+               "{fail_if_no_peer_cert, %s}]" % (
+                   self.ca, certfile or self.server_cert,
+                   keyfile or self.server_key,
+                   "true" if fail_if_no_peer_cert else "false")
+        out = self.ctl("eval", "rabbit_networking:start_ssl_listener("
+                       "{\"127.0.0.1\", %d}, %s, 1)." % (port, opts))
+        assert out.stdout.strip() == "ok", out.stdout + out.stderr
+        return port
