@@ -2,6 +2,7 @@
 conftest.py): the paths of the build, the daemon, broker and client
 wrappers, waiting, scraping /metrics, and the test PKI.  Test modules
 import from here, never from one another."""
+import json
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ BUILD = os.path.join(ROOT, os.environ.get("CASCADE_BUILD", "build"))
 CASCADE = os.path.join(BUILD, "cascade")
 PUBLISH = os.path.join(BUILD, "cascade-publish")
 BROKER_SCRIPT = os.path.join(ROOT, "tools", "rabbitmq-private")
+CTL = os.path.join(BUILD, "cascade-ctl")
 
 
 class Broker:
@@ -228,6 +230,49 @@ class Client:
             pass
 
 
+def target(client, kind="direct", key="orders"):
+    """A new exchange with a queue bound to it by key."""
+    ex = "ex-" + uuid.uuid4().hex[:8]
+    client.ch.exchange_declare(ex, kind)
+    q = client.queue()
+    client.ch.queue_bind(q, ex, key)
+    return ex, q
+
+
+def ctl(d, *args, rc=0):
+    """Run cascade-ctl with d's config; check its exit status."""
+    env = dict(os.environ)
+    env.pop("CASCADE_BROKER_URL", None)
+    r = subprocess.run([CTL, "-c", d.config, *args], capture_output=True,
+                       text=True, timeout=120, env=env)
+    if rc is not None:
+        assert r.returncode == rc, (r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def status(d):
+    return json.loads(ctl(d, "status", "--json").stdout)
+
+
+def wait_status(d, pred, timeout=20):
+    """Poll `status --json` until pred(status) holds; the last status."""
+    deadline = time.time() + timeout
+    while True:
+        s = status(d)
+        if pred(s) or time.time() > deadline:
+            return s
+        time.sleep(0.2)
+
+
+def wait_parked(d, n, timeout=20):
+    s = wait_status(d, lambda s: s["error"]["messages"] >= n, timeout)
+    assert s["error"]["messages"] == n, s["error"]
+
+
+def parked(d):
+    return json.loads(ctl(d, "errors", "--json").stdout)
+
+
 def free_port():
     """A TCP port on loopback that nothing listens on right now."""
     import socket
@@ -236,6 +281,18 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def metrics_daemon(daemon_factory, **sections):
+    """A daemon serving /metrics, and the URL to scrape.  On a port of its
+    own, not 0: cascade-ctl status reads the targets from the address in
+    the config, and some tests restart the daemon and scrape it again."""
+    port = free_port()
+    s = {"metrics": {"listen": "127.0.0.1:%d" % port}}
+    for k, v in sections.items():
+        s.setdefault(k, {}).update(v)
+    d = daemon_factory(s)
+    return d, "http://127.0.0.1:%d" % port
 
 
 # TLS: certificates made with the openssl command, and a second private

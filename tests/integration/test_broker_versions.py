@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from test_ctl import ctl
-from test_production import metrics_daemon, scrape, wait_for
+from helpers import ctl, metrics_daemon, scrape, wait_for
 
 
 @pytest.mark.slow

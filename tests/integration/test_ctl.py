@@ -2,59 +2,14 @@
 against the real daemon on a private RabbitMQ."""
 import datetime
 import json
-import os
 import subprocess
 import time
 import uuid
 
 import pytest
 
-from helpers import BUILD
-
-CTL = os.path.join(BUILD, "cascade-ctl")
-
-
-def ctl(d, *args, rc=0):
-    """Run cascade-ctl with d's config; check its exit status."""
-    env = dict(os.environ)
-    env.pop("CASCADE_BROKER_URL", None)
-    r = subprocess.run([CTL, "-c", d.config, *args], capture_output=True,
-                       text=True, timeout=120, env=env)
-    if rc is not None:
-        assert r.returncode == rc, (r.returncode, r.stdout, r.stderr)
-    return r
-
-
-def status(d):
-    return json.loads(ctl(d, "status", "--json").stdout)
-
-
-def wait_status(d, pred, timeout=20):
-    """Poll `status --json` until pred(status) holds; the last status."""
-    deadline = time.time() + timeout
-    while True:
-        s = status(d)
-        if pred(s) or time.time() > deadline:
-            return s
-        time.sleep(0.2)
-
-
-def wait_parked(d, n, timeout=20):
-    s = wait_status(d, lambda s: s["error"]["messages"] >= n, timeout)
-    assert s["error"]["messages"] == n, s["error"]
-
-
-def parked(d):
-    return json.loads(ctl(d, "errors", "--json").stdout)
-
-
-def target(client, kind="direct", key="orders"):
-    """A new exchange with a queue bound to it by key."""
-    ex = "ex-" + uuid.uuid4().hex[:8]
-    client.ch.exchange_declare(ex, kind)
-    q = client.queue()
-    client.ch.queue_bind(q, ex, key)
-    return ex, q
+from helpers import (CTL, ctl, parked, status, target, wait_parked,
+                     wait_status)
 
 
 def test_status_lists_the_ladder_and_where_a_message_waits(client, daemon):

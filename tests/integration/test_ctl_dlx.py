@@ -20,9 +20,8 @@ import urllib.request
 
 import pytest
 
-from helpers import BROKER_SCRIPT, BUILD, wait_for
+from helpers import BROKER_SCRIPT, CTL, wait_for
 
-CTL = os.path.join(BUILD, "cascade-ctl")
 KEY = "dead_letter_worker_publisher_confirm_timeout"
 LINE = "dead-letter re-send after a broker restart: "
 WARNING = ("cascade-ctl: warning: the broker's "

@@ -12,8 +12,8 @@ import pika
 import pika.exceptions
 import pytest
 
-from helpers import METRICS, Daemon, total, wait_for
-from test_ctl import ctl, parked, status, target, wait_parked, wait_status
+from helpers import (METRICS, Daemon, ctl, parked, status, target, total,
+                     wait_for, wait_parked, wait_status)
 
 SLACK = 0.002  # due times are whole ms: the daemon may round 1 ms down
 LATE = 1.5  # generous: the tail is held, a message is a few ms late

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from helpers import (CASCADE, Daemon, free_port, http_get, scrape,
+from helpers import (CASCADE, Daemon, http_get, metrics_daemon, scrape,
                      wait_for)
 
 
@@ -21,18 +21,6 @@ def launch(d):
     d.logfile = open(d.logpath, "ab")
     d.proc = subprocess.Popen([CASCADE, "-c", d.config], stdout=d.logfile,
                               stderr=subprocess.STDOUT)
-
-
-def metrics_daemon(daemon_factory, **sections):
-    """A daemon serving /metrics, and the URL to scrape.  On a port of its
-    own, not 0: cascade-ctl status reads the targets from the address in
-    the config, and some tests restart the daemon and scrape it again."""
-    port = free_port()
-    s = {"metrics": {"listen": "127.0.0.1:%d" % port}}
-    for k, v in sections.items():
-        s.setdefault(k, {}).update(v)
-    d = daemon_factory(s)
-    return d, "http://127.0.0.1:%d" % port
 
 
 def test_metrics_counters_move_as_messages_flow(client, daemon_factory):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import BROKER_SCRIPT, Broker, Client, Daemon, wait_for
+from helpers import BROKER_SCRIPT, Broker, Client, Daemon, ctl, wait_for
 
 
 def broker_version(broker):
@@ -186,7 +186,6 @@ def test_no_deprecated_feature_is_used(timeout_broker, tmp_path):
         r = broker.ctl("list_deprecated_features", check=False)
         assert r.returncode != 0  # 3.10 has no deprecated features yet
         return
-    from test_ctl import ctl
     d = Daemon(broker, str(tmp_path))
     d.start()
     client = Client(broker)

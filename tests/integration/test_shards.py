@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from helpers import METRICS, scrape, wait_for
-from test_ctl import ctl, status
+from helpers import METRICS, ctl, scrape, status, wait_for
 
 SLACK_MS = 1  # due times are whole ms
 

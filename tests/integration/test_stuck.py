@@ -10,8 +10,7 @@ import uuid
 import pika
 import pytest
 
-from test_ctl import ctl
-from test_production import metrics_daemon, scrape, wait_for
+from helpers import ctl, metrics_daemon, scrape, wait_for
 
 FRAME_MAX = 131072
 
