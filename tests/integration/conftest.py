@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
+from helpers import (BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker,
+                     kill_fast_daemons)
 
 
 def pytest_configure(config):
@@ -56,6 +57,14 @@ def daemon_factory(broker, tmp_path):
 @pytest.fixture
 def daemon(daemon_factory):
     return daemon_factory()
+
+
+@pytest.fixture(autouse=True)
+def _no_fast_daemon_outlives_its_test():
+    """A failed assertion must not leave a daemon of fast_daemon's
+    retrying forever."""
+    yield
+    kill_fast_daemons()
 
 
 @pytest.fixture

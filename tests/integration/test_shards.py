@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from helpers import METRICS, ctl, scrape, status, wait_for
+from helpers import (METRICS, Collector, check, ctl, fast_daemon, idle,
+                     publish_batch, report, scrape, start_cluster, status,
+                     stop_cluster, wait_for)
 
 SLACK_MS = 1  # due times are whole ms
 
@@ -169,10 +171,6 @@ def test_changing_shards_drains_the_former_layout(broker, client,
 
 @pytest.mark.cluster
 def test_a_levels_shards_lead_on_different_nodes(tmp_path):
-    from test_faults import (Collector, check, fast_daemon, idle,
-                             publish_batch, report, start_cluster,
-                             stop_cluster)
-
     _, nodes = start_cluster()
     try:
         d = fast_daemon(nodes[0], tmp_path,
