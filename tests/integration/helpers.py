@@ -261,18 +261,25 @@ def status(d):
     return json.loads(ctl(d, "status", "--json").stdout)
 
 
-def wait_status(d, pred, timeout=20):
-    """Poll `status --json` until pred(status) holds; the last status."""
+def wait_status(d, pred, timeout=20, what="cascade-ctl status to match"):
+    """Poll `status --json` until pred(status) holds: that status.  As
+    wait_for, fail the test after timeout seconds, naming what, with the
+    last status seen."""
     deadline = time.time() + timeout
     while True:
         s = status(d)
-        if pred(s) or time.time() > deadline:
+        if pred(s):
             return s
+        if time.time() > deadline:
+            pytest.fail("timed out after %ss waiting for %s; last status: %s"
+                        % (timeout, what, json.dumps(s)))
         time.sleep(0.2)
 
 
 def wait_parked(d, n, timeout=20):
-    s = wait_status(d, lambda s: s["error"]["messages"] >= n, timeout)
+    """Wait until d's error queue holds n messages, and no more."""
+    s = wait_status(d, lambda s: s["error"]["messages"] >= n, timeout,
+                    "%d parked message(s) in the error queue" % n)
     assert s["error"]["messages"] == n, s["error"]
 
 

@@ -33,7 +33,8 @@ def test_status_lists_the_ladder_and_where_a_message_waits(client, daemon):
     # 60 s is more than the top level, 12.8 s: the first hop is the top.
     q = client.queue()
     client.publish(p, q, b"later", {"x-remaining-delay": "60s"})
-    s = wait_status(daemon, lambda s: s["ladder_messages"] == 1, timeout=10)
+    s = wait_status(daemon, lambda s: s["ladder_messages"] == 1, timeout=10,
+                    what="the message in the ladder")
     assert [lv["messages"] for lv in s["levels"]] == [0] * 7 + [1], s
     assert s["ladder_messages"] == 1
 
@@ -155,7 +156,8 @@ def test_requeue_keeps_a_due_time_still_ahead(client, daemon_factory):
                            "x-target-exchange": ex})
     due = sent + 15
     # The first hop is the 4 s level; take the daemon away meanwhile.
-    wait_status(a, lambda s: s["levels"][2]["messages"] == 1, timeout=10)
+    wait_status(a, lambda s: s["levels"][2]["messages"] == 1, timeout=10,
+                what="the message in the 4 s level")
     assert a.stop() == 0
     b = daemon_factory({**ladder, "router": {"allowed_targets": "amq.*"}},
                        prefix=a.prefix)
@@ -258,7 +260,8 @@ def test_requeue_never_misroutes_a_message_without_its_routing_key(
     assert "requeued 1, left 0" in r.stdout
     got = client.collect(q, 1, timeout=15)
     assert [b for _, _, b in got] == [b"now"]
-    s = wait_status(daemon, lambda s: s["error"]["messages"] == 0)
+    s = wait_status(daemon, lambda s: s["error"]["messages"] == 0,
+                    what="the error queue empty after the requeue")
     assert s["error"]["messages"] == 0, s["error"]
     assert client.drain(stray) == []
 

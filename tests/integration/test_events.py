@@ -461,7 +461,8 @@ def test_cancel_survives_a_daemon_restart(client, daemon_factory):
     keep, gone = uid("keep"), uid("gone")
     sent = {keep: publish(client, d, q, keep, 10),
             gone: publish(client, d, q, gone, 10)}
-    wait_status(d, lambda s: s["levels"][3]["messages"] == 2, timeout=10)
+    wait_status(d, lambda s: s["levels"][3]["messages"] == 2, timeout=10,
+                what="both messages in the 8 s level")
     wait_listed(d, sent)
     ctl(d, "cancel", gone)
     assert d.stop() == 0
@@ -558,7 +559,8 @@ def test_cancel_in_a_long_level_takes_effect_when_it_comes_back(
     q = client.queue()
     gone = uid("gone")
     t0, _ = publish(client, d, q, gone, 60)
-    wait_status(d, lambda s: s["levels"][3]["messages"] == 1, timeout=10)
+    wait_status(d, lambda s: s["levels"][3]["messages"] == 1, timeout=10,
+                what="the message in the 8 s level")
     wait_listed(d, [gone])
     ctl(d, "cancel", gone)
     cancelled_at = time.time()
@@ -581,7 +583,8 @@ def test_cancel_in_a_long_level_takes_effect_when_it_comes_back(
 
     assert listing(d)["waiting"] == 0
     s = wait_status(d, lambda s: s["ladder_messages"] == 0 and
-                    s["return"]["messages"] == 0)
+                    s["return"]["messages"] == 0,
+                    what="the ladder and the return queue empty")
     assert s["ladder_messages"] == 0 and s["error"]["messages"] == 0, s
     assert client.drain(q) == []
     assert metric(d, "cascade_cancelled_total") == 1
