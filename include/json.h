@@ -36,4 +36,7 @@ size_t json_string(char *buf, size_t size, const void *s, size_t n);
 /* s[0..n) as a JSON string, quotes included, to fp. */
 void json_write(FILE *fp, const void *s, size_t n);
 
+/* The C string s as a JSON string, quotes included, to fp. */
+void json_write_str(FILE *fp, const char *s);
+
 #endif

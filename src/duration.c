@@ -1,4 +1,7 @@
-/* Duration parsing and formatting shared by the config and the headers. */
+/*
+ * Duration parsing and formatting shared by the config, the headers and
+ * the tools: one units table for both directions.
+ */
 #include "duration.h"
 
 #include <time.h>
@@ -17,6 +20,7 @@ static const struct unit units[] = {
     {"ms", 1},          {"s", 1000},         {"m", 60 * 1000},
     {"h", 3600 * 1000}, {"d", 86400 * 1000},
 };
+#define NUNITS (sizeof(units) / sizeof(units[0]))
 
 static int
 is_blank(char c)
@@ -86,21 +90,96 @@ duration_parse(const char *s, size_t len, enum duration_bare bare, int64_t *ms,
 	return 0;
 }
 
+/* The largest unit that divides ms exactly (ms itself for 0). */
+static size_t
+duration_exact_unit(int64_t ms, size_t largest)
+{
+	size_t u = largest + 1;
+
+	if (ms == 0)
+		return 0;
+	while (u-- > 1)
+		if (ms % units[u].ms == 0)
+			break;
+	return u;
+}
+
+/* ms in the largest unit it reaches, rounded to a tenth: "8.5m". */
+static void
+duration_about(int64_t ms, char *buf, size_t size)
+{
+	size_t u = NUNITS;
+	int64_t tenths;
+
+	while (u-- > 1)
+		if (ms >= units[u].ms)
+			break;
+	if (u == 0) {
+		snprintf(buf, size, "%" PRId64 "ms", ms);
+		return;
+	}
+	tenths = (ms * 10 + units[u].ms / 2) / units[u].ms;
+	if (tenths % 10 == 0)
+		snprintf(buf, size, "%" PRId64 "%s", tenths / 10,
+		         units[u].name);
+	else
+		snprintf(buf, size, "%" PRId64 ".%d%s", tenths / 10,
+		         (int)(tenths % 10), units[u].name);
+}
+
+/* Whole seconds in at most two units, the second left out when zero. */
+static void
+duration_span(int64_t ms, char *buf, size_t size)
+{
+	int64_t s = ms / 1000;
+	size_t u = NUNITS;
+
+	while (u-- > 2)
+		if (s * 1000 >= units[u].ms)
+			break;
+	if (u < 1)
+		u = 1;
+	{
+		int64_t big = s * 1000 / units[u].ms;
+		int64_t rest =
+		    u > 1 ? s * 1000 % units[u].ms / units[u - 1].ms : 0;
+		if (rest != 0)
+			snprintf(buf, size, "%" PRId64 "%s%" PRId64 "%s", big,
+			         units[u].name, rest, units[u - 1].name);
+		else
+			snprintf(buf, size, "%" PRId64 "%s", big,
+			         units[u].name);
+	}
+}
+
+void
+duration_format_as(int64_t ms, enum duration_style style, char *buf,
+                   size_t size)
+{
+	size_t u;
+
+	switch (style) {
+	case DURATION_ABOUT:
+		duration_about(ms, buf, size);
+		return;
+	case DURATION_SPAN:
+		duration_span(ms, buf, size);
+		return;
+	case DURATION_SECONDS:
+		u = ms % 1000 == 0 ? 1 : 0;
+		break;
+	case DURATION_EXACT:
+	default:
+		u = duration_exact_unit(ms, NUNITS - 1);
+		break;
+	}
+	snprintf(buf, size, "%" PRId64 "%s", ms / units[u].ms, units[u].name);
+}
+
 void
 duration_format(int64_t ms, char *buf, size_t size)
 {
-	size_t u = sizeof(units) / sizeof(units[0]);
-
-	if (ms != 0) {
-		while (u-- > 1)
-			if (ms % units[u].ms == 0)
-				break;
-	} else {
-		u = 0;
-	}
-	if (u >= sizeof(units) / sizeof(units[0]))
-		u = 0;
-	snprintf(buf, size, "%" PRId64 "%s", ms / units[u].ms, units[u].name);
+	duration_format_as(ms, DURATION_EXACT, buf, size);
 }
 
 static int64_t

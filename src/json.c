@@ -114,3 +114,9 @@ json_write(FILE *fp, const void *s, size_t n)
 	}
 	fputc('"', fp);
 }
+
+void
+json_write_str(FILE *fp, const char *s)
+{
+	json_write(fp, s, strlen(s));
+}

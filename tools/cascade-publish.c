@@ -5,7 +5,6 @@
  *   cascade-publish --delay 90s -r orders --body hello
  *   seq 100 | cascade-publish --at 2026-12-01T09:00:00Z -r orders
  */
-#define _XOPEN_SOURCE 700 /* strptime */
 #include "amqp_compat.h"
 #include <getopt.h>
 #include <inttypes.h>
@@ -17,6 +16,7 @@
 #include "broker.h"
 #include "config.h"
 #include "duration.h"
+#include "when.h"
 
 #define MAX_HEADERS 64
 /* Publishes awaiting a confirm; at most BROKER_CONFIRM_WINDOW. */
@@ -47,42 +47,6 @@ usage(FILE *fp)
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\ngives the password.\n");
-}
-
-/* ISO 8601 in UTC ("Z") or with an offset, seconds optional fraction. */
-static int
-parse_time(const char *s, int64_t *ms)
-{
-	struct tm tm;
-	const char *p;
-	int64_t frac = 0, scale = 100;
-	int sign, oh, om;
-	char *end;
-
-	if (strspn(s, "0123456789") == strlen(s) && *s) {
-		*ms = strtoll(s, &end, 10);
-		return *end == '\0' ? 0 : -1;
-	}
-	memset(&tm, 0, sizeof(tm));
-	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (p == NULL)
-		return -1;
-	if (*p == '.') {
-		for (p++; *p >= '0' && *p <= '9'; p++) {
-			frac += (*p - '0') * scale;
-			scale /= 10;
-		}
-	}
-	*ms = (int64_t)timegm(&tm) * 1000 + frac;
-	if (strcmp(p, "Z") == 0)
-		return 0;
-	if ((*p == '+' || *p == '-') &&
-	    sscanf(p + 1, "%2d:%2d", &oh, &om) == 2 && strlen(p) == 6) {
-		sign = *p == '+' ? 1 : -1;
-		*ms -= sign * ((int64_t)oh * 3600 + om * 60) * 1000;
-		return 0;
-	}
-	return -1;
 }
 
 static void
@@ -210,11 +174,12 @@ main(int argc, char *argv[])
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-remaining-delay");
 	} else {
-		if (parse_time(at, &ms) < 0) {
+		char twhy[128];
+		if (when_parse_absolute(at, &ms, twhy, sizeof(twhy)) < 0) {
 			fprintf(stderr,
 			        "cascade-publish: --at %s: not a time like "
-			        "2026-12-01T09:00:00Z or epoch ms\n",
-			        at);
+			        "2026-12-01T09:00:00Z or epoch ms (%s)\n",
+			        at, twhy);
 			return 2;
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-deliver-at");

@@ -285,3 +285,54 @@ Test(duration_format, round_trips)
 		             buf, (long long)back, (long long)values[i]);
 	}
 }
+
+static const char *
+styled(int64_t ms, enum duration_style style)
+{
+	static char buf[48];
+
+	duration_format_as(ms, style, buf, sizeof(buf));
+	return buf;
+}
+
+Test(duration_format_as, exact_is_duration_format)
+{
+	cr_assert_str_eq(styled(90000, DURATION_EXACT), "90s");
+	cr_assert_str_eq(styled(180000, DURATION_EXACT), "3m");
+	cr_assert_str_eq(styled(250, DURATION_EXACT), "250ms");
+	cr_assert_str_eq(styled(0, DURATION_EXACT), "0ms");
+}
+
+Test(duration_format_as, seconds)
+{
+	cr_assert_str_eq(styled(180000, DURATION_SECONDS), "180s");
+	cr_assert_str_eq(styled(10000, DURATION_SECONDS), "10s");
+	cr_assert_str_eq(styled(1500, DURATION_SECONDS), "1500ms");
+	cr_assert_str_eq(styled(0, DURATION_SECONDS), "0s");
+}
+
+Test(duration_format_as, about)
+{
+	cr_assert_str_eq(styled(510000, DURATION_ABOUT), "8.5m");
+	cr_assert_str_eq(styled(60000, DURATION_ABOUT), "1m");
+	cr_assert_str_eq(styled(86400000LL * 97 + 3600000 * 2, DURATION_ABOUT),
+	                 "97.1d");
+	cr_assert_str_eq(styled(1000, DURATION_ABOUT), "1s");
+	cr_assert_str_eq(styled(1049, DURATION_ABOUT), "1s");
+	cr_assert_str_eq(styled(1050, DURATION_ABOUT), "1.1s");
+	cr_assert_str_eq(styled(999, DURATION_ABOUT), "999ms");
+	cr_assert_str_eq(styled(59999, DURATION_ABOUT), "60s");
+}
+
+Test(duration_format_as, span)
+{
+	cr_assert_str_eq(styled(0, DURATION_SPAN), "0s");
+	cr_assert_str_eq(styled(999, DURATION_SPAN), "0s");
+	cr_assert_str_eq(styled(59000, DURATION_SPAN), "59s");
+	cr_assert_str_eq(styled(192000, DURATION_SPAN), "3m12s");
+	cr_assert_str_eq(styled(3600000, DURATION_SPAN), "1h");
+	cr_assert_str_eq(styled(3600000 + 61000, DURATION_SPAN), "1h1m");
+	cr_assert_str_eq(styled(86400000LL + 3599000, DURATION_SPAN), "1d");
+	cr_assert_str_eq(styled(86400000LL * 3 + 3600000, DURATION_SPAN),
+	                 "3d1h");
+}

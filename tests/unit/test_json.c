@@ -107,3 +107,16 @@ Test(json, one_character)
 	cr_assert_eq(used, 1);
 	cr_assert(memcmp(c, "\\ufffd", 6) == 0);
 }
+
+Test(json, write_str_is_write_of_the_c_string)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	cr_assert_not_null(fp);
+	json_write_str(fp, "a\"b\n");
+	fclose(fp);
+	cr_assert_str_eq(buf, "\"a\\\"b\\u000a\"");
+	free(buf);
+}

@@ -1,0 +1,28 @@
+/*
+ * The daemon's /metrics text (Prometheus exposition format, metrics.h)
+ * read back: the per-target samples cascade-ctl status shows.  Pure code;
+ * fetching the text is the caller's.
+ */
+#ifndef CASCADE_PROM_H
+#define CASCADE_PROM_H
+
+#include <stddef.h>
+
+#define PROM_NAME_MAX 256 /* a shortstr and its NUL */
+
+/* One target that refused deliveries, from its three samples. */
+struct prom_target {
+	char exchange[PROM_NAME_MAX], routing_key[PROM_NAME_MAX];
+	double refusals, diverted, backoff;
+};
+
+/*
+ * The cascade_target_refusals_total, cascade_target_diverted_total and
+ * cascade_target_backoff_seconds samples of text, one row per
+ * {exchange, routing_key}, in the order first seen, at most max (later
+ * targets are left out); label values unescaped.  A sample a row lacks is
+ * 0.  text is cut into lines in place.  Returns the number of rows.
+ */
+size_t prom_targets_parse(char *text, struct prom_target *t, size_t max);
+
+#endif

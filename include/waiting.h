@@ -1,0 +1,96 @@
+/*
+ * The messages still waiting, as the stream P.events tells them
+ * (events.h): its records folded into one table, filtered and sorted the
+ * way cascade-ctl list shows them, and counted by id the way cancel
+ * matches them.  Pure code: the records come from the caller.
+ */
+#ifndef CASCADE_WAITING_H
+#define CASCADE_WAITING_H
+
+#include "amqp_compat.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cancels.h"
+#include "events.h"
+#include "idmap.h"
+
+/* A message still waiting: its scheduled record, copied. */
+struct waiting {
+	int64_t due, size, seen; /* seen: x-cascade-at, 0 unknown */
+	amqp_bytes_t id, message_id, exchange, routing_key; /* in data */
+	int cancel_pending; /* set by waiting_select */
+	char data[];
+};
+
+/* What the records say, folded. */
+struct waiting_fold {
+	struct idmap waiting; /* cascade id -> struct waiting */
+	struct idmap ended;   /* cascade ids whose end came before scheduled */
+	struct cancels cancels; /* the requests copied into P.events */
+	uint64_t records;
+};
+
+void waiting_fold_init(struct waiting_fold *f);
+void waiting_fold_free(struct waiting_fold *f);
+
+/*
+ * One record into f: scheduled adds a message (the same id again: the
+ * later record wins), delivered / parked / cancelled removes it, a cancel
+ * request is held for "cancel pending".  An end whose scheduled record
+ * has not been read (it aged out of the stream, or comes later) is
+ * remembered, so that a late scheduled record does not list a message
+ * that is gone.  Markers and unknown kinds are counted only.  -1 out of
+ * memory.
+ */
+int waiting_fold_event(struct waiting_fold *f, const struct event *e);
+
+/* list's filters; an unset bound is INT64_MIN / INT64_MAX. */
+struct waiting_filter {
+	const char *target; /* EXCHANGE[/KEY], or NULL */
+	int64_t due_before, due_after;
+};
+
+/* No filter: every message passes. */
+void waiting_filter_init(struct waiting_filter *flt);
+
+/* Whether flt has a bound or a target. */
+int waiting_filter_set(const struct waiting_filter *flt);
+
+/*
+ * Whether w passes flt: due_after <= due < due_before, and --target T
+ * names its exchange, or its "exchange/routing key".  Exchange names and
+ * keys may hold slashes themselves, so T is not split at one; the default
+ * exchange answers to "" and to "amq.default".
+ */
+int waiting_match(const struct waiting_filter *flt, const struct waiting *w);
+
+/* The rows list prints: the waiting messages that pass, soonest first. */
+struct waiting_rows {
+	struct waiting **w; /* the fold's own; free only the array */
+	size_t n;
+	size_t total; /* messages waiting, before the filter */
+};
+
+/*
+ * The messages of f that pass flt into r, each marked cancel_pending when
+ * a request in force at now names it; sorted by due time, then first
+ * seen, then id, so the order is stable.  -1 out of memory (r empty).
+ */
+int waiting_select(struct waiting_fold *f, const struct waiting_filter *flt,
+                   int64_t now, struct waiting_rows *r);
+
+/* What a row calls the message: its message-id, else its cascade id. */
+amqp_bytes_t waiting_name(const struct waiting *w);
+
+/* The default exchange, by either of its names ("" or amq.default). */
+int waiting_exchange_is_default(amqp_bytes_t b);
+
+/*
+ * How many waiting messages id names (as message-id or cascade id), and
+ * the latest due time among them in *last_due (0 when none).
+ */
+uint64_t waiting_count_id(struct waiting_fold *f, amqp_bytes_t id,
+                          int64_t *last_due);
+
+#endif

@@ -1,0 +1,276 @@
+/* waiting: P.events folded into the messages still waiting (waiting.h). */
+#include "waiting.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "headers.h"
+
+/* The value of `ended`: idmap_get's NULL means absent. */
+static char ended_mark;
+
+void
+waiting_fold_init(struct waiting_fold *f)
+{
+	memset(f, 0, sizeof(*f));
+	idmap_init(&f->waiting);
+	idmap_init(&f->ended);
+	cancels_init(&f->cancels);
+}
+
+void
+waiting_fold_free(struct waiting_fold *f)
+{
+	idmap_free(&f->waiting, free);
+	idmap_free(&f->ended, NULL);
+	cancels_free(&f->cancels);
+}
+
+static amqp_bytes_t
+waiting_copy(char **p, amqp_bytes_t b)
+{
+	amqp_bytes_t out = {b.len, *p};
+
+	if (b.len > 0)
+		memcpy(*p, b.bytes, b.len);
+	*p += b.len;
+	return out;
+}
+
+/* A scheduled record as one allocation, its strings after it. */
+static struct waiting *
+waiting_new(const struct event *e)
+{
+	size_t n = e->id.len + e->message_id.len + e->exchange.len +
+	           e->routing_key.len;
+	struct waiting *w = malloc(sizeof(*w) + n + 1);
+	char *p;
+
+	if (w == NULL)
+		return NULL;
+	p = w->data;
+	w->due = e->due;
+	w->size = e->size;
+	w->seen = e->at;
+	w->cancel_pending = 0;
+	w->id = waiting_copy(&p, e->id);
+	w->message_id = waiting_copy(&p, e->message_id);
+	w->exchange = waiting_copy(&p, e->exchange);
+	w->routing_key = waiting_copy(&p, e->routing_key);
+	return w;
+}
+
+int
+waiting_fold_event(struct waiting_fold *f, const struct event *e)
+{
+	struct waiting *w;
+	void *old;
+
+	f->records++;
+	switch (e->kind) {
+	case EVENT_CANCEL:
+		return cancels_add(&f->cancels, e->cancel, e->park, e->until);
+	case EVENT_SCHEDULED:
+		if (idmap_del(&f->ended, e->id) != NULL)
+			return 0;
+		if ((w = waiting_new(e)) == NULL)
+			return -1;
+		if (idmap_put(&f->waiting, e->id, w, &old) < 0) {
+			free(w);
+			return -1;
+		}
+		free(old); /* the same id again: the later record wins */
+		return 0;
+	case EVENT_DELIVERED:
+	case EVENT_PARKED:
+	case EVENT_CANCELLED:
+		if ((w = idmap_del(&f->waiting, e->id)) != NULL) {
+			free(w);
+			return 0;
+		}
+		return idmap_put(&f->ended, e->id, &ended_mark, &old);
+	default:
+		return 0;
+	}
+}
+
+void
+waiting_filter_init(struct waiting_filter *flt)
+{
+	flt->target = NULL;
+	flt->due_before = INT64_MAX;
+	flt->due_after = INT64_MIN;
+}
+
+int
+waiting_filter_set(const struct waiting_filter *flt)
+{
+	return flt->target != NULL || flt->due_before != INT64_MAX ||
+	       flt->due_after != INT64_MIN;
+}
+
+int
+waiting_exchange_is_default(amqp_bytes_t b)
+{
+	return b.len == 0 || headers_key_is(b, "amq.default");
+}
+
+static int
+waiting_exchange_eq(amqp_bytes_t a, amqp_bytes_t b)
+{
+	if (waiting_exchange_is_default(a) || waiting_exchange_is_default(b))
+		return waiting_exchange_is_default(a) &&
+		       waiting_exchange_is_default(b);
+	return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0;
+}
+
+/* memcmp's equality, for empty bytes too (whose pointer may be NULL). */
+static int
+waiting_mem_eq(const void *a, const void *b, size_t n)
+{
+	return n == 0 || memcmp(a, b, n) == 0;
+}
+
+/* Whether t is "<name>/<key>". */
+static int
+waiting_target_is(const char *t, size_t tlen, amqp_bytes_t name,
+                  amqp_bytes_t key)
+{
+	return tlen == name.len + 1 + key.len &&
+	       waiting_mem_eq(t, name.bytes, name.len) && t[name.len] == '/' &&
+	       waiting_mem_eq(t + name.len + 1, key.bytes, key.len);
+}
+
+int
+waiting_match(const struct waiting_filter *flt, const struct waiting *w)
+{
+	const char *t = flt->target;
+	size_t n;
+
+	if (w->due >= flt->due_before || w->due < flt->due_after)
+		return 0;
+	if (t == NULL)
+		return 1;
+	n = strlen(t);
+	if (waiting_exchange_eq((amqp_bytes_t){n, (void *)t}, w->exchange))
+		return 1;
+	if (!waiting_exchange_is_default(w->exchange))
+		return waiting_target_is(t, n, w->exchange, w->routing_key);
+	return waiting_target_is(t, n, amqp_empty_bytes, w->routing_key) ||
+	       waiting_target_is(t, n, amqp_cstring_bytes("amq.default"),
+	                         w->routing_key);
+}
+
+static int
+waiting_bytes_cmp(amqp_bytes_t a, amqp_bytes_t b)
+{
+	size_t n = a.len < b.len ? a.len : b.len;
+	int d = n ? memcmp(a.bytes, b.bytes, n) : 0;
+
+	return d ? d : (a.len > b.len) - (a.len < b.len);
+}
+
+/* Soonest due first; then first seen, then id, so the order is stable. */
+static int
+waiting_cmp(const void *pa, const void *pb)
+{
+	const struct waiting *a = *(struct waiting *const *)pa;
+	const struct waiting *b = *(struct waiting *const *)pb;
+
+	if (a->due != b->due)
+		return a->due < b->due ? -1 : 1;
+	if (a->seen != b->seen)
+		return a->seen < b->seen ? -1 : 1;
+	return waiting_bytes_cmp(a->id, b->id);
+}
+
+struct waiting_gather {
+	const struct waiting_filter *flt;
+	const struct cancels *cancels;
+	int64_t now;
+	struct waiting_rows *r;
+	size_t cap;
+	int oom;
+};
+
+static int
+waiting_gather(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct waiting_gather *g = ctx;
+	struct waiting_rows *r = g->r;
+	struct waiting *w = value, **grown;
+
+	(void)key;
+	r->total++;
+	if (!waiting_match(g->flt, w) || g->oom)
+		return 0;
+	if (r->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		if ((grown = realloc(r->w, cap * sizeof(*grown))) == NULL) {
+			g->oom = 1;
+			return 0;
+		}
+		r->w = grown;
+		g->cap = cap;
+	}
+	w->cancel_pending =
+	    cancels_find(g->cancels, w->message_id, w->id, g->now) != NULL;
+	r->w[r->n++] = w;
+	return 0;
+}
+
+int
+waiting_select(struct waiting_fold *f, const struct waiting_filter *flt,
+               int64_t now, struct waiting_rows *r)
+{
+	struct waiting_gather g = {flt, &f->cancels, now, r, 0, 0};
+
+	memset(r, 0, sizeof(*r));
+	idmap_each(&f->waiting, waiting_gather, &g);
+	if (g.oom) {
+		free(r->w);
+		memset(r, 0, sizeof(*r));
+		return -1;
+	}
+	if (r->n > 1)
+		qsort(r->w, r->n, sizeof(*r->w), waiting_cmp);
+	return 0;
+}
+
+amqp_bytes_t
+waiting_name(const struct waiting *w)
+{
+	return w->message_id.len > 0 ? w->message_id : w->id;
+}
+
+struct waiting_count {
+	amqp_bytes_t id;
+	uint64_t n;
+	int64_t last_due;
+};
+
+static int
+waiting_count_one(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct waiting_count *m = ctx;
+	const struct waiting *w = value;
+
+	(void)key;
+	if (waiting_bytes_cmp(w->message_id, m->id) == 0 ||
+	    waiting_bytes_cmp(w->id, m->id) == 0) {
+		m->n++;
+		if (w->due > m->last_due)
+			m->last_due = w->due;
+	}
+	return 0;
+}
+
+uint64_t
+waiting_count_id(struct waiting_fold *f, amqp_bytes_t id, int64_t *last_due)
+{
+	struct waiting_count m = {id, 0, 0};
+
+	idmap_each(&f->waiting, waiting_count_one, &m);
+	*last_due = m.last_due;
+	return m.n;
+}

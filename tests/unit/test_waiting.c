@@ -1,0 +1,221 @@
+/* waiting: P.events folded, filtered, sorted and counted by id. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "waiting.h"
+
+static struct waiting_fold f;
+
+static void
+setup(void)
+{
+	waiting_fold_init(&f);
+}
+
+static void
+teardown(void)
+{
+	waiting_fold_free(&f);
+}
+
+static void
+put(enum event_kind kind, const char *id, const char *mid, int64_t due,
+    int64_t at, const char *ex, const char *key)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.id = amqp_cstring_bytes(id);
+	e.message_id = amqp_cstring_bytes(mid ? mid : "");
+	e.due = due;
+	e.at = at;
+	e.size = 5;
+	e.exchange = amqp_cstring_bytes(ex ? ex : "");
+	e.routing_key = amqp_cstring_bytes(key ? key : "");
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+}
+
+static void
+sched(const char *id, const char *mid, int64_t due, const char *ex,
+      const char *key)
+{
+	put(EVENT_SCHEDULED, id, mid, due, 1, ex, key);
+}
+
+/* The names of the selected rows, joined by spaces. */
+static const char *
+names(const struct waiting_filter *flt)
+{
+	static char out[256];
+	struct waiting_rows r;
+
+	cr_assert_eq(waiting_select(&f, flt, 0, &r), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < r.n; i++) {
+		amqp_bytes_t n = waiting_name(r.w[i]);
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%.*s",
+		         i ? " " : "", (int)n.len, (const char *)n.bytes);
+	}
+	free(r.w);
+	return out;
+}
+
+TestSuite(waiting, .init = setup, .fini = teardown);
+
+Test(waiting, fold_scheduled_and_ended)
+{
+	struct waiting_filter all;
+
+	waiting_filter_init(&all);
+	sched("c1", "m1", 300, NULL, "q");
+	sched("c2", NULL, 100, NULL, "q");
+	sched("c3", "m3", 200, NULL, "q");
+	put(EVENT_DELIVERED, "c3", NULL, 0, 2, NULL, NULL);
+	cr_assert_str_eq(names(&all), "c2 m1");
+	cr_assert_eq(f.records, 4);
+}
+
+Test(waiting, an_end_before_its_schedule_wins)
+{
+	struct waiting_filter all;
+
+	waiting_filter_init(&all);
+	put(EVENT_PARKED, "c1", NULL, 0, 2, NULL, NULL);
+	sched("c1", "m1", 300, NULL, "q");
+	put(EVENT_CANCELLED, "c2", NULL, 0, 2, NULL, NULL);
+	sched("c2", "m2", 300, NULL, "q");
+	sched("c2", "m2", 300, NULL, "q"); /* a copy: it is waiting now */
+	cr_assert_str_eq(names(&all), "m2");
+}
+
+Test(waiting, the_later_record_wins)
+{
+	struct waiting_filter all;
+	struct waiting_rows r;
+
+	waiting_filter_init(&all);
+	sched("c1", "m1", 300, NULL, "q");
+	sched("c1", "m1", 50, NULL, "q");
+	cr_assert_eq(waiting_select(&f, &all, 0, &r), 0);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.w[0]->due, 50);
+	free(r.w);
+}
+
+Test(waiting, sorted_by_due_then_seen_then_id)
+{
+	struct waiting_filter all;
+
+	waiting_filter_init(&all);
+	put(EVENT_SCHEDULED, "b", NULL, 10, 5, NULL, "q");
+	put(EVENT_SCHEDULED, "a", NULL, 10, 5, NULL, "q");
+	put(EVENT_SCHEDULED, "c", NULL, 10, 4, NULL, "q");
+	put(EVENT_SCHEDULED, "d", NULL, 5, 9, NULL, "q");
+	cr_assert_str_eq(names(&all), "d c a b");
+}
+
+Test(waiting, due_bounds)
+{
+	struct waiting_filter flt;
+
+	sched("a", NULL, 100, NULL, "q");
+	sched("b", NULL, 200, NULL, "q");
+	sched("c", NULL, 300, NULL, "q");
+	waiting_filter_init(&flt);
+	cr_assert_eq(waiting_filter_set(&flt), 0);
+	flt.due_after = 200;
+	cr_assert_str_eq(names(&flt), "b c");
+	flt.due_before = 300;
+	cr_assert_str_eq(names(&flt), "b");
+	cr_assert_eq(waiting_filter_set(&flt), 1);
+}
+
+Test(waiting, target_names_exchange_or_exchange_and_key)
+{
+	struct waiting_filter flt;
+	struct waiting_rows r;
+
+	sched("a", NULL, 1, "orders", "eu");
+	sched("b", NULL, 2, "orders", "us");
+	sched("c", NULL, 3, "", "q");
+	sched("d", NULL, 4, "amq.default", "q/x");
+	sched("e", NULL, 5, "a/b", "c");
+	waiting_filter_init(&flt);
+	flt.target = "orders";
+	cr_assert_str_eq(names(&flt), "a b");
+	flt.target = "orders/us";
+	cr_assert_str_eq(names(&flt), "b");
+	flt.target = "amq.default";
+	cr_assert_str_eq(names(&flt), "c d");
+	flt.target = "";
+	cr_assert_str_eq(names(&flt), "c d");
+	flt.target = "/q";
+	cr_assert_str_eq(names(&flt), "c");
+	flt.target = "amq.default/q/x";
+	cr_assert_str_eq(names(&flt), "d");
+	flt.target = "a/b/c";
+	cr_assert_str_eq(names(&flt), "e");
+	flt.target = "a";
+	cr_assert_str_eq(names(&flt), "");
+	cr_assert_eq(waiting_select(&f, &flt, 0, &r), 0);
+	cr_assert_eq(r.total, 5);
+	free(r.w);
+}
+
+Test(waiting, cancel_pending)
+{
+	struct waiting_filter all;
+	struct waiting_rows r;
+	struct event e;
+
+	waiting_filter_init(&all);
+	sched("c1", "m1", 300, NULL, "q");
+	sched("c2", "m2", 300, NULL, "q");
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_CANCEL;
+	e.cancel = amqp_cstring_bytes("m2");
+	e.until = 1000;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(waiting_select(&f, &all, 999, &r), 0);
+	cr_assert_eq(r.n, 2);
+	cr_assert_eq(r.w[0]->cancel_pending, 0);
+	cr_assert_eq(r.w[1]->cancel_pending, 1);
+	free(r.w);
+	cr_assert_eq(waiting_select(&f, &all, 1001, &r), 0);
+	cr_assert_eq(r.w[1]->cancel_pending, 0);
+	free(r.w);
+}
+
+Test(waiting, count_by_message_id_or_cascade_id)
+{
+	int64_t last = -1;
+
+	sched("c1", "order-1", 300, NULL, "q");
+	sched("c2", "order-1", 500, NULL, "q");
+	sched("c3", "order-2", 100, NULL, "q");
+	cr_assert_eq(waiting_count_id(&f, amqp_cstring_bytes("order-1"), &last),
+	             2);
+	cr_assert_eq(last, 500);
+	cr_assert_eq(waiting_count_id(&f, amqp_cstring_bytes("c3"), &last), 1);
+	cr_assert_eq(last, 100);
+	cr_assert_eq(waiting_count_id(&f, amqp_cstring_bytes("order"), &last),
+	             0);
+	cr_assert_eq(last, 0);
+}
+
+Test(waiting, name_is_message_id_else_cascade_id)
+{
+	struct waiting_filter all;
+
+	waiting_filter_init(&all);
+	sched("c1", "", 1, NULL, "q");
+	sched("c2", "m2", 2, NULL, "q");
+	cr_assert_str_eq(names(&all), "c1 m2");
+	cr_assert(waiting_exchange_is_default(amqp_cstring_bytes("")));
+	cr_assert(
+	    waiting_exchange_is_default(amqp_cstring_bytes("amq.default")));
+	cr_assert(!waiting_exchange_is_default(amqp_cstring_bytes("x")));
+}
