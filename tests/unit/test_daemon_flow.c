@@ -1,0 +1,430 @@
+/*
+ * daemon_flow.c linked alone: the real route, shard, dispatch, hold and
+ * "delivery done" logic, with stubs for what it calls in the other daemon
+ * files.  The stub publisher records each message it is handed and when,
+ * so the tests assert where a message would have gone.
+ */
+#include <criterion/criterion.h>
+#include <ev.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/daemon_int.h"
+#include "duration.h"
+#include "helpers.h"
+
+#define MAX_CALLS 16
+
+/* What the stubs were asked to do. */
+static struct {
+	struct message *published[MAX_CALLS];
+	int64_t published_at[MAX_CALLS]; /* wall ms */
+	unsigned npublished;
+	unsigned parks; /* of the published, through daemon_park */
+	unsigned retries, waits, scheduled, records, matched;
+	unsigned cancelled, requests;
+} calls;
+
+static struct daemon d;
+static struct config cfg;
+static struct retry_table no_retries;
+static char queue_names[3 * 8][32];
+
+static void
+record_publish(struct message *m)
+{
+	cr_assert_lt(calls.npublished, MAX_CALLS);
+	calls.published_at[calls.npublished] = duration_wall_ms();
+	calls.published[calls.npublished++] = m;
+}
+
+void
+daemon_publish(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	record_publish(m);
+}
+
+void
+daemon_park(struct daemon *dd, struct message *m, enum park_kind kind,
+            const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)dd;
+	va_start(ap, fmt);
+	router_vpark(&m->route, kind, fmt, ap);
+	va_end(ap);
+	calls.parks++;
+	record_publish(m);
+}
+
+void
+daemon_retry_later(struct daemon *dd, struct message *m, const char *why)
+{
+	(void)dd;
+	(void)why;
+	calls.retries++;
+	message_free(m);
+}
+
+void
+daemon_wait_exchange(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	calls.waits++;
+	message_free(m);
+}
+
+/* Messages routed to "cancel-me" have a cancellation in force. */
+int
+daemon_cancelled(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	if (!headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))
+		return 0;
+	calls.cancelled++;
+	message_free(m);
+	return 1;
+}
+
+/* Messages routed to "request" are cancellation requests. */
+int
+daemon_cancel_request(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	if (!headers_bytes_eq(m->routing_key, amqp_cstring_bytes("request")))
+		return 0;
+	calls.requests++;
+	message_free(m);
+	return 1;
+}
+
+void
+daemon_scheduled(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	(void)m;
+	calls.scheduled++;
+}
+
+void
+daemon_record(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	calls.records++;
+	message_free(m);
+}
+
+void
+daemon_match_return(struct daemon *dd, const struct message *r)
+{
+	(void)dd;
+	(void)r;
+	calls.matched++;
+}
+
+/*
+ * A 100 ms ladder of factor 2 (100, 200, 400 ... 12800 ms), three shards,
+ * tail = hold with a 50 ms margin; consumers: ingress, retry, and the
+ * return queue of shard 2.
+ */
+static void
+setup(void)
+{
+	const char *why = NULL;
+
+	memset(&calls, 0, sizeof(calls));
+	memset(&d, 0, sizeof(d));
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.router_max_redeliveries = 3;
+	d.cfg = &cfg;
+	d.loop = ev_default_loop(0);
+	cr_assert_eq(ladder_init(&d.ladder, 100, 2, 8, &why), 0, "%s",
+	             why ? why : "");
+	d.topo.shards = 3;
+	d.rp.ladder = &d.ladder;
+	d.rp.max_delay = 365 * DAY;
+	d.rp.default_exchange = amqp_empty_bytes;
+	d.rp.hold_tail = 1;
+	d.rp.tail_margin = 50;
+	d.rp.retry = &no_retries;
+	outbox_init(&d.out);
+	xcheck_init(&d.xc);
+	targets_init(&d.targets, d.ladder.ttl[0], 60000);
+	d.plan.rp = &d.rp;
+	d.plan.ladder = &d.ladder;
+	d.plan.targets = &d.targets;
+	d.plan.level_queues = d.level_queues;
+	for (unsigned k = 0; k < 3 * d.ladder.levels; k++) {
+		snprintf(queue_names[k], sizeof(queue_names[k]),
+		         "P.delay.s%u.%u", k / d.ladder.levels,
+		         k % d.ladder.levels);
+		d.level_queues[k] = queue_names[k];
+	}
+	TAILQ_INIT(&d.held);
+	d.consumers[0] =
+	    (struct consumer){"ingress", "P.ingress", ROUTE_FROM_INGRESS, -1};
+	d.consumers[1] =
+	    (struct consumer){"retry", "P.retry", ROUTE_FROM_RETRY, -1};
+	d.consumers[2] =
+	    (struct consumer){"return.s2", "P.return.s2", ROUTE_FROM_RETURN, 2};
+	d.nconsumers = 3;
+}
+
+static void
+teardown(void)
+{
+	struct message *m;
+
+	for (unsigned i = 0; i < calls.npublished; i++)
+		message_free(calls.published[i]);
+	while ((m = TAILQ_FIRST(&d.held)) != NULL) {
+		ev_timer_stop(d.loop, &m->hold);
+		TAILQ_REMOVE(&d.held, m, link);
+		message_free(m);
+	}
+	outbox_drop(&d.out, message_free_item, NULL);
+	xcheck_drop(&d.xc, message_free_item, NULL);
+	targets_free(&d.targets);
+	message_spare_free();
+}
+
+TestSuite(daemon_flow, .init = setup, .fini = teardown);
+
+/* A delivery from consumer `consumer`, with the headers in t. */
+static struct message *
+delivery(unsigned consumer, const char *routing_key, struct tb *t)
+{
+	struct message *m = message_new();
+	amqp_basic_properties_t p = props_of(t);
+
+	cr_assert_not_null(m);
+	m->consumer = consumer;
+	m->src = d.consumers[consumer].src;
+	m->routing_key = message_dup(m, amqp_cstring_bytes(routing_key));
+	cr_assert_eq(message_set_props(m, &p), 0);
+	return m;
+}
+
+/* An ingress delivery asking for `delay` ms. */
+static struct message *
+delayed(const char *routing_key, int64_t delay)
+{
+	struct tb t = {.n = 0};
+
+	tb_i64(&t, "x-delay", delay);
+	return delivery(0, routing_key, &t);
+}
+
+/*
+ * Due now is due at most a millisecond ahead (the due time is stamped from
+ * the clock rounded up): held that long.  Run the loop until no hold is
+ * left.
+ */
+static void
+settle(void)
+{
+	ev_run(d.loop, 0);
+	cr_assert_eq(message_count(&d.held), 0);
+}
+
+static const struct route *
+published(unsigned i)
+{
+	cr_assert_gt(calls.npublished, i, "%u published, want #%u",
+	             calls.npublished, i);
+	return &calls.published[i]->route;
+}
+
+Test(daemon_flow, delay_takes_the_largest_level_that_fits)
+{
+	const struct route *r;
+
+	/* 1000 ms, aiming 50 ms early: 950 ms, so level 3 (800 ms). */
+	daemon_message_done(&d, delayed("orders", 1000));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_HOP);
+	cr_assert_eq(r->level, 3);
+	/* The rest, 200 ms, plus up to 1 ms the due time was rounded up. */
+	cr_assert_leq(r->left, 201);
+	cr_assert_geq(r->left, 190);
+	cr_assert_eq(calls.scheduled, 1, "first sight is scheduled");
+	cr_assert_eq(d.m.received[0], 1);
+	cr_assert(calls.published[0]->routed);
+}
+
+Test(daemon_flow, due_now_is_delivered_at_once)
+{
+	const struct route *r;
+
+	daemon_message_done(&d, delayed("orders", 0));
+	settle();
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_DELIVER);
+	expect_bytes(r->exchange, "");
+	expect_bytes(r->routing_key, "orders");
+	cr_assert_eq(calls.waits, 0, "the default exchange needs no check");
+	cr_assert_leq(r->due, calls.published_at[0], "never early");
+}
+
+Test(daemon_flow, tail_inside_the_margin_is_held_then_delivered_on_time)
+{
+	const struct route *r;
+
+	/* 120 ms: 70 ms after the margin, under the 100 ms level 0. */
+	daemon_message_done(&d, delayed("orders", 120));
+	cr_assert_eq(calls.npublished, 0, "held, not published");
+	cr_assert_eq(message_count(&d.held), 1);
+	cr_assert_eq(d.m.held_total, 1);
+	ev_run(d.loop, 0); /* until the hold timer has fired */
+	cr_assert_eq(message_count(&d.held), 0);
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_DELIVER);
+	cr_assert_leq(r->due, calls.published_at[0], "never early");
+}
+
+Test(daemon_flow, first_sight_takes_the_shards_round_robin)
+{
+	for (int i = 0; i < 4; i++)
+		daemon_message_done(&d, delayed("orders", 5000));
+	cr_assert_eq(calls.npublished, 4);
+	cr_assert_eq(published(0)->shard, 0);
+	cr_assert_eq(published(1)->shard, 1);
+	cr_assert_eq(published(2)->shard, 2);
+	cr_assert_eq(published(3)->shard, 0);
+}
+
+Test(daemon_flow, a_shards_return_keeps_its_shard)
+{
+	struct tb t = {.n = 0};
+	const struct route *r;
+
+	tb_i64(&t, "x-cascade-due", duration_wall_ms() + 5000);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	daemon_message_done(&d, delivery(2, "P.delay.3", &t));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_HOP, "action %d", r->action);
+	cr_assert_eq(r->shard, 2);
+	cr_assert_eq(calls.scheduled, 0, "scheduled at first sight only");
+	cr_assert_eq(d.next_shard, 0, "the round robin did not move");
+}
+
+Test(daemon_flow, cancelled_is_dropped_unpublished)
+{
+	daemon_message_done(&d, delayed("cancel-me", 5000));
+	cr_assert_eq(calls.cancelled, 1);
+	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(calls.scheduled, 0);
+}
+
+Test(daemon_flow, a_parked_message_is_not_looked_up_for_cancellations)
+{
+	struct tb t = {.n = 0};
+	const struct route *r;
+
+	tb_str(&t, "x-delay", "soon");
+	daemon_message_done(&d, delivery(0, "cancel-me", &t));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_PARK);
+	cr_assert_eq(r->park, PARK_bad_header);
+	cr_assert_eq(calls.cancelled, 0);
+}
+
+Test(daemon_flow, a_cancellation_request_is_not_routed)
+{
+	daemon_message_done(&d, delayed("request", 5000));
+	cr_assert_eq(calls.requests, 1);
+	cr_assert_eq(calls.npublished, 0);
+}
+
+Test(daemon_flow, a_named_exchange_is_checked_first)
+{
+	struct tb t = {.n = 0};
+
+	tb_i64(&t, "x-delay", 0);
+	tb_str(&t, "x-target-exchange", "billing");
+	daemon_message_done(&d, delivery(0, "orders", &t));
+	settle();
+	cr_assert_eq(calls.waits, 1);
+	cr_assert_eq(calls.npublished, 0);
+
+	/* Known to exist: published at once. */
+	xcheck_add(&d.xc, amqp_cstring_bytes("billing"), NULL,
+	           duration_mono_ms());
+	daemon_message_done(&d, delivery(0, "orders", &t));
+	settle();
+	cr_assert_eq(calls.waits, 1);
+	cr_assert_eq(published(0)->action, ROUTE_DELIVER);
+	expect_bytes(published(0)->exchange, "billing");
+}
+
+Test(daemon_flow, a_refused_exchange_parks)
+{
+	struct tb t = {.n = 0};
+
+	tb_i64(&t, "x-delay", 0);
+	tb_str(&t, "x-target-exchange", "secret");
+	xcheck_add(&d.xc, amqp_cstring_bytes("secret"), "403 ACCESS_REFUSED",
+	           duration_mono_ms());
+	daemon_message_done(&d, delivery(0, "orders", &t));
+	settle();
+	cr_assert_eq(calls.parks, 1);
+	cr_assert_eq(published(0)->action, ROUTE_PARK);
+	cr_assert_eq(published(0)->park, PARK_broker_refused);
+}
+
+Test(daemon_flow, redelivered_too_often_is_parked_unrouted)
+{
+	struct tb t = {.n = 0};
+	struct message *m;
+
+	tb_i64(&t, "x-delay", 5000);
+	tb_i64(&t, "x-delivery-count", 3);
+	m = delivery(0, "orders", &t);
+	m->redelivered = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(published(0)->action, ROUTE_PARK);
+	cr_assert_eq(published(0)->park, PARK_redelivered);
+	cr_assert_eq(calls.scheduled, 0);
+}
+
+Test(daemon_flow, blocked_connection_pauses_unrouted)
+{
+	struct message *m = delayed("orders", 5000);
+
+	d.out.blocked = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(outbox_count(&d.out.paused), 1);
+	cr_assert_not(m->routed);
+}
+
+Test(daemon_flow, returns_records_and_discards_are_not_routed)
+{
+	struct tb t = {.n = 0};
+	struct message *m;
+
+	m = delivery(0, "orders", &t);
+	m->is_return = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(calls.matched, 1);
+	cr_assert_eq(d.m.returns, 1);
+	cr_assert_eq(d.m.received[0], 0, "a return is not received");
+
+	m = delivery(0, "orders", &t);
+	m->stream = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(calls.records, 1);
+
+	m = delayed("orders", 5000);
+	m->discard = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(d.m.received[0], 1, "a discarded delivery counts");
+	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_null(d.assembling);
+}
