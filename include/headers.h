@@ -64,9 +64,8 @@ int headers_is_routing(amqp_bytes_t key);
 /* The same bytes?  The one comparison of amqp_bytes_t in cascade. */
 int headers_bytes_eq(amqp_bytes_t a, amqp_bytes_t b);
 
-/* Is key exactly name; does it start with prefix? */
+/* Is key exactly name? */
 int headers_key_is(amqp_bytes_t key, const char *name);
-int headers_key_prefix(amqp_bytes_t key, const char *prefix);
 
 /*
  * Copy the entries of in that `drop` does not reject into out, with room for

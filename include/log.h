@@ -25,7 +25,6 @@ extern enum log_level log_threshold;
 
 /* level: lowest level written; json: one JSON object per line. */
 void log_init(enum log_level level, int json);
-int log_level_parse(const char *name, enum log_level *out);
 
 /*
  * The line log_emit writes for one event, without the newline, in out

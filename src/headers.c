@@ -373,14 +373,6 @@ headers_key_is(amqp_bytes_t key, const char *name)
 	return key.len == n && (n == 0 || memcmp(key.bytes, name, n) == 0);
 }
 
-int
-headers_key_prefix(amqp_bytes_t key, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return key.len >= n && (n == 0 || memcmp(key.bytes, prefix, n) == 0);
-}
-
 static size_t headers_value_size(const amqp_field_value_t *v);
 
 size_t

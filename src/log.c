@@ -25,19 +25,6 @@ log_init(enum log_level level, int json)
 	log_json = json;
 }
 
-int
-log_level_parse(const char *name, enum log_level *out)
-{
-	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]);
-	     i++) {
-		if (strcmp(name, level_names[i]) == 0) {
-			*out = (enum log_level)i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /* A newline in a value (a broker's error text, say) would split the event. */
 static void
 log_escape_controls(char *line)
