@@ -1,7 +1,8 @@
 /*
- * Helpers shared by the router, park and regression tests: the former
- * default ladder, header tables built by hand, a publisher's full set of
- * properties, and assertions on the headers and properties that come out.
+ * Helpers shared by the router, park and regression tests: the ladder
+ * those tests were written for, header tables built by hand, a
+ * publisher's full set of properties, and assertions on the headers and
+ * properties that come out.
  * Everything is static inline so a test file that leaves a helper unused
  * gets no warning.
  */
@@ -21,9 +22,12 @@
 #define DAY INT64_C(86400000)
 
 /*
- * The former default ladder (2 s, factor 4, 12 levels) and router
- * settings with round-up: a year's maximum delay, the default exchange
- * for deliveries without x-target-exchange, no hold tail, no retries.
+ * Not the shipped defaults (include/config.h: 2 s, factor 2, as many levels
+ * as reach max_delay, tail = hold with a 250 ms margin): a 2 s ladder of
+ * factor 4 and 12 levels, the one these tests' levels and hop counts were
+ * worked out on, with round-up: a year's maximum delay, the default
+ * exchange for deliveries without x-target-exchange, no hold tail, no
+ * retries.
  */
 static inline void
 default_router(struct ladder *ladder, struct router_params *params)
