@@ -13,6 +13,10 @@
  * This file sets it all up and runs the loop: the consumers, signals and
  * the stop, systemd's watchdog, the totals at exit.  daemon_int.h lists
  * the other files and what each owns.
+ *
+ * Calls into: every daemon file's daemon_*_init, daemon_conn (the first
+ * connect, through the reconnect timer; dropping state), daemon_wire
+ * (drain while stopping), daemon_http (the handler).
  */
 #include "daemon.h"
 #include "daemon_int.h"
@@ -32,16 +36,6 @@
 #include "duration.h"
 #include "httpd.h"
 #include "log.h"
-
-static void
-consumer_add(struct consumer *c, const char *tag, const char *queue,
-             enum route_source src, int shard)
-{
-	snprintf(c->tag, sizeof(c->tag), "%s", tag);
-	c->queue = queue;
-	c->src = src;
-	c->shard = shard;
-}
 
 /*
  * Stopping
@@ -160,6 +154,16 @@ daemon_watchdog_start(struct daemon *d)
 	d->watchdog.repeat = (double)usec / 2e6;
 	ev_timer_again(d->loop, &d->watchdog);
 	log_info("watchdog", " interval_ms=%" PRIu64, usec / 1000);
+}
+
+static void
+consumer_add(struct consumer *c, const char *tag, const char *queue,
+             enum route_source src, int shard)
+{
+	snprintf(c->tag, sizeof(c->tag), "%s", tag);
+	c->queue = queue;
+	c->src = src;
+	c->shard = shard;
 }
 
 /* What the work channel consumes (struct consumer). */
