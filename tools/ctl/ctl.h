@@ -1,0 +1,204 @@
+/*
+ * cascade-ctl's private declarations: the broker session every command
+ * shares (session.c, stream.c), the command table's entry (main.c), each
+ * command's entry points, and the output helpers (format.c).
+ *
+ * Everything cascade-ctl learns comes from the broker (passive
+ * queue.declare, basic.get, and the streams P.events and P.cancels; status
+ * also asks the daemon's /metrics and the management API for one
+ * setting): it works whether the daemon runs or not.
+ */
+#ifndef CASCADE_CTL_H
+#define CASCADE_CTL_H
+
+#include "amqp_compat.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "config.h"
+#include "events.h"
+#include "ladder.h"
+#include "park.h"
+#include "topology.h"
+#include "waiting.h"
+
+#define PROG "cascade-ctl"
+#define ERRORS_LIMIT 100 /* messages `errors` shows by default */
+#define CONFIRM_MS 30000 /* how long a publish may wait for its confirm */
+#define WORN 10          /* x-delivery-count worth a warning: see session_get */
+#define KEY_MAX 256      /* shortstr: routing keys, exchange names */
+
+/*
+ * The session: the configuration read, the topology it names, and one
+ * connection, for one command.  Each command keeps its own options in its
+ * own file.
+ */
+struct ctl {
+	struct config cfg;
+	struct ladder ladder;
+	struct topology topo;
+	amqp_connection_state_t conn;
+	int64_t now;              /* Unix ms, read once at start */
+	char url[CONFIG_STR_MAX]; /* the broker URL connected to */
+	/* requeue: BROKER_CH_WORK; list and cancel: BROKER_CH_PUB */
+	struct broker_confirms confirms;
+	char unroutable[1024];   /* what the last basic.return said */
+	int64_t most_deliveries; /* highest x-delivery-count seen */
+	char err[8192];
+};
+
+/* One queue as a passive declare saw it. */
+struct qinfo {
+	const char *name;
+	int64_t ttl; /* delay levels only, else -1 */
+	int shard;   /* a shard's delay or return queue, else -1 */
+	int missing;
+	uint32_t messages, consumers;
+};
+
+/*
+ * The command grammar, as data.  A command names the options it takes;
+ * main.c parses the command line once against every command's options,
+ * then hands each one given to the command's option function, or refuses
+ * it as not valid for this command.
+ */
+struct ctl_option {
+	const char *name; /* long name, without "--" */
+	int letter;       /* short option, or 0 */
+	int has_arg;      /* getopt's no_argument / required_argument */
+};
+
+struct ctl_command {
+	const char *name;
+	const struct ctl_option *options; /* ends with a NULL name */
+	/* One option of ours: 0, or -1 having said why (exit status 2). */
+	int (*option)(struct ctl *c, const char *name, const char *arg);
+	/* The operands after the command: 0, or -1 having said why (2).
+	 * NULL: the command takes none. */
+	int (*operands)(int n, char **v);
+	/* The command, connected: 0, a command's own status >0, or -1 with
+	 * c->err. */
+	int (*run)(struct ctl *c);
+	int error_status; /* on an error; 2 for cancel, where 1 says more */
+};
+
+/* Each command: status.c, errors.c, requeue.c, list.c, cancel.c. */
+extern const struct ctl_option status_options[], errors_options[],
+    requeue_options[], list_options[], cancel_options[];
+int status_option(struct ctl *c, const char *name, const char *arg);
+int errors_option(struct ctl *c, const char *name, const char *arg);
+int requeue_option(struct ctl *c, const char *name, const char *arg);
+int list_option(struct ctl *c, const char *name, const char *arg);
+int cancel_option(struct ctl *c, const char *name, const char *arg);
+int cancel_operands(int n, char **v);
+int status_run(struct ctl *c);
+int errors_run(struct ctl *c);
+int requeue_run(struct ctl *c);
+int list_run(struct ctl *c);
+int cancel_run(struct ctl *c);
+
+/* The synopsis a usage error prints (main.c). */
+void ctl_usage_short(void);
+
+/* --limit N: a positive integer; -1 having said why. */
+int ctl_parse_limit(const char *s, uint64_t *out);
+
+/*
+ * session.c: the broker session.
+ */
+
+/*
+ * Read the config (path, or NULL: the defaults and the environment), name
+ * the topology and connect, keeping the URL connected to in c->url.  -1
+ * having said why on stderr.
+ */
+int session_open(struct ctl *c, const char *path);
+/* A clean close: the broker has handled every ack and nack first. */
+void session_close(struct ctl *c);
+
+/*
+ * Passive declare of q->name on ch: its counts, or q->missing when the
+ * broker has no such queue (404, which closes the channel: it is opened
+ * again).  Returns -1 with c->err on any other failure.
+ */
+int session_inspect(struct ctl *c, amqp_channel_t ch, struct qinfo *q);
+/* The error queue's message count; -1 with c->err when it is missing. */
+int session_error_count(struct ctl *c, uint32_t *count);
+/* A passive declare of cascade's exchange P; -1 with c->err. */
+int session_exchange_exists(struct ctl *c);
+/*
+ * One message from the error queue on BROKER_CH_WORK, unacked: 1 and
+ * *tag, *rk (KEY_MAX bytes), *m; 0 when the queue is empty; -1 with
+ * c->err.  The caller destroys *m.
+ */
+int session_get(struct ctl *c, uint64_t *tag, char *rk, amqp_message_t *m);
+/*
+ * Give back every unacked message up to tag, and wait (bounded) until the
+ * error queue shows the held ones ready again.  -1 with c->err.
+ */
+int session_give_back(struct ctl *c, uint64_t tag, uint64_t held);
+/*
+ * Append e to stream (exchange "", routing key the stream) on
+ * BROKER_CH_PUB and wait for the broker's confirm.  -1 with c->err.
+ */
+int session_record(struct ctl *c, const char *stream, const struct event *e);
+
+/* What a parked message says: its x-delivery-count (1 with *n, else 0),
+ * its message-id (or empty), whether its routing key was lost. */
+int session_delivery_count(const amqp_basic_properties_t *p, int64_t *n);
+amqp_bytes_t session_message_id(const amqp_basic_properties_t *p);
+int session_rk_unknown(const struct ctl *c, const struct park_target *t);
+
+/*
+ * stream.c: reading P.events and P.cancels.
+ */
+
+/* Whether stream name exists; -1 with c->err when not, or on an error. */
+int stream_exists(struct ctl *c, const char *name);
+/* Fold P.events from its first record up to a marker written (and
+ * confirmed) first: what the stream held at one moment.  -1 with c->err. */
+int stream_fold(struct ctl *c, struct waiting_fold *f);
+
+/*
+ * format.c: output helpers.
+ */
+
+#define NAME_TEXT (KEY_MAX * 4 + 8)      /* an id or key, printable */
+#define TARGET_TEXT (NAME_TEXT * 2 + 16) /* exchange/key */
+
+/* A shortstr into a C string of KEY_MAX bytes. */
+void format_key(amqp_bytes_t b, char *out);
+/* b for a terminal column: control bytes and backslashes escaped. */
+void format_name(amqp_bytes_t b, char *out, size_t size);
+/* "exchange/key", the default exchange as amq.default (as --target). */
+void format_target(const struct waiting *w, char *out, size_t size);
+
+/*
+ * http.c: the daemon's /metrics and the management API (dlx.c).
+ */
+
+/*
+ * GET path from host:port into a malloc'd string: the body after the
+ * headers, the status code in *status.  auth, when not NULL, is the
+ * base64 of "user:password" (basic authentication).  At most max bytes of
+ * answer are read; each connect and read gives up after HTTP_TIMEOUT_S.
+ * NULL with why when there is no HTTP answer.
+ */
+#define HTTP_TIMEOUT_S 2
+char *http_get(const char *host, const char *port, const char *path,
+               const char *auth, size_t max, int *status, char *why,
+               size_t whysize);
+/* GET /metrics from listen ([metrics] listen) into a malloc'd string;
+ * NULL with why. */
+char *http_metrics(const char *listen, char *why, size_t whysize);
+
+/*
+ * dlx.c: the broker's dead-letter re-send timeout, from the management
+ * API at url (--management; NULL: CASCADE_MANAGEMENT_URL, else the broker
+ * URL's host).  0 with *ms, or -1 with why in a few words.
+ */
+int dlx_confirm_timeout(const struct ctl *c, const char *url, int64_t *ms,
+                        char *why, size_t whysize);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * errors: the parked messages in P.error with their reasons, target and
+ * due time.  They stay in the queue: each is taken unacked and given back.
+ */
+#include "amqp_compat.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "escape.h"
+#include "json.h"
+#include "when.h"
+
+#define BODY_PREVIEW 60 /* bytes of each body `errors` shows */
+
+/* errors's options. */
+static struct {
+	int json;
+	uint64_t limit; /* 0: ERRORS_LIMIT */
+} opts;
+
+const struct ctl_option errors_options[] = {
+    {"json", 'j', 0},
+    {"limit", 'n', 1},
+    {NULL, 0, 0},
+};
+
+int
+errors_option(struct ctl *c, const char *name, const char *arg)
+{
+	(void)c;
+	if (strcmp(name, "json") == 0) {
+		opts.json = 1;
+		return 0;
+	}
+	return ctl_parse_limit(arg, &opts.limit);
+}
+
+static void
+errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
+            const struct park_target *t)
+{
+	const amqp_basic_properties_t *p = &m->properties;
+	amqp_bytes_t id = session_message_id(p);
+	char due[WHEN_TEXT_MAX], body[BODY_PREVIEW * ESCAPE_MAX_FACTOR + 8];
+	int64_t n;
+
+	if (t->reason.len > 0)
+		printf("#%" PRIu64 " %.*s\n", i, (int)t->reason.len,
+		       (const char *)t->reason.bytes);
+	else
+		printf("#%" PRIu64 " (no x-cascade-error)\n", i);
+	if (t->has_exchange)
+		printf("   target:     exchange '%.*s'", (int)t->exchange.len,
+		       (const char *)t->exchange.bytes);
+	else
+		printf("   target:     default exchange ([router] "
+		       "default_target_exchange)");
+	if (session_rk_unknown(c, t))
+		printf(", routing key not recorded\n");
+	else
+		printf(", routing key '%.*s'\n", (int)t->routing_key.len,
+		       (const char *)t->routing_key.bytes);
+	if (t->retry_gave_up)
+		printf("   work queue: %.*s\n", (int)t->queue.len,
+		       (const char *)t->queue.bytes);
+	if (id.len > 0)
+		printf("   message-id: %.*s\n", (int)id.len,
+		       (const char *)id.bytes);
+	if (t->has_due) {
+		when_format(t->due, due, sizeof(due));
+		printf("   due:        %s\n", due);
+	}
+	if (session_delivery_count(p, &n) && n > 0)
+		printf("   handed out: %" PRId64 " time%s before "
+		       "(x-delivery-count)\n",
+		       n, n == 1 ? "" : "s");
+	escape_bytes(m->body.bytes, m->body.len, BODY_PREVIEW, ESCAPE_QUOTED,
+	             body, sizeof(body));
+	printf("   body:       %zu bytes \"%s\"\n", m->body.len, body);
+}
+
+static void
+errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
+            const struct park_target *t)
+{
+	const amqp_basic_properties_t *p = &m->properties;
+	amqp_bytes_t id = session_message_id(p), head;
+	char due[WHEN_TEXT_MAX];
+	int64_t n;
+
+	if (i > 1)
+		putchar(',');
+	printf("{\"reason\":");
+	json_write(stdout, t->reason.bytes, t->reason.len);
+	printf(",\"exchange\":");
+	if (t->has_exchange)
+		json_write(stdout, t->exchange.bytes, t->exchange.len);
+	else
+		printf("null");
+	printf(",\"routing_key\":");
+	if (session_rk_unknown(c, t))
+		printf("null");
+	else
+		json_write(stdout, t->routing_key.bytes, t->routing_key.len);
+	printf(",\"queue\":");
+	if (t->retry_gave_up)
+		json_write(stdout, t->queue.bytes, t->queue.len);
+	else
+		printf("null");
+	printf(",\"message_id\":");
+	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		json_write(stdout, id.bytes, id.len);
+	else
+		printf("null");
+	if (t->has_due) {
+		when_format(t->due, due, sizeof(due));
+		printf(",\"due\":\"%s\",\"due_ms\":%" PRId64, due, t->due);
+	} else {
+		printf(",\"due\":null,\"due_ms\":null");
+	}
+	if (session_delivery_count(p, &n))
+		printf(",\"delivery_count\":%" PRId64, n);
+	else
+		printf(",\"delivery_count\":null");
+	/* The bytes themselves: JSON has its own escapes. */
+	head = m->body;
+	if (head.len > BODY_PREVIEW)
+		head.len = BODY_PREVIEW;
+	printf(",\"body_bytes\":%zu,\"body\":", m->body.len);
+	json_write(stdout, head.bytes, head.len);
+	putchar('}');
+}
+
+int
+errors_run(struct ctl *c)
+{
+	uint64_t limit = opts.limit ? opts.limit : ERRORS_LIMIT, shown = 0;
+	uint64_t tag, last = 0;
+	struct park_target t;
+	amqp_message_t m;
+	uint32_t total;
+	char rk[KEY_MAX];
+	int got, rc = 0;
+
+	if (session_error_count(c, &total) < 0)
+		return -1;
+	if (opts.json) {
+		printf("{\"queue\":");
+		json_write_str(stdout, c->topo.error);
+		printf(",\"total\":%" PRIu32 ",\"messages\":[", total);
+	} else {
+		printf("%s: %" PRIu32 " parked message%s\n", c->topo.error,
+		       total, total == 1 ? "" : "s");
+	}
+	while (shown < limit) {
+		got = session_get(c, &tag, rk, &m);
+		if (got < 0) {
+			rc = -1;
+			break;
+		}
+		if (got == 0)
+			break;
+		last = tag;
+		shown++;
+		park_target(&m.properties, amqp_cstring_bytes(rk), &t);
+		if (opts.json)
+			errors_json(c, shown, &m, &t);
+		else
+			errors_text(c, shown, &m, &t);
+		amqp_destroy_message(&m);
+	}
+	if (opts.json)
+		printf("],\"shown\":%" PRIu64 "}\n", shown);
+	else if (shown < total)
+		printf("(%" PRIu64 " of %" PRIu32 " shown; --limit N shows "
+		       "more)\n",
+		       shown, total);
+	/* Every message stays where it was; a lost connection, too, would
+	 * give them back. */
+	if (rc == 0 && session_give_back(c, last, shown) < 0)
+		rc = -1;
+	return rc;
+}

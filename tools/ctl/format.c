@@ -1,0 +1,40 @@
+/*
+ * format: how cascade-ctl writes broker bytes on a terminal line; the
+ * escaping itself is the library's (escape.h), so every command says the
+ * same of the same byte.
+ */
+#include "amqp_compat.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "escape.h"
+
+void
+format_key(amqp_bytes_t b, char *out)
+{
+	size_t n = b.len < KEY_MAX - 1 ? b.len : KEY_MAX - 1;
+
+	if (n > 0)
+		memcpy(out, b.bytes, n);
+	out[n] = '\0';
+}
+
+void
+format_name(amqp_bytes_t b, char *out, size_t size)
+{
+	escape_bytes(b.bytes, b.len, SIZE_MAX, ESCAPE_NAME, out, size);
+}
+
+void
+format_target(const struct waiting *w, char *out, size_t size)
+{
+	char ex[NAME_TEXT], key[NAME_TEXT];
+
+	format_name(w->exchange, ex, sizeof(ex));
+	format_name(w->routing_key, key, sizeof(key));
+	snprintf(out, size, "%s/%s",
+	         waiting_exchange_is_default(w->exchange) ? "amq.default" : ex,
+	         key);
+}

@@ -1,0 +1,193 @@
+/*
+ * list: every message waiting, from the stream P.events: id, due time,
+ * target, size, first seen; soonest first, filtered by target and due
+ * time.  The fold, filter and order are the library's (waiting.h).
+ */
+#include "amqp_compat.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "json.h"
+#include "metrics.h"
+#include "when.h"
+
+/* list's options. */
+static struct {
+	int json;
+	uint64_t limit; /* rows printed; 0: all */
+	struct waiting_filter filter;
+	int filter_init;
+} opts;
+
+const struct ctl_option list_options[] = {
+    {"json", 'j', 0},     {"limit", 'n', 1},   {"target", 0, 1},
+    {"due-before", 0, 1}, {"due-after", 0, 1}, {NULL, 0, 0},
+};
+
+static void
+list_filter_init(void)
+{
+	if (!opts.filter_init) {
+		waiting_filter_init(&opts.filter);
+		opts.filter_init = 1;
+	}
+}
+
+int
+list_option(struct ctl *c, const char *name, const char *arg)
+{
+	char why[128];
+	int before = strcmp(name, "due-before") == 0;
+
+	list_filter_init();
+	if (strcmp(name, "json") == 0) {
+		opts.json = 1;
+	} else if (strcmp(name, "limit") == 0) {
+		return ctl_parse_limit(arg, &opts.limit);
+	} else if (strcmp(name, "target") == 0) {
+		opts.filter.target = arg;
+	} else if (when_parse(arg, c->now,
+	                      before ? &opts.filter.due_before
+	                             : &opts.filter.due_after,
+	                      why, sizeof(why)) < 0) {
+		fprintf(stderr,
+		        PROG
+		        ": --%s wants a time: 2026-11-23T09:00:00Z, Unix "
+		        "ms, or a duration from now such as 10m: %s (%s)\n",
+		        name, arg, why);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *const window_names[METRICS_NWINDOWS] = {"minute", "hour",
+                                                           "day", "later"};
+
+static void
+list_json(const struct waiting_rows *r, size_t shown,
+          const uint64_t counts[METRICS_NWINDOWS])
+{
+	char due[WHEN_TEXT_MAX], seen[WHEN_TEXT_MAX];
+
+	printf("{\"waiting\":%zu,\"shown\":%zu,\"messages\":[", r->n, shown);
+	for (size_t i = 0; i < shown; i++) {
+		const struct waiting *w = r->w[i];
+		amqp_bytes_t name = waiting_name(w);
+		when_format(w->due, due, sizeof(due));
+		printf("%s{\"id\":", i ? "," : "");
+		json_write(stdout, name.bytes, name.len);
+		printf(",\"message_id\":");
+		if (w->message_id.len > 0)
+			json_write(stdout, w->message_id.bytes,
+			           w->message_id.len);
+		else
+			printf("null");
+		printf(",\"cascade_id\":");
+		json_write(stdout, w->id.bytes, w->id.len);
+		printf(",\"due\":\"%s\",\"due_ms\":%" PRId64 ",\"exchange\":",
+		       due, w->due);
+		json_write(stdout, w->exchange.bytes, w->exchange.len);
+		printf(",\"routing_key\":");
+		json_write(stdout, w->routing_key.bytes, w->routing_key.len);
+		printf(",\"size\":%" PRId64, w->size);
+		if (w->seen > 0) {
+			when_format(w->seen, seen, sizeof(seen));
+			printf(
+			    ",\"first_seen\":\"%s\",\"first_seen_ms\":%" PRId64,
+			    seen, w->seen);
+		} else {
+			printf(",\"first_seen\":null,\"first_seen_ms\":null");
+		}
+		printf(",\"cancel_pending\":%s}",
+		       w->cancel_pending ? "true" : "false");
+	}
+	printf("],\"counts\":{");
+	for (int k = 0; k < METRICS_NWINDOWS; k++)
+		printf("%s\"%s\":%" PRIu64, k ? "," : "", window_names[k],
+		       counts[k]);
+	printf("}}\n");
+}
+
+static void
+list_text(const struct ctl *c, const struct waiting_rows *r, size_t shown,
+          const uint64_t counts[METRICS_NWINDOWS])
+{
+	char name[NAME_TEXT], target[TARGET_TEXT], due[WHEN_TEXT_MAX];
+	char seen[WHEN_TEXT_MAX], rel[WHEN_TEXT_MAX];
+	int wid = 2, wtarget = 6;
+
+	if (waiting_filter_set(&opts.filter))
+		printf("%zu of %zu message%s waiting in %s match\n", r->n,
+		       r->total, r->total == 1 ? "" : "s", c->topo.events);
+	else
+		printf("%zu message%s waiting in %s\n", r->n,
+		       r->n == 1 ? "" : "s", c->topo.events);
+	for (size_t i = 0; i < shown; i++) {
+		format_name(waiting_name(r->w[i]), name, sizeof(name));
+		format_target(r->w[i], target, sizeof(target));
+		if ((int)strlen(name) > wid)
+			wid = (int)strlen(name);
+		if ((int)strlen(target) > wtarget)
+			wtarget = (int)strlen(target);
+	}
+	if (shown > 0)
+		printf("%-*s  %-24s  %-10s  %-*s  %10s  %s\n", wid, "ID", "DUE",
+		       "", wtarget, "TARGET", "SIZE", "FIRST SEEN");
+	for (size_t i = 0; i < shown; i++) {
+		const struct waiting *w = r->w[i];
+		format_name(waiting_name(w), name, sizeof(name));
+		format_target(w, target, sizeof(target));
+		when_format(w->due, due, sizeof(due));
+		when_relative(w->due - c->now, rel, sizeof(rel));
+		if (w->seen > 0)
+			when_format(w->seen, seen, sizeof(seen));
+		else
+			snprintf(seen, sizeof(seen), "-");
+		printf("%-*s  %-24s  %-10s  %-*s  %10" PRId64 "  %s%s\n", wid,
+		       name, due, rel, wtarget, target, w->size, seen,
+		       w->cancel_pending ? "  cancel pending" : "");
+	}
+	if (shown < r->n)
+		printf("(%zu of %zu shown, %zu left out; --limit N shows "
+		       "more)\n",
+		       shown, r->n, r->n - shown);
+	printf("due in <1m: %" PRIu64 ", 1m-1h: %" PRIu64 ", 1h-1d: %" PRIu64
+	       ", >1d: %" PRIu64 "\n",
+	       counts[0], counts[1], counts[2], counts[3]);
+}
+
+int
+list_run(struct ctl *c)
+{
+	uint64_t counts[METRICS_NWINDOWS] = {0};
+	struct waiting_rows r;
+	struct waiting_fold f;
+	size_t shown;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	list_filter_init();
+	waiting_fold_init(&f);
+	if (stream_fold(c, &f) < 0)
+		goto out;
+	if (waiting_select(&f, &opts.filter, c->now, &r) < 0) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		goto out;
+	}
+	/* Overdue counts as due within the minute, as in /metrics. */
+	for (size_t i = 0; i < r.n; i++)
+		counts[metrics_window(r.w[i]->due - c->now)]++;
+	shown = opts.limit > 0 && opts.limit < r.n ? (size_t)opts.limit : r.n;
+	if (opts.json)
+		list_json(&r, shown, counts);
+	else
+		list_text(c, &r, shown, counts);
+	rc = 0;
+out:
+	free(r.w);
+	waiting_fold_free(&f);
+	return rc;
+}

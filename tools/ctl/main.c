@@ -1,0 +1,318 @@
+/*
+ * cascade-ctl: look at a running cascade's queues, and send parked
+ * messages back once the cause of their parking is fixed; list the
+ * messages waiting and cancel them.
+ *
+ *   cascade-ctl -c /etc/cascade/cascade.ini status [--management URL] [--json]
+ *   cascade-ctl -c cascade.ini errors [--limit N] [--json]
+ *   cascade-ctl -c cascade.ini requeue [--limit N] [--reason TEXT] [--dry-run]
+ *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
+ *                               [--due-before T] [--due-after T] [--json]
+ *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
+ *
+ * This file is the grammar and the dispatch: the command table, the
+ * common options (-c, -h), and the session's life around one command.
+ * Each command is a file of its own with its own options (ctl.h).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "duration.h"
+
+static const struct ctl_command commands[] = {
+    {"status", status_options, status_option, NULL, status_run, 1},
+    {"errors", errors_options, errors_option, NULL, errors_run, 1},
+    {"requeue", requeue_options, requeue_option, NULL, requeue_run, 1},
+    {"list", list_options, list_option, NULL, list_run, 1},
+    {"cancel", cancel_options, cancel_option, cancel_operands, cancel_run, 2},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* The options every command takes. */
+static const struct ctl_option common_options[] = {
+    {"config", 'c', 1},
+    {"help", 'h', 0},
+    {NULL, 0, 0},
+};
+
+/* Every option name once: the common ones, then each command's. */
+#define OPTIONS_MAX 32
+
+/* What a usage error prints: the synopsis, not the whole help. */
+void
+ctl_usage_short(void)
+{
+	fprintf(stderr,
+	        "usage: " PROG " [-c FILE] "
+	        "status|errors|requeue|list|cancel [options] [ID...]; " PROG
+	        " --help for more\n");
+}
+
+static void
+usage(FILE *fp)
+{
+	fprintf(
+	    fp,
+	    "usage: " PROG " [-c FILE] COMMAND [options]\n"
+	    "\n"
+	    "commands:\n"
+	    "  status              each delay level and the ingress, return, "
+	    "retry and\n"
+	    "                      error queues: TTL, messages waiting, "
+	    "consumers; the\n"
+	    "                      broker's dead-letter re-send timeout "
+	    "(management API)\n"
+	    "  errors              the parked messages in P.error with their "
+	    "reasons;\n"
+	    "                      they stay in the queue\n"
+	    "  requeue             send parked messages back through "
+	    "cascade's exchange,\n"
+	    "                      with their target and due time, once the "
+	    "cause is fixed\n"
+	    "  list                every message waiting, from the stream "
+	    "P.events: id,\n"
+	    "                      due time, target, size, first seen; "
+	    "soonest first\n"
+	    "  cancel ID...        cancel the waiting messages whose "
+	    "message-id (or cascade\n"
+	    "                      id) is ID: they are never delivered\n"
+	    "\n"
+	    "options:\n"
+	    "  -c, --config FILE   cascade's config: broker URL, prefix, "
+	    "ladder\n"
+	    "                      (default: the built-in defaults)\n"
+	    "  -j, --json          status, errors, list: one JSON object\n"
+	    "  -n, --limit N       errors: show at most N (default %d); "
+	    "requeue: at most N;\n"
+	    "                      list: print at most N rows (default: "
+	    "all)\n"
+	    "  -r, --reason TEXT   requeue: only messages whose "
+	    "x-cascade-error contains TEXT\n"
+	    "      --dry-run       requeue: say what would be sent, send "
+	    "nothing\n"
+	    "      --target EXCHANGE[/KEY]\n"
+	    "                      list: only messages for this exchange "
+	    "(amq.default or\n"
+	    "                      empty: the default exchange) and routing "
+	    "key\n"
+	    "      --due-before TIME, --due-after TIME\n"
+	    "                      list: only messages due before TIME, or "
+	    "at TIME or later;\n"
+	    "                      TIME is 2026-11-23T09:00:00Z, Unix ms, or "
+	    "a duration from\n"
+	    "                      now (10m, 2h, -5m)\n"
+	    "      --park          cancel: park the messages in P.error "
+	    "(reason \"cancelled\")\n"
+	    "                      instead of dropping them\n"
+	    "      --force         cancel: record the cancellation even when "
+	    "no waiting\n"
+	    "                      message has the id (yet)\n"
+	    "      --management URL\n"
+	    "                      status: the broker's management API, where "
+	    "status reads\n"
+	    "                      its dead-letter re-send timeout (RabbitMQ "
+	    "3.12 or later,\n"
+	    "                      as an administrator):\n"
+	    "                      http://[USER:PASS@]HOST[:PORT][/PREFIX], "
+	    "PORT by default\n"
+	    "                      15672; without it, HOST, user and password "
+	    "of an amqp://\n"
+	    "                      broker URL; empty: not asked\n"
+	    "  -h, --help          this text\n"
+	    "\n"
+	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
+	    "CASCADE_BROKER_PASSWORD\n"
+	    "gives the password.  CASCADE_MANAGEMENT_URL, when set, is "
+	    "--management's\n"
+	    "default.\n"
+	    "\n"
+	    "Exit status: 0 done, 1 error (broker, config, a message not "
+	    "requeued), 2 usage.\n"
+	    "cancel: 0 every ID recorded, 1 an ID named no waiting message "
+	    "(not recorded),\n"
+	    "2 usage or an error.\n",
+	    ERRORS_LIMIT);
+}
+
+int
+ctl_parse_limit(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+
+	if (*s >= '0' && *s <= '9') {
+		n = strtoull(s, &end, 10);
+		if (*end == '\0' && n > 0) {
+			*out = n;
+			return 0;
+		}
+	}
+	fprintf(stderr, PROG ": --limit wants a positive integer: %s\n", s);
+	return -1;
+}
+
+/* An option given, in the order given. */
+struct given {
+	const struct ctl_option *opt;
+	const char *arg;
+};
+
+/* Add the options of list to the union all[0..*n), each name once. */
+static void
+main_union(const struct ctl_option *list, const struct ctl_option **all,
+           size_t *n)
+{
+	for (; list->name != NULL; list++) {
+		size_t i;
+		for (i = 0; i < *n; i++)
+			if (strcmp(all[i]->name, list->name) == 0)
+				break;
+		if (i == *n && *n < OPTIONS_MAX)
+			all[(*n)++] = list;
+	}
+}
+
+/* The option of cmd named name, or NULL when cmd does not take it. */
+static const struct ctl_option *
+main_takes(const struct ctl_command *cmd, const char *name)
+{
+	for (const struct ctl_option *o = cmd->options; o->name != NULL; o++)
+		if (strcmp(o->name, name) == 0)
+			return o;
+	return NULL;
+}
+
+/*
+ * The command line against every command's options at once (getopt
+ * permutes, so options may come before or after the command), then the
+ * command's own: an option of another command is a usage error.  Returns
+ * the command, or NULL with *status (0 after --help, 2 for a usage error).
+ */
+static const struct ctl_command *
+main_parse(struct ctl *c, int argc, char *argv[], const char **path,
+           int *status)
+{
+	static const struct ctl_option *all[OPTIONS_MAX];
+	static struct option longopts[OPTIONS_MAX + 1];
+	char shortopts[2 * OPTIONS_MAX + 1];
+	struct given *given;
+	const struct ctl_command *cmd = NULL;
+	size_t n = 0, s = 0, ngiven = 0;
+	int ch, idx;
+
+	*status = 2;
+	main_union(common_options, all, &n);
+	for (size_t k = 0; k < NCOMMANDS; k++)
+		main_union(commands[k].options, all, &n);
+	for (size_t i = 0; i < n; i++) {
+		longopts[i] = (struct option){
+		    all[i]->name,
+		    all[i]->has_arg ? required_argument : no_argument, NULL,
+		    (int)(256 + i)};
+		if (all[i]->letter != 0) {
+			shortopts[s++] = (char)all[i]->letter;
+			if (all[i]->has_arg)
+				shortopts[s++] = ':';
+		}
+	}
+	longopts[n] = (struct option){NULL, 0, NULL, 0};
+	shortopts[s] = '\0';
+	if ((given = calloc((size_t)argc + 1, sizeof(*given))) == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return NULL;
+	}
+	while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) !=
+	       -1) {
+		if (ch >= 256) {
+			idx = ch - 256;
+		} else {
+			for (idx = 0; idx < (int)n; idx++)
+				if (all[idx]->letter == ch)
+					break;
+		}
+		if (ch == '?' || idx >= (int)n) {
+			ctl_usage_short();
+			goto out;
+		}
+		if (strcmp(all[idx]->name, "help") == 0) {
+			usage(stdout);
+			*status = 0;
+			goto out;
+		}
+		if (strcmp(all[idx]->name, "config") == 0)
+			*path = optarg;
+		else
+			given[ngiven++] = (struct given){all[idx], optarg};
+	}
+	if (optind == argc) {
+		fprintf(stderr, PROG ": which command?\n");
+		ctl_usage_short();
+		goto out;
+	}
+	for (size_t k = 0; k < NCOMMANDS; k++)
+		if (strcmp(argv[optind], commands[k].name) == 0)
+			cmd = &commands[k];
+	if (cmd == NULL) {
+		fprintf(stderr, PROG ": unknown command %s\n", argv[optind]);
+		ctl_usage_short();
+		goto out;
+	}
+	if (cmd->operands != NULL) {
+		if (cmd->operands(argc - optind - 1, argv + optind + 1) < 0)
+			goto out;
+	} else if (argc - optind - 1 > 0) {
+		fprintf(stderr, PROG ": one command at a time\n");
+		ctl_usage_short();
+		goto out;
+	}
+	for (size_t i = 0; i < ngiven; i++)
+		if (main_takes(cmd, given[i].opt->name) == NULL) {
+			fprintf(stderr, PROG ": option not valid for %s\n",
+			        cmd->name);
+			ctl_usage_short();
+			goto out;
+		}
+	for (size_t i = 0; i < ngiven; i++)
+		if (cmd->option(c, given[i].opt->name, given[i].arg) < 0)
+			goto out;
+	free(given);
+	return cmd;
+out:
+	free(given);
+	return NULL;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static struct ctl c;
+	const struct ctl_command *cmd;
+	const char *path = NULL;
+	int rc;
+
+	config_defaults(&c.cfg);
+	c.now = duration_wall_ms();
+	if ((cmd = main_parse(&c, argc, argv, &path, &rc)) == NULL)
+		return rc;
+	if (session_open(&c, path) < 0)
+		return cmd->error_status;
+	rc = cmd->run(&c);
+	fflush(stdout);
+	if (rc < 0)
+		fprintf(stderr, PROG ": %s\n", c.err);
+	if (c.most_deliveries >= WORN)
+		fprintf(stderr,
+		        PROG ": warning: parked messages were handed out up to "
+		             "%" PRId64 " times (x-delivery-count); from "
+		             "RabbitMQ 4.0 a quorum queue drops a message past "
+		             "its delivery-limit (default 20), and before 4.3 "
+		             "every look with errors counts: give %s a "
+		             "delivery-limit policy or a dead-letter target\n",
+		        c.most_deliveries, c.topo.error);
+	session_close(&c);
+	return rc < 0 ? cmd->error_status : rc;
+}

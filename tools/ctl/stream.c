@@ -1,0 +1,238 @@
+/*
+ * stream: reading the streams P.events and P.cancels (events.h) from
+ * their first record up to a marker of our own, for list and cancel.
+ */
+#include "amqp_compat.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "duration.h"
+#include "headers.h"
+
+#define STREAM_PREFETCH 1000 /* records in flight per stream consumer */
+#define STREAM_ACK_EVERY 250 /* ack (multiple) after this many records */
+/* No record for this long before reaching our marker: give up.  An idle
+ * limit, not a total one, so that a long stream may take its time. */
+#define STREAM_IDLE_MS 30000
+
+struct stream {
+	const char *name;
+	const char *tag; /* our consumer tag */
+	char marker[64]; /* the token of the marker we wrote */
+	int reached;
+};
+
+/* The broker's channel.close or connection.close in words. */
+static void
+stream_close_reason(const amqp_method_t *m, char *err, size_t size)
+{
+	if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
+		const amqp_channel_close_t *cl = m->decoded;
+		snprintf(err, size, "channel closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	} else {
+		const amqp_connection_close_t *cl = m->decoded;
+		snprintf(err, size, "connection closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	}
+}
+
+/* Whether stream name exists; -1 with c->err when not, or on an error. */
+int
+stream_exists(struct ctl *c, const char *name)
+{
+	struct qinfo q = {name, -1, -1, 0, 0, 0};
+
+	if (session_inspect(c, BROKER_CH_CHECK, &q) < 0)
+		return -1;
+	if (q.missing) {
+		snprintf(c->err, sizeof(c->err),
+		         "no stream %s: is [events] enabled = yes and has the "
+		         "daemon run with this configuration?",
+		         name);
+		return -1;
+	}
+	return 0;
+}
+
+/* basic.consume of a stream from its first record. */
+static int
+stream_consume(struct ctl *c, const struct stream *s)
+{
+	amqp_table_entry_t arg;
+	amqp_table_t args = {1, &arg};
+	amqp_rpc_reply_t r;
+	char what[TOPOLOGY_NAME_MAX + 32];
+
+	arg.key = amqp_cstring_bytes("x-stream-offset");
+	arg.value.kind = AMQP_FIELD_KIND_UTF8;
+	arg.value.value.bytes = amqp_cstring_bytes("first");
+	if (amqp_basic_consume(
+	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
+	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
+		return 0;
+	r = amqp_get_rpc_reply(c->conn);
+	snprintf(what, sizeof(what), "read stream %s", s->name);
+	broker_reply_string(r, what, c->err, sizeof(c->err));
+	return -1;
+}
+
+/*
+ * A frame that is not a delivery came while reading: a close or a
+ * consumer cancelled by the broker (its stream deleted) is an error.
+ */
+static int
+stream_frame(struct ctl *c)
+{
+	amqp_frame_t f;
+	int st;
+
+	if ((st = amqp_simple_wait_frame(c->conn, &f)) != AMQP_STATUS_OK) {
+		snprintf(c->err, sizeof(c->err), "reading the streams: %s",
+		         amqp_error_string2(st));
+		return -1;
+	}
+	if (f.frame_type != AMQP_FRAME_METHOD)
+		return 0;
+	switch (f.payload.method.id) {
+	case AMQP_CHANNEL_CLOSE_METHOD:
+		if (f.channel != BROKER_CH_WORK)
+			return 0;
+		/* fall through */
+	case AMQP_CONNECTION_CLOSE_METHOD:
+		stream_close_reason(&f.payload.method, c->err, sizeof(c->err));
+		return -1;
+	case AMQP_BASIC_CANCEL_METHOD: {
+		const amqp_basic_cancel_t *k = f.payload.method.decoded;
+		snprintf(c->err, sizeof(c->err),
+		         "the broker stopped our reading (consumer %.*s): was "
+		         "the stream deleted?",
+		         (int)k->consumer_tag.len,
+		         (const char *)k->consumer_tag.bytes);
+		return -1;
+	}
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Read the streams s[0..n) from their first record up to a marker of ours,
+ * written (and confirmed) first: so every record written before we began
+ * is read.  Records after the marker are not folded: f is what the
+ * streams held at one moment.  -1 with c->err.
+ */
+static int
+stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
+{
+	uint64_t last = 0, acked = 0;
+	struct event e;
+	char id[17];
+	int left = n, which;
+
+	for (int i = 0; i < n; i++) {
+		if (stream_exists(c, s[i].name) < 0)
+			return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		events_new_id(id);
+		snprintf(s[i].marker, sizeof(s[i].marker), "ctl-%d-%s",
+		         (int)getpid(), id);
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_MARKER;
+		e.at = duration_wall_ms();
+		e.marker = amqp_cstring_bytes(s[i].marker);
+		if (session_record(c, s[i].name, &e) < 0)
+			return -1;
+	}
+	/* Streams want a prefetch and manual acks. */
+	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (stream_consume(c, &s[i]) < 0)
+			return -1;
+	}
+	while (left > 0) {
+		struct timeval tv = {STREAM_IDLE_MS / 1000, 0};
+		amqp_envelope_t env;
+		amqp_rpc_reply_t r;
+
+		amqp_maybe_release_buffers(c->conn);
+		r = amqp_consume_message(c->conn, &env, &tv, 0);
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+			if (stream_frame(c) < 0)
+				return -1;
+			continue;
+		}
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_TIMEOUT) {
+			for (which = 0; which < n && s[which].reached; which++)
+				;
+			snprintf(c->err, sizeof(c->err),
+			         "nothing came from stream %s for %ds before "
+			         "the marker written at start (%" PRIu64
+			         " records read)",
+			         s[which].name, STREAM_IDLE_MS / 1000,
+			         f->records);
+			return -1;
+		}
+		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+			broker_reply_string(r, "reading the streams", c->err,
+			                    sizeof(c->err));
+			return -1;
+		}
+		for (which = 0; which < n; which++)
+			if (headers_key_is(env.consumer_tag, s[which].tag))
+				break;
+		if (which < n && !s[which].reached &&
+		    events_parse(&env.message.properties, &e) == 0) {
+			if (e.kind == EVENT_MARKER) {
+				if (headers_key_is(e.marker, s[which].marker)) {
+					s[which].reached = 1;
+					left--;
+				}
+			} else if (waiting_fold_event(f, &e) < 0) {
+				amqp_destroy_envelope(&env);
+				snprintf(c->err, sizeof(c->err),
+				         "out of memory after %" PRIu64
+				         " records",
+				         f->records);
+				return -1;
+			}
+		}
+		last = env.delivery_tag;
+		amqp_destroy_envelope(&env);
+		if (last - acked >= STREAM_ACK_EVERY) {
+			if (amqp_basic_ack(c->conn, BROKER_CH_WORK, last, 1) !=
+			    AMQP_STATUS_OK) {
+				snprintf(c->err, sizeof(c->err),
+				         "basic.ack failed");
+				return -1;
+			}
+			acked = last;
+		}
+	}
+	/* Stop the deliveries: what came after the markers is not wanted. */
+	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
+	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
+}
+
+/* list does not read P.cancels: see cancel_run. */
+int
+stream_fold(struct ctl *c, struct waiting_fold *f)
+{
+	struct stream s;
+
+	memset(&s, 0, sizeof(s));
+	s.name = c->topo.events;
+	s.tag = "cascade-ctl.events";
+	return stream_read(c, &s, 1, f);
+}
