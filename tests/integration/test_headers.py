@@ -1,6 +1,5 @@
 """Every header form a publisher may use."""
 import datetime
-import decimal
 import time
 
 SLACK_MS = 1

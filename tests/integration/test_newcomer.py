@@ -13,7 +13,6 @@ Needs root and Debian's mirror; NEWCOMER_SUITE picks the release
 """
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tempfile

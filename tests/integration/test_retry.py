@@ -1,8 +1,6 @@
 """Backoff retries: a worker rejects, cascade brings the message back."""
 import time
 
-import pika
-
 SLACK = 0.001
 LATE = 0.2  # the lateness bound of the fast test ladder
 
