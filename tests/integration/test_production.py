@@ -1,6 +1,6 @@
 """Running cascade in production (docs/CONTRACT.md sections 5, 11 and 12):
 /metrics and /healthz, the target policy, JSON logs, and credentials that
-never sit in the INI file, with the RabbitMQ permissions the README
+never sit in the INI file, with the RabbitMQ permissions docs/operations.md
 documents."""
 import json
 import os
@@ -179,13 +179,15 @@ def user_daemon(broker, daemon_factory, tmp_path, user, password, perms,
 
 def test_least_privilege_user_with_password_file(broker, client,
                                                  daemon_factory, tmp_path):
-    """The README's set_permissions line is enough, and the password comes
-    from password_file, never from the INI file or the log."""
+    """The set_permissions line of docs/operations.md is enough, and the
+    password comes from password_file, never from the INI file or the
+    log."""
     user = "cascade-" + uuid.uuid4().hex[:6]
     password = "pw-" + uuid.uuid4().hex
     prefix = "t" + uuid.uuid4().hex[:8]
     target = "orders-" + prefix
-    # README: configure, write, read for prefix P and target exchanges T.
+    # docs/CONTRACT.md section 3.5: configure, write, read for prefix P and
+    # target exchanges T.
     p = r"^%s(\..*)?$" % prefix
     perms = [p, r"^(%s(\..*)?|amq\.default|orders-.*)$" % prefix, p]
     client.ch.exchange_declare(target, "fanout")
