@@ -241,5 +241,7 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
+# Not build/cascade-ctl.d: it names tools/cascade-ctl.c, which became
+# tools/ctl/, and would stop a build directory from before the move.
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
-	$(UNIT_BINS:=.d) $(TOOLS:=.d)
+	$(UNIT_BINS:=.d) $(filter-out $(BUILD)/cascade-ctl.d,$(TOOLS:=.d))
