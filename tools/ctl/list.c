@@ -17,24 +17,14 @@
 /* list's options. */
 static struct {
 	int json;
-	uint64_t limit; /* rows printed; 0: all */
-	struct waiting_filter filter;
-	int filter_init;
-} opts;
+	uint64_t limit;               /* rows printed; 0: all */
+	struct waiting_filter filter; /* as waiting_filter_init leaves it */
+} opts = {0, 0, {NULL, INT64_MAX, INT64_MIN}};
 
 const struct ctl_option list_options[] = {
     {"json", 'j', 0},     {"limit", 'n', 1},   {"target", 0, 1},
     {"due-before", 0, 1}, {"due-after", 0, 1}, {NULL, 0, 0},
 };
-
-static void
-list_filter_init(void)
-{
-	if (!opts.filter_init) {
-		waiting_filter_init(&opts.filter);
-		opts.filter_init = 1;
-	}
-}
 
 int
 list_option(struct ctl *c, const char *name, const char *arg)
@@ -42,7 +32,6 @@ list_option(struct ctl *c, const char *name, const char *arg)
 	char why[128];
 	int before = strcmp(name, "due-before") == 0;
 
-	list_filter_init();
 	if (strcmp(name, "json") == 0) {
 		opts.json = 1;
 	} else if (strcmp(name, "limit") == 0) {
@@ -169,7 +158,6 @@ list_run(struct ctl *c)
 	int rc = -1;
 
 	memset(&r, 0, sizeof(r));
-	list_filter_init();
 	waiting_fold_init(&f);
 	if (stream_fold(c, &f) < 0)
 		goto out;

@@ -46,10 +46,10 @@ static const struct ctl_option common_options[] = {
 void
 ctl_usage_short(void)
 {
-	fprintf(stderr,
-	        "usage: " PROG " [-c FILE] "
-	        "status|errors|requeue|list|cancel [options] [ID...]; " PROG
-	        " --help for more\n");
+	fprintf(stderr, "usage: " PROG " [-c FILE] ");
+	for (size_t k = 0; k < NCOMMANDS; k++)
+		fprintf(stderr, "%s%s", k ? "|" : "", commands[k].name);
+	fprintf(stderr, " [options] [ID...]; " PROG " --help for more\n");
 }
 
 static void
