@@ -129,9 +129,7 @@ when_parse(const char *s, int64_t now, int64_t *out, char *why, size_t whysize)
 	    (n > 4 && strspn(s, "0123456789") == 4 && s[4] == '-'))
 		return when_parse_absolute(s, out, why, whysize);
 	if (duration_parse(s, n, DURATION_BARE_REJECT, &ms, &dwhy) < 0) {
-		snprintf(why, whysize,
-		         "not 2026-11-23T09:00:00Z, Unix ms, nor a duration "
-		         "from now such as 10m");
+		snprintf(why, whysize, "neither a time nor a duration");
 		return -1;
 	}
 	*out = now + ms;
