@@ -9,10 +9,12 @@ PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
 # The daemon is src/daemon*.c and src/main.c: the event loop and its glue.
 # Everything else in src/ is libcascade.a, which the daemon, the tools and
 # the unit tests link, and so take only the modules they use.  cascade-ctl
-# is tools/ctl/*.c; the other tools are one file each, tools/cascade-*.c.
+# is tools/ctl/*.c, cascade-bench tools/benchmark/*.c; cascade-publish is
+# one file, tools/cascade-publish.c.
 DAEMON_SRCS := $(sort $(wildcard src/daemon*.c)) src/main.c
 LIB_SRCS := $(filter-out $(DAEMON_SRCS),$(sort $(wildcard src/*.c)))
 CTL_SRCS := $(sort $(wildcard tools/ctl/*.c))
+BENCH_SRCS := $(sort $(wildcard tools/benchmark/*.c))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -41,6 +43,7 @@ endif
 DAEMON_OBJS := $(DAEMON_SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 CTL_OBJS := $(CTL_SRCS:tools/ctl/%.c=$(BUILD)/obj/ctl/%.o)
+BENCH_OBJS := $(BENCH_SRCS:tools/benchmark/%.c=$(BUILD)/obj/benchmark/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
@@ -62,14 +65,18 @@ $(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) \
 		$(LDFLAGS) $(LDLIBS)
 
-ifneq ($(CTL_SRCS),)
 $(BUILD)/cascade-ctl: $(CTL_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIB) $(LDLIBS)
+
+ifneq ($(BENCH_SRCS),)
+$(BUILD)/cascade-bench: $(BENCH_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) $(LIB) $(LDLIBS)
 endif
 
-$(BUILD)/obj/ctl/%.o: tools/ctl/%.c
+# A tool of several files sees its own private header (tools/ctl/ctl.h).
+$(BUILD)/obj/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/ctl $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) -I$(dir $<) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/cascade: $(DAEMON_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIB) $(LDLIBS)
@@ -232,7 +239,7 @@ uninstall:
 # The repository's style (.clang-format, clang-format 14 as in Debian 12).
 # CI runs format-check, which changes nothing and fails on any difference.
 FORMAT_FILES = $(wildcard src/*.c src/*.h include/*.h tests/unit/*.c \
-	tests/unit/*.h tests/fuzz/*.c tools/*.c tools/ctl/*.c tools/ctl/*.h)
+	tests/unit/*.h tests/fuzz/*.c tools/*.c tools/*/*.c tools/*/*.h)
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:
@@ -241,7 +248,7 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
-# Not build/cascade-ctl.d: it names tools/cascade-ctl.c, which became
-# tools/ctl/, and would stop a build directory from before the move.
+# Not build/cascade-ctl.d or cascade-bench.d: they name the one file each
+# tool was, which would stop a build directory from before the move.
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
-	$(UNIT_BINS:=.d) $(filter-out $(BUILD)/cascade-ctl.d,$(TOOLS:=.d))
+	$(BENCH_OBJS:.o=.d) $(UNIT_BINS:=.d) $(BUILD)/cascade-publish.d
