@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from helpers import (CTL, ctl, parked, status, target, wait_parked,
+from helpers import (CTL, PUBLISH, ctl, parked, status, target, wait_parked,
                      wait_status)
 
 
@@ -297,3 +297,17 @@ def test_usage_errors_exit_2(daemon_factory):
     assert ctl(d, "errors", "--limit", "0", rc=2).stderr
     r = subprocess.run([CTL, "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "requeue" in r.stdout
+
+
+def test_a_date_that_does_not_exist_is_refused(daemon):
+    """2026-02-31 is not 3 March: list and cascade-publish say so and exit
+    2; 29 February of a leap year is a date."""
+    d = daemon
+    for bad, day in (("2026-02-31T09:00:00Z", "no day 31 in 2026-02"),
+                     ("2025-02-29T00:00:00Z", "no day 29 in 2025-02"),
+                     ("2026-04-31T00:00:00Z", "no day 31 in 2026-04")):
+        assert day in ctl(d, "list", "--due-before", bad, rc=2).stderr
+        r = subprocess.run([PUBLISH, "-c", d.config, "--at", bad, "--body",
+                            "x"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and day in r.stderr, r
+    assert ctl(d, "list", "--due-after", "2028-02-29T00:00:00Z").returncode == 0
