@@ -2,7 +2,6 @@
 certificates, the host-name check and --check's errors, as a user would try
 them. The broker (tls_broker) and its certificates are made once per
 session; each test runs its own daemon with a unique prefix."""
-import os
 import re
 import signal
 import subprocess
@@ -18,16 +17,6 @@ SLACK_MS = 1            # due times are whole ms
 
 
 class TlsDaemon(Daemon):
-    def spawn(self):
-        """Start without waiting for `ready` (it may never come)."""
-        self.logfile = open(self.logpath, "ab")
-        env = dict(os.environ)
-        env.pop("CASCADE_BROKER_URL", None)
-        self.proc = subprocess.Popen([CASCADE, "-c", self.config],
-                                     stdout=self.logfile,
-                                     stderr=subprocess.STDOUT, env=env)
-        return self
-
     def lines(self, msg):
         return [line for line in self.log().splitlines()
                 if " msg=%s " % msg in line + " "]
