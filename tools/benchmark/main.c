@@ -1,0 +1,236 @@
+/*
+ * cascade-bench: drive a running cascade daemon (or, for comparison, a plain
+ * forwarder or a chain of dead-lettering queues) and measure it.
+ *
+ *   cascade-bench run [options]      publish, consume the target, report
+ *   cascade-bench forward [options]  the plain forwarder (mode forward)
+ *
+ * Each message carries its id and due time in its body, so lateness is
+ * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
+ * moving the messages (--mover-pid) and of the broker (beam.smp).
+ *
+ * This file is the command line and the dispatch; bench.h says which file
+ * does the rest.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "duration.h"
+
+static void
+usage(FILE *fp)
+{
+	fprintf(
+	    fp,
+	    "usage: cascade-bench run [options]\n"
+	    "       cascade-bench forward [-c FILE] [--hops N] "
+	    "[--queue TARGET]\n"
+	    "\n"
+	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
+	    "  -n, --count N         messages (default 10000)\n"
+	    "  -r, --rate R          messages per second (default: as fast "
+	    "as confirms allow)\n"
+	    "  -d, --delay D|LO-HI   fixed or uniform delay (default 0)\n"
+	    "      --dist uniform:MIN:MAX | loguniform:MIN:MAX\n"
+	    "                        each message draws its own delay "
+	    "(e.g. loguniform:100ms:30s)\n"
+	    "      --seed N          --dist's generator (default 1)\n"
+	    "  -q, --queue NAME      target queue (default bench.target)\n"
+	    "      --target-type T   its type: quorum (default) or "
+	    "classic\n"
+	    "  -p, --prefix P        cascade's exchange (default: config's)\n"
+	    "      --hops N          hops per message, for hops/s "
+	    "(default 4)\n"
+	    "      --size BYTES      body size (default 16)\n"
+	    "      --mover-pid PID   the daemon or forwarder, for CPU/RSS\n"
+	    "      --broker-pid PID  beam.smp (default: the only one)\n"
+	    "      --idle D          stop when nothing arrives for D "
+	    "(default 10s)\n"
+	    "      --unit D          forward/dlx: TTL of the shortest of "
+	    "the hop queues\n"
+	    "                        (TTLs unit*2^(hops-1) .. unit; "
+	    "default 1ms)\n"
+	    "      --json FILE       write the results as JSON\n"
+	    "      --plot FILE.png   plot the lateness distribution\n"
+	    "  -c, --config FILE     broker URL from cascade's config\n");
+}
+
+/*
+ * `cascade-bench run|forward [options]`.  Exit status: 2 for a bad command
+ * line (usage on stderr), 0 for --help (usage on stdout), else the
+ * command's: run_measure's or forward_run's.
+ */
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+	    {"mode", required_argument, NULL, 'm'},
+	    {"count", required_argument, NULL, 'n'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"delay", required_argument, NULL, 'd'},
+	    {"queue", required_argument, NULL, 'q'},
+	    {"prefix", required_argument, NULL, 'p'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"hops", required_argument, NULL, 'H'},
+	    {"size", required_argument, NULL, 'S'},
+	    {"mover-pid", required_argument, NULL, 'M'},
+	    {"broker-pid", required_argument, NULL, 'B'},
+	    {"idle", required_argument, NULL, 'I'},
+	    {"unit", required_argument, NULL, 'U'},
+	    {"json", required_argument, NULL, 'J'},
+	    {"plot", required_argument, NULL, 'P'},
+	    {"target-type", required_argument, NULL, 'T'},
+	    {"dist", required_argument, NULL, 'D'},
+	    {"seed", required_argument, NULL, 'E'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	static struct opts o;
+	static char err[8192];
+	const char *cmd, *why;
+	int ch;
+
+	if (argc < 2 ||
+	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0)) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	argv++;
+	argc--;
+	config_defaults(&o.cfg);
+	o.count = 10000;
+	o.target = "bench.target";
+	o.target_type = "quorum";
+	o.hops = 4;
+	o.size = sizeof(struct payload);
+	o.idle_ms = 10000;
+	o.unit = 1;
+	o.seed = 1;
+	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
+	                         NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			if (strcmp(optarg, "cascade") == 0)
+				o.mode = MODE_CASCADE;
+			else if (strcmp(optarg, "forward") == 0)
+				o.mode = MODE_FORWARD;
+			else if (strcmp(optarg, "dlx") == 0)
+				o.mode = MODE_DLX;
+			else {
+				fprintf(stderr, "cascade-bench: bad mode\n");
+				return 2;
+			}
+			break;
+		case 'n':
+			o.count = strtoull(optarg, NULL, 10);
+			break;
+		case 'r':
+			o.rate = strtod(optarg, NULL);
+			break;
+		case 'd': {
+			/* From optarg + 1: a leading '-' is no range. */
+			const char *dash = strchr(optarg + 1, '-');
+			size_t len =
+			    dash ? (size_t)(dash - optarg) : strlen(optarg);
+			if (duration_parse(optarg, len, DURATION_BARE_MS,
+			                   &o.delay_lo, &why) < 0 ||
+			    (dash && duration_parse(dash + 1, strlen(dash + 1),
+			                            DURATION_BARE_MS,
+			                            &o.delay_hi, &why) < 0)) {
+				fprintf(stderr, "cascade-bench: --delay: %s\n",
+				        why);
+				return 2;
+			}
+			if (!dash)
+				o.delay_hi = o.delay_lo;
+			o.dist = DIST_FIXED_OR_RANGE;
+			break;
+		}
+		case 'D':
+			if (stats_parse_dist(&o, optarg) < 0)
+				return 2;
+			break;
+		case 'E':
+			o.seed = strtoull(optarg, NULL, 10);
+			break;
+		case 'q':
+			o.target = optarg;
+			break;
+		case 'p':
+			o.prefix = optarg;
+			break;
+		case 'c':
+			if (config_load(&o.cfg, optarg, err, sizeof(err)) < 0) {
+				fputs(err, stderr);
+				return 2;
+			}
+			break;
+		case 'H':
+			o.hops = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'S':
+			o.size = (unsigned)strtoul(optarg, NULL, 10);
+			if (o.size < sizeof(struct payload))
+				o.size = sizeof(struct payload);
+			break;
+		case 'M':
+			o.mover_pid = strtol(optarg, NULL, 10);
+			break;
+		case 'B':
+			o.broker_pid = strtol(optarg, NULL, 10);
+			break;
+		case 'I':
+			duration_parse(optarg, strlen(optarg), DURATION_BARE_MS,
+			               &o.idle_ms, &why);
+			break;
+		case 'J':
+			o.json = optarg;
+			break;
+		case 'U':
+			if (duration_parse(optarg, strlen(optarg),
+			                   DURATION_BARE_MS, &o.unit,
+			                   &why) < 0 ||
+			    o.unit < 1) {
+				fprintf(stderr, "cascade-bench: --unit: bad\n");
+				return 2;
+			}
+			break;
+		case 'P':
+			o.plot = optarg;
+			break;
+		case 'T':
+			if (strcmp(optarg, "quorum") != 0 &&
+			    strcmp(optarg, "classic") != 0) {
+				fprintf(stderr, "cascade-bench: --target-type: "
+				                "quorum or classic\n");
+				return 2;
+			}
+			o.target_type = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (getenv("CASCADE_BROKER_URL") != NULL)
+		snprintf(o.cfg.broker_url, sizeof(o.cfg.broker_url), "%s",
+		         getenv("CASCADE_BROKER_URL"));
+	if (o.prefix == NULL)
+		o.prefix = o.cfg.topology_prefix;
+	if (o.hops < 1 || o.hops > 20) {
+		fprintf(stderr, "cascade-bench: --hops from 1 to 20\n");
+		return 2;
+	}
+	if (strcmp(cmd, "forward") == 0)
+		return forward_run(&o);
+	if (o.broker_pid == 0)
+		o.broker_pid = proc_find_beam();
+	return run_measure(&o);
+}

@@ -1,0 +1,297 @@
+/*
+ * `cascade-bench run`: publish o->count messages (confirmed, at o->rate)
+ * by the mode's route, consume the target on the same connection, and
+ * report what arrived: lateness percentiles, throughput, the CPU and RSS
+ * of the mover and the broker, as one JSON line on stdout (and --json,
+ * --plot).  Progress goes to stderr once a second.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "bench.h"
+#include "broker.h"
+
+/* Now, in µs of the wall clock the due times in the bodies are written in. */
+static int64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A refused publish is said, not retried: the message shows as lost. */
+static void
+run_settled(void *arg, uint64_t seq, int acked)
+{
+	(void)arg;
+	(void)seq;
+	if (!acked)
+		fprintf(stderr, "cascade-bench: nack\n");
+}
+
+/*
+ * The run.  Declares and purges the target (and, for mode dlx, the chain
+ * into it), then publishes and consumes until every message has arrived or
+ * nothing has for o->idle_ms after the last publish.  Returns 0 when every
+ * message arrived and none early, 1 otherwise or when the connection
+ * fails; a refused declare exits 1.
+ */
+int
+run_measure(const struct opts *o)
+{
+	static struct broker_confirms c;
+	static char err[8192];
+	amqp_connection_state_t conn;
+	uint64_t published = 0, received = 0, dups = 0;
+	uint64_t early = 0, nlat = 0;
+	uint8_t *seen;
+	int64_t *lat, start, last_arrival = 0, last_progress, idle_since;
+	double mcpu0, bcpu0, mcpu1, bcpu1, secs;
+	long rss_max = 0;
+	char *buf;
+	int stage = 0;
+	uint64_t rng;
+	double delay_sum = 0;
+	struct payload pl;
+	size_t got = 0;
+
+	conn = broker_connect(&o->cfg, err, sizeof(err));
+	if (conn == NULL) {
+		fprintf(stderr, "cascade-bench: %s\n", err);
+		return 1;
+	}
+	queues_declare(conn, o->target, o->target_type);
+	amqp_queue_purge(conn, CH_PUB, amqp_cstring_bytes(o->target));
+	queues_check(conn, "purge");
+	if (o->mode == MODE_DLX)
+		queues_declare_chain(conn, "dlx.delay", o->hops, o->unit,
+		                     o->target, 1);
+	if (broker_confirm_select(conn, CH_PUB, &c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cascade-bench: %s\n", err);
+		return 1;
+	}
+	c.on_settle = run_settled;
+	amqp_basic_consume(conn, CH_SUB, amqp_cstring_bytes(o->target),
+	                   amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
+	queues_check(conn, "consume");
+
+	seen = calloc(o->count + 1, 1);
+	lat = calloc(o->count + 1, sizeof(*lat));
+	buf = calloc(1, o->size);
+	if (seen == NULL || lat == NULL || buf == NULL)
+		return 1;
+	srand(1);
+	rng = o->seed;
+	mcpu0 = proc_cpu(o->mover_pid);
+	bcpu0 = proc_cpu(o->broker_pid);
+	start = now_us();
+	last_progress = idle_since = start;
+
+	while (received < o->count) {
+		int64_t now = now_us();
+		struct timeval tv = {0, 20000};
+		amqp_frame_t f;
+		int st;
+
+		/* Publish what the rate and the confirm window allow. */
+		while (published < o->count &&
+		       broker_confirm_pending(&c) < WINDOW &&
+		       (o->rate <= 0 ||
+		        (double)published <
+		            o->rate * (double)(now - start) / 1e6)) {
+			amqp_table_entry_t h[2];
+			amqp_basic_properties_t props = {0};
+			int64_t d = stats_draw_delay(o, &rng);
+			const char *ex, *rk;
+			delay_sum += (double)d;
+			pl.id = published + 1;
+			pl.due_us = now_us() + d * 1000;
+			memcpy(buf, &pl, sizeof(pl));
+			props._flags = AMQP_BASIC_HEADERS_FLAG;
+			props.headers.entries = h;
+			props.headers.num_entries = 0;
+			if (o->mode == MODE_CASCADE) {
+				h[0].key =
+				    amqp_cstring_bytes("x-remaining-delay");
+				h[0].value.kind = AMQP_FIELD_KIND_I64;
+				h[0].value.value.i64 = d;
+				props.headers.num_entries = 1;
+				ex = o->prefix;
+				rk = o->target;
+			} else if (o->mode == MODE_FORWARD) {
+				h[0].key = amqp_cstring_bytes("x-hops");
+				h[0].value.kind = AMQP_FIELD_KIND_I64;
+				h[0].value.value.i64 = 0;
+				props.headers.num_entries = 1;
+				ex = "";
+				rk = "fwd.in";
+			} else {
+				ex = "";
+				rk = "dlx.delay.0";
+			}
+			if (broker_confirm_publish(
+			        conn, &c, amqp_cstring_bytes(ex),
+			        amqp_cstring_bytes(rk), 0, &props,
+			        (amqp_bytes_t){o->size, buf}) !=
+			    AMQP_STATUS_OK) {
+				fprintf(stderr, "cascade-bench: publish "
+				                "failed\n");
+				return 1;
+			}
+			published++;
+			now = now_us();
+		}
+		/*
+		 * Wait for a frame until the next publish is due (at most 1 ms
+		 * while publishing, 20 ms after): polling every 1 ms for the
+		 * whole run cost the benchmark most of a core, taken from the
+		 * broker and the daemon it measures.
+		 */
+		if (published < o->count && broker_confirm_pending(&c) < WINDOW)
+			tv.tv_usec = 1000;
+		st = amqp_simple_wait_frame_noblock(conn, &f, &tv);
+		now = now_us();
+		if (st == AMQP_STATUS_OK) {
+			int mine =
+			    broker_confirm_frame(&c, &f, err, sizeof(err));
+			if (mine < 0) {
+				fprintf(stderr, "cascade-bench: %s\n", err);
+				return 1;
+			}
+			if (mine) {
+				/* a confirm, counted */
+			} else if (f.frame_type == AMQP_FRAME_METHOD) {
+				if (f.payload.method.id ==
+				    AMQP_BASIC_DELIVER_METHOD) {
+					stage = 1;
+					got = 0;
+				}
+			} else if (f.frame_type == AMQP_FRAME_BODY &&
+			           stage == 1) {
+				amqp_bytes_t b = f.payload.body_fragment;
+				if (got < sizeof(pl)) {
+					size_t n = sizeof(pl) - got;
+					if (n > b.len)
+						n = b.len;
+					memcpy((char *)&pl + got, b.bytes, n);
+				}
+				got += b.len;
+				if (got >= o->size) {
+					stage = 0;
+					if (pl.id == 0 || pl.id > o->count) {
+						/* not ours */
+					} else if (seen[pl.id]) {
+						dups++;
+					} else {
+						seen[pl.id] = 1;
+						received++;
+						lat[nlat++] = now - pl.due_us;
+						if (now < pl.due_us)
+							early++;
+					}
+					last_arrival = now;
+					idle_since = now;
+				}
+			}
+			if (!amqp_frames_enqueued(conn) &&
+			    !amqp_data_in_buffer(conn))
+				amqp_maybe_release_buffers(conn);
+		} else if (st != AMQP_STATUS_TIMEOUT) {
+			fprintf(stderr, "cascade-bench: connection: %s\n",
+			        amqp_error_string2(st));
+			return 1;
+		}
+		if (o->mover_pid > 0 && now - last_progress >= 1000000) {
+			long rss = proc_rss_kib(o->mover_pid);
+			if (rss > rss_max)
+				rss_max = rss;
+		}
+		if (now - last_progress >= 1000000) {
+			fprintf(stderr,
+			        "\r%6.1fs published %" PRIu64
+			        " received %" PRIu64 " early %" PRIu64
+			        " dup %" PRIu64 "   ",
+			        (double)(now - start) / 1e6, published,
+			        received, early, dups);
+			last_progress = now;
+		}
+		if (published == o->count &&
+		    now - idle_since > o->idle_ms * 1000)
+			break;
+		if (published < o->count)
+			idle_since = now;
+	}
+	fprintf(stderr, "\n");
+	mcpu1 = proc_cpu(o->mover_pid);
+	bcpu1 = proc_cpu(o->broker_pid);
+	if (o->mover_pid > 0) {
+		long rss = proc_rss_kib(o->mover_pid);
+		if (rss > rss_max)
+			rss_max = rss;
+	}
+	secs = (double)((last_arrival ? last_arrival : now_us()) - start) / 1e6;
+	stats_sort(lat, nlat);
+
+	{
+		double msgs = (double)received / secs;
+		double hops = msgs * o->hops;
+		double mcpu = o->mover_pid > 0 ? mcpu1 - mcpu0 : NAN;
+		double bcpu = o->broker_pid > 0 ? bcpu1 - bcpu0 : NAN;
+		const char *mode = o->mode == MODE_CASCADE   ? "cascade"
+		                   : o->mode == MODE_FORWARD ? "forward"
+		                                             : "dlx";
+		char json[2048], v[12][32];
+		double nums[12] = {stats_percentile(lat, nlat, 0),
+		                   stats_percentile(lat, nlat, 0.5),
+		                   stats_percentile(lat, nlat, 0.9),
+		                   stats_percentile(lat, nlat, 0.99),
+		                   stats_percentile(lat, nlat, 0.999),
+		                   stats_percentile(lat, nlat, 1),
+		                   mcpu,
+		                   bcpu,
+		                   mcpu * 1e6 / ((double)received * o->hops),
+		                   bcpu * 1e6 / ((double)received * o->hops),
+		                   msgs,
+		                   hops};
+		for (int i = 0; i < 12; i++) {
+			if (isnan(nums[i]) || isinf(nums[i]))
+				snprintf(v[i], sizeof(v[i]), "null");
+			else
+				snprintf(v[i], sizeof(v[i]), "%.3f", nums[i]);
+		}
+		snprintf(json, sizeof(json),
+		         "{\"mode\": \"%s\", \"messages\": %" PRIu64
+		         ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64
+		         ", \"early\": %" PRIu64 ", \"duplicates\": %" PRIu64
+		         ", \"seconds\": %.3f, \"msgs_per_s\": %s, "
+		         "\"hops_per_s\": %s, \"lateness_ms\": {\"min\": %s, "
+		         "\"p50\": %s, \"p90\": %s, \"p99\": %s, "
+		         "\"p999\": %s, \"max\": %s}, \"mover_cpu_s\": %s, "
+		         "\"broker_cpu_s\": %s, \"mover_cpu_per_hop_us\": %s, "
+		         "\"broker_cpu_per_hop_us\": %s, "
+		         "\"mover_rss_max_kib\": %ld, \"delay_mean_ms\": %.1f}",
+		         mode, o->count, received, o->count - received, early,
+		         dups, secs, v[10], v[11], v[0], v[1], v[2], v[3], v[4],
+		         v[5], v[6], v[7], v[8], v[9], rss_max,
+		         published ? delay_sum / (double)published : 0.0);
+		printf("%s\n", json);
+		if (o->json != NULL) {
+			FILE *fp = fopen(o->json, "w");
+			if (fp != NULL) {
+				fprintf(fp, "%s\n", json);
+				fclose(fp);
+			}
+		}
+	}
+	if (o->plot != NULL)
+		stats_plot(o->plot, lat, nlat);
+	amqp_destroy_connection(conn);
+	return received == o->count && early == 0 ? 0 : 1;
+}
