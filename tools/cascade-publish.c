@@ -43,6 +43,7 @@ usage(FILE *fp)
 	    "cascade's config\n"
 	    "  -p, --prefix NAME       cascade's exchange (default: the "
 	    "config's, or cascade)\n"
+	    "  -h, --help              print this help and exit\n"
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\ngives the password.\n");

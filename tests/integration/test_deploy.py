@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import ROOT
+from helpers import BUILD, ROOT
 
 BUILD_ARG = os.environ.get("CASCADE_BUILD", "build")
 TOOLS = ("cascade-publish", "cascade-bench", "cascade-ctl")
@@ -317,3 +317,40 @@ def test_man_page_documents_every_key_with_its_default():
         if not re.search(r"^\.TP\n\.B %s\n" % name, retry, re.M):
             missing.append("[retry] %s: not documented" % name)
     assert missing == [], "\n".join(missing)
+
+
+def contract_section(number):
+    """The text of docs/CONTRACT.md's section `number` ("6.2"), up to the
+    next heading of the same or a higher level."""
+    with open(os.path.join(ROOT, "docs", "CONTRACT.md")) as f:
+        text = f.read()
+    level = "#" * (number.count(".") + 2)
+    m = re.search(r"^%s %s .*?$(.*?)(?=^#{2,%d} |\Z)" %
+                  (level, re.escape(number), len(level)), text, re.M | re.S)
+    assert m, "docs/CONTRACT.md has no section %s" % number
+    return m.group(1)
+
+
+@pytest.mark.parametrize("tool,section,page", [
+    ("cascade", "6.1", "cascade.8"),
+    ("cascade-ctl", "6.2", "cascade-ctl.8"),
+    ("cascade-publish", "6.3", None),
+])
+def test_help_contract_and_man_page_name_the_same_options(tool, section,
+                                                          page):
+    """A tool's command line is written in three places: its --help, the
+    contract and its man page.  They name the same long options, so none
+    can drift from the others unseen."""
+    r = subprocess.run([os.path.join(BUILD, tool), "--help"],
+                       capture_output=True, text=True, timeout=30)
+    options = set(re.findall(r"--[a-z][a-z-]+", r.stdout + r.stderr))
+    assert options, r
+    documented = set(re.findall(r"--[a-z][a-z-]+", contract_section(section)))
+    assert options == documented, (
+        "--help only: %s; docs/CONTRACT.md section %s only: %s" %
+        (sorted(options - documented), section, sorted(documented - options)))
+    if page is not None:
+        man = "\n".join(man_sections(page).values())
+        in_man = set(re.findall(r"--[a-z][a-z-]+", man))
+        assert options <= in_man, "not in %s: %s" % (page,
+                                                       sorted(options - in_man))
