@@ -36,7 +36,7 @@ prom_targets_parse(char *text, struct prom_target *t, size_t max)
 
 	for (char *line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
-		struct prom_target r;
+		struct prom_target r = {0}; /* counts start at 0 */
 		const char *p = NULL;
 		size_t f, i;
 		double v;
@@ -62,10 +62,7 @@ prom_targets_parse(char *text, struct prom_target *t, size_t max)
 		if (i == count) {
 			if (count == max)
 				continue;
-			t[count] = r;
-			t[count].refusals = t[count].diverted = 0;
-			t[count].backoff = 0;
-			count++;
+			t[count++] = r;
 		}
 		v = strtod(p + 2, NULL);
 		/* f is one past the name that matched */
