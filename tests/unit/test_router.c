@@ -1203,3 +1203,11 @@ Test(router, first_sight_has_no_cascade_id_until_the_daemon_gives_one)
 	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
 	expect_hdr_str(&out.headers, "x-cascade-id", "fedcba9876543210");
 }
+
+Test(router, every_source_has_the_name_its_metrics_label_carries)
+{
+	cr_assert_str_eq(router_source_name(ROUTE_FROM_INGRESS), "ingress");
+	cr_assert_str_eq(router_source_name(ROUTE_FROM_RETURN), "return");
+	cr_assert_str_eq(router_source_name(ROUTE_FROM_RETRY), "retry");
+	cr_assert_str_eq(router_source_name(ROUTE_SOURCES), "unknown");
+}
