@@ -39,4 +39,7 @@ void json_write(FILE *fp, const void *s, size_t n);
 /* The C string s as a JSON string, quotes included, to fp. */
 void json_write_str(FILE *fp, const char *s);
 
+/* s[0..n) as a JSON string when present, else null, to fp. */
+void json_write_or_null(FILE *fp, int present, const void *s, size_t n);
+
 #endif

@@ -120,3 +120,12 @@ json_write_str(FILE *fp, const char *s)
 {
 	json_write(fp, s, strlen(s));
 }
+
+void
+json_write_or_null(FILE *fp, int present, const void *s, size_t n)
+{
+	if (present)
+		json_write(fp, s, n);
+	else
+		fputs("null", fp);
+}

@@ -120,3 +120,18 @@ Test(json, write_str_is_write_of_the_c_string)
 	cr_assert_str_eq(buf, "\"a\\\"b\\u000a\"");
 	free(buf);
 }
+
+Test(json, write_or_null_writes_the_string_only_when_present)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	cr_assert_not_null(fp);
+	json_write_or_null(fp, 1, "a\"", 2);
+	fputc(',', fp);
+	json_write_or_null(fp, 0, "a\"", 2);
+	fclose(fp);
+	cr_assert_str_eq(buf, "\"a\\\"\",null");
+	free(buf);
+}

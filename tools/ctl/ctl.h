@@ -173,6 +173,12 @@ void format_key(amqp_bytes_t b, char *out);
 void format_name(amqp_bytes_t b, char *out, size_t size);
 /* "exchange/key", the default exchange as amq.default (as --target). */
 void format_target(const struct waiting *w, char *out, size_t size);
+/*
+ * A time as two JSON members to stdout, after a comma:
+ * ,"KEY":"2026-11-23T09:00:00.000Z","KEY_ms":MS, or both null when the
+ * time is not present.
+ */
+void format_json_time(const char *key, int present, int64_t ms);
 
 /*
  * http.c: the daemon's /metrics and the management API (dlx.c).

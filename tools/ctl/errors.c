@@ -87,7 +87,6 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 {
 	const amqp_basic_properties_t *p = &m->properties;
 	amqp_bytes_t id = session_message_id(p), head;
-	char due[WHEN_TEXT_MAX];
 	int64_t n;
 
 	if (i > 1)
@@ -95,31 +94,18 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	printf("{\"reason\":");
 	json_write(stdout, t->reason.bytes, t->reason.len);
 	printf(",\"exchange\":");
-	if (t->has_exchange)
-		json_write(stdout, t->exchange.bytes, t->exchange.len);
-	else
-		printf("null");
+	json_write_or_null(stdout, t->has_exchange, t->exchange.bytes,
+	                   t->exchange.len);
 	printf(",\"routing_key\":");
-	if (session_rk_unknown(c, t))
-		printf("null");
-	else
-		json_write(stdout, t->routing_key.bytes, t->routing_key.len);
+	json_write_or_null(stdout, !session_rk_unknown(c, t),
+	                   t->routing_key.bytes, t->routing_key.len);
 	printf(",\"queue\":");
-	if (t->retry_gave_up)
-		json_write(stdout, t->queue.bytes, t->queue.len);
-	else
-		printf("null");
+	json_write_or_null(stdout, t->retry_gave_up, t->queue.bytes,
+	                   t->queue.len);
 	printf(",\"message_id\":");
-	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-		json_write(stdout, id.bytes, id.len);
-	else
-		printf("null");
-	if (t->has_due) {
-		when_format(t->due, due, sizeof(due));
-		printf(",\"due\":\"%s\",\"due_ms\":%" PRId64, due, t->due);
-	} else {
-		printf(",\"due\":null,\"due_ms\":null");
-	}
+	json_write_or_null(stdout, p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG,
+	                   id.bytes, id.len);
+	format_json_time("due", t->has_due, t->due);
 	if (session_delivery_count(p, &n))
 		printf(",\"delivery_count\":%" PRId64, n);
 	else

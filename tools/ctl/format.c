@@ -4,12 +4,14 @@
  * same of the same byte.
  */
 #include "amqp_compat.h"
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ctl.h"
 #include "escape.h"
+#include "when.h"
 
 void
 format_key(amqp_bytes_t b, char *out)
@@ -25,6 +27,19 @@ void
 format_name(amqp_bytes_t b, char *out, size_t size)
 {
 	escape_bytes(b.bytes, b.len, SIZE_MAX, ESCAPE_NAME, out, size);
+}
+
+void
+format_json_time(const char *key, int present, int64_t ms)
+{
+	char text[WHEN_TEXT_MAX];
+
+	if (!present) {
+		printf(",\"%s\":null,\"%s_ms\":null", key, key);
+		return;
+	}
+	when_format(ms, text, sizeof(text));
+	printf(",\"%s\":\"%s\",\"%s_ms\":%" PRId64, key, text, key, ms);
 }
 
 void

@@ -59,37 +59,24 @@ static void
 list_json(const struct waiting_rows *r, size_t shown,
           const uint64_t counts[METRICS_NWINDOWS])
 {
-	char due[WHEN_TEXT_MAX], seen[WHEN_TEXT_MAX];
-
 	printf("{\"waiting\":%zu,\"shown\":%zu,\"messages\":[", r->n, shown);
 	for (size_t i = 0; i < shown; i++) {
 		const struct waiting *w = r->w[i];
 		amqp_bytes_t name = waiting_name(w);
-		when_format(w->due, due, sizeof(due));
 		printf("%s{\"id\":", i ? "," : "");
 		json_write(stdout, name.bytes, name.len);
 		printf(",\"message_id\":");
-		if (w->message_id.len > 0)
-			json_write(stdout, w->message_id.bytes,
-			           w->message_id.len);
-		else
-			printf("null");
+		json_write_or_null(stdout, w->message_id.len > 0,
+		                   w->message_id.bytes, w->message_id.len);
 		printf(",\"cascade_id\":");
 		json_write(stdout, w->id.bytes, w->id.len);
-		printf(",\"due\":\"%s\",\"due_ms\":%" PRId64 ",\"exchange\":",
-		       due, w->due);
+		format_json_time("due", 1, w->due);
+		printf(",\"exchange\":");
 		json_write(stdout, w->exchange.bytes, w->exchange.len);
 		printf(",\"routing_key\":");
 		json_write(stdout, w->routing_key.bytes, w->routing_key.len);
 		printf(",\"size\":%" PRId64, w->size);
-		if (w->seen > 0) {
-			when_format(w->seen, seen, sizeof(seen));
-			printf(
-			    ",\"first_seen\":\"%s\",\"first_seen_ms\":%" PRId64,
-			    seen, w->seen);
-		} else {
-			printf(",\"first_seen\":null,\"first_seen_ms\":null");
-		}
+		format_json_time("first_seen", w->seen > 0, w->seen);
 		printf(",\"cancel_pending\":%s}",
 		       w->cancel_pending ? "true" : "false");
 	}
