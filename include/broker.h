@@ -75,6 +75,12 @@ int broker_publish(amqp_connection_state_t conn, amqp_channel_t ch,
                    amqp_bytes_t routing_key, int mandatory,
                    const amqp_basic_properties_t *props, amqp_bytes_t body);
 
+/*
+ * A channel.close or connection.close the broker sent (m), in words:
+ * "channel closed by the broker: 404 NOT_FOUND - ...".
+ */
+void broker_close_reason(const amqp_method_t *m, char *err, size_t size);
+
 /* A reply that is not AMQP_RESPONSE_NORMAL, in words, prefixed by what. */
 void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
                          size_t size);

@@ -24,6 +24,22 @@
 #include "version.h"
 
 void
+broker_close_reason(const amqp_method_t *m, char *err, size_t size)
+{
+	if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
+		const amqp_channel_close_t *cl = m->decoded;
+		snprintf(err, size, "channel closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	} else {
+		const amqp_connection_close_t *cl = m->decoded;
+		snprintf(err, size, "connection closed by the broker: %u %.*s",
+		         cl->reply_code, (int)cl->reply_text.len,
+		         (const char *)cl->reply_text.bytes);
+	}
+}
+
+void
 broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
                     size_t size)
 {
@@ -489,11 +505,7 @@ broker_confirm_frame(struct broker_confirms *c, const amqp_frame_t *f,
 
 	if (f->frame_type == AMQP_FRAME_METHOD &&
 	    m->id == AMQP_CONNECTION_CLOSE_METHOD) {
-		const amqp_connection_close_t *cl = m->decoded;
-		snprintf(err, errsize,
-		         "connection closed by the broker: %u %.*s",
-		         cl->reply_code, (int)cl->reply_text.len,
-		         (const char *)cl->reply_text.bytes);
+		broker_close_reason(m, err, errsize);
 		return -1;
 	}
 	if (f->channel != c->ch)
@@ -517,13 +529,9 @@ broker_confirm_frame(struct broker_confirms *c, const amqp_frame_t *f,
 		if (c->on_return != NULL)
 			c->on_return(c->arg, m->decoded);
 		return 1;
-	case AMQP_CHANNEL_CLOSE_METHOD: {
-		const amqp_channel_close_t *cl = m->decoded;
-		snprintf(err, errsize, "channel closed by the broker: %u %.*s",
-		         cl->reply_code, (int)cl->reply_text.len,
-		         (const char *)cl->reply_text.bytes);
+	case AMQP_CHANNEL_CLOSE_METHOD:
+		broker_close_reason(m, err, errsize);
 		return -1;
-	}
 	default:
 		return 0;
 	}

@@ -26,23 +26,6 @@ struct stream {
 	int reached;
 };
 
-/* The broker's channel.close or connection.close in words. */
-static void
-stream_close_reason(const amqp_method_t *m, char *err, size_t size)
-{
-	if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
-		const amqp_channel_close_t *cl = m->decoded;
-		snprintf(err, size, "channel closed by the broker: %u %.*s",
-		         cl->reply_code, (int)cl->reply_text.len,
-		         (const char *)cl->reply_text.bytes);
-	} else {
-		const amqp_connection_close_t *cl = m->decoded;
-		snprintf(err, size, "connection closed by the broker: %u %.*s",
-		         cl->reply_code, (int)cl->reply_text.len,
-		         (const char *)cl->reply_text.bytes);
-	}
-}
-
 /* Whether stream name exists; -1 with c->err when not, or on an error. */
 int
 stream_exists(struct ctl *c, const char *name)
@@ -106,7 +89,7 @@ stream_frame(struct ctl *c)
 			return 0;
 		/* fall through */
 	case AMQP_CONNECTION_CLOSE_METHOD:
-		stream_close_reason(&f.payload.method, c->err, sizeof(c->err));
+		broker_close_reason(&f.payload.method, c->err, sizeof(c->err));
 		return -1;
 	case AMQP_BASIC_CANCEL_METHOD: {
 		const amqp_basic_cancel_t *k = f.payload.method.decoded;
