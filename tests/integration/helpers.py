@@ -46,13 +46,15 @@ class Broker:
 
 def wait_for(predicate, timeout, what):
     """Poll predicate until it is true; fail naming what after timeout
-    seconds.  Tests wait on what they can observe, never a bare sleep."""
+    seconds (what may be a function, asked then: it can say what was last
+    seen).  Tests wait on what they can observe, never a bare sleep."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+    pytest.fail("timed out after %ss waiting for %s" %
+                (timeout, what() if callable(what) else what))
 
 
 def http_get(url):
@@ -270,15 +272,15 @@ def wait_status(d, pred, timeout=20, what="cascade-ctl status to match"):
     """Poll `status --json` until pred(status) holds: that status.  As
     wait_for, fail the test after timeout seconds, naming what, with the
     last status seen."""
-    deadline = time.time() + timeout
-    while True:
-        s = status(d)
-        if pred(s):
-            return s
-        if time.time() > deadline:
-            pytest.fail("timed out after %ss waiting for %s; last status: %s"
-                        % (timeout, what, json.dumps(s)))
-        time.sleep(0.2)
+    last = [None]
+
+    def matches():
+        last[0] = status(d)
+        return pred(last[0])
+
+    wait_for(matches, timeout,
+             lambda: "%s; last status: %s" % (what, json.dumps(last[0])))
+    return last[0]
 
 
 def wait_parked(d, n, timeout=20):
