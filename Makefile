@@ -5,7 +5,7 @@ BUILD ?= build
 CC ?= cc
 SHELL := /bin/bash
 
-PKGS := librabbitmq inih libmicrohttpd libsystemd openssl
+PKGS := librabbitmq inih libmicrohttpd libsystemd openssl libqpid-proton
 # The daemon is src/daemon*.c and src/main.c: the event loop and its glue.
 # Everything else in src/ is libcascade.a, which the daemon, the tools and
 # the unit tests link, and so take only the modules they use.  cascade-ctl

@@ -89,6 +89,9 @@ void broker_reply_string(amqp_rpc_reply_t r, const char *what, char *buf,
  * last RPC (406 PRECONDITION_FAILED, ...); 0 for any other reply. */
 int broker_reply_code(amqp_connection_state_t conn);
 
+/* The broker's version as major * 1000 + minor (4.3.6: 4003); 0 unknown. */
+int broker_version(amqp_connection_state_t conn);
+
 /* RabbitMQ's major version from the server properties; 0 when unknown. */
 int broker_major_version(amqp_connection_state_t conn);
 

@@ -30,6 +30,13 @@ enum log_format {
 	LOG_FORMAT_JSON,
 };
 
+/* [topology] mode: how messages wait (docs/CONTRACT.md section 6). */
+enum wait_mode {
+	WAIT_LADDER, /* the ladder of delay queues, on every broker */
+	WAIT_NATIVE, /* RabbitMQ 4.3's delayed return for the last stretch */
+	WAIT_AUTO,   /* native where the broker proves it, else the ladder */
+};
+
 enum tail_mode {
 	TAIL_HOLD,     /* keep the sub-resolution tail in memory on a timer */
 	TAIL_ROUND_UP, /* send it round the shortest queue once more */
@@ -81,6 +88,13 @@ enum tail_mode {
 	X(topology, drain_shards, UINT, "0", 0, LADDER_MAX_SHARDS, NULL,       \
 	  "shards of a former layout whose return queues are still "           \
 	  "consumed, their messages moved into this one; 0: none")             \
+	X(topology, mode, ENUM, "ladder", 0, 0, "ladder|native|auto",          \
+	  "how messages wait: the ladder of delay queues; native: their last " \
+	  "native_window in a RabbitMQ 4.3 holding queue; auto: native when "  \
+	  "the broker proves it can")                                          \
+	X(topology, native_window, DUR, "64s", 1, 315360000000LL, NULL,        \
+	  "native: the delay left from which a message waits in a holding "    \
+	  "queue; longer delays ride the ladder until then")                   \
 	X(router, prefetch, UINT, "1000", 1, 65535, NULL,                      \
 	  "unacked deliveries per consumed queue")                             \
 	X(router, max_delay, DUR, "365d", 0, 315360000000LL, NULL,             \

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "amqp1.h"
 #include "outbox.h"
 #include "router.h"
 
@@ -34,6 +35,10 @@ struct message {
 	                  its first hop is confirmed */
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in the daemon's acks */
+	/* From a holding queue over AMQP 1.0: settled there, not acked. */
+	int amqp1;
+	struct amqp1_delivery dv;
+	uint32_t delivery_count; /* a holding queue's count of failures */
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_basic_properties_t props;
@@ -48,6 +53,8 @@ struct message {
 
 	/* Its publish; the outbox's lists link it. */
 	struct outbox_item out;
+	/* ROUTE_WAIT: the envelope published (envelope.h), from pool */
+	amqp_bytes_t envelope;
 	int64_t published_at; /* wall-clock ms of the last publish */
 
 	/* The tail held in memory (and the spare list) link it here. */

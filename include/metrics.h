@@ -25,15 +25,21 @@
 /* The window of a message due `ahead` ms from now. */
 int metrics_window(int64_t ahead);
 
-/* Consumed queues: ingress, retry, a return queue per shard, and as many
- * drained (topology.h). */
-#define METRICS_QUEUES_MAX (2 + 2 * LADDER_MAX_SHARDS)
+/* Consumed queues: ingress, retry, a return queue and a holding queue per
+ * shard, and as many drained (topology.h). */
+#define METRICS_QUEUES_MAX (2 + 3 * LADDER_MAX_SHARDS)
 
 struct metrics {
 	/* counters: only ever grow */
 	uint64_t received[METRICS_QUEUES_MAX]; /* by metrics_labels.queues */
 	/* confirmed hops into shard s's level k, at s * levels + k */
 	uint64_t hops[LADDER_MAX_SHARDS * LADDER_MAX_LEVELS];
+	/* native: confirmed publishes into shard s's holding queue */
+	uint64_t waits[LADDER_MAX_SHARDS];
+	/* native: given back to a holding queue with their due time, and
+	 * of those, released before it by the queue (clocks apart) */
+	uint64_t native_returns;
+	uint64_t native_early;
 	uint64_t delivered;
 	uint64_t parked[PARK_KINDS];
 	uint64_t published; /* every publish, confirmed or not */
@@ -60,6 +66,7 @@ struct metrics {
 	unsigned backing_off; /* destinations backing off now */
 	unsigned cancel_requests; /* cancellations held in memory */
 	int connected, consuming, blocked;
+	int native; /* 1: native waiting; 0: the ladder; -1: not chosen */
 };
 
 /* A consumed queue, as the exposition labels it. */
@@ -74,6 +81,7 @@ struct metrics_labels {
 	const struct ladder *ladder;
 	unsigned shards;
 	const char *const *level_queues; /* shards * ladder->levels names */
+	const char *const *hold_queues;  /* shards names */
 	const struct metrics_queue *queues;
 	unsigned nqueues;
 	const char *version;

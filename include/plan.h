@@ -11,7 +11,8 @@
  *     when every level from its own down backs off, it is retried from
  *     memory;
  *   - a nacked publish is stepped afresh from the clock, so it may now be
- *     due, or take a lower level.
+ *     due, or take a lower level;
+ *   - a wait whose holding queue backs off takes the ladder instead.
  *
  * Pure code: the caller publishes, holds or retries, and passes in the wall
  * clock (Unix ms, for due times) and the monotonic clock (for backoffs).
@@ -32,6 +33,8 @@ struct plan {
 	struct targets *targets;
 	/* the delay queues: shard s's level k at s * levels + k */
 	const char *const *level_queues;
+	/* native: shard s's holding queue at s; NULL in ladder mode */
+	const char *const *hold_queues;
 	int64_t refused_park_after; /* ms; 0: never park for refusals */
 };
 

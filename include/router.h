@@ -24,6 +24,12 @@ struct router_params {
 	 * latency; the rest is held.  0: hop whenever a level fits.
 	 */
 	int64_t tail_margin;
+	/*
+	 * [topology] mode = native: a message with at most this many ms
+	 * left waits in its shard's holding queue (ROUTE_WAIT) rather than
+	 * on the ladder.  0: the ladder alone.
+	 */
+	int64_t native_window;
 	/* May a message be delivered to this exchange?  NULL: any. */
 	int (*allowed)(const void *ctx, amqp_bytes_t exchange);
 	const void *allowed_ctx;
@@ -37,11 +43,14 @@ struct router_params {
  *   INGRESS: first sight: read the publisher's headers
  *   RETURN:  back from a delay queue: read our own state
  *   RETRY:   dead-lettered by a work queue: retry it
+ *   HOLD:    from a holding queue (amqp1.h), due or on first sight there:
+ *            read our own state, as from a return queue
  */
 #define ROUTER_SOURCES(X)                                                      \
 	X(INGRESS, ingress)                                                    \
 	X(RETURN, return )                                                     \
-	X(RETRY, retry)
+	X(RETRY, retry)                                                        \
+	X(HOLD, hold)
 
 enum route_source {
 #define SOURCE_ENUM(kind, name) ROUTE_FROM_##kind,
@@ -59,6 +68,7 @@ enum route_action {
 	ROUTE_PARK,    /* publish to the error queue with `reason` */
 	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
 	ROUTE_RECORD,  /* a cancellation request: record it (events.h) */
+	ROUTE_WAIT,    /* wait in shard's holding queue until due (native) */
 };
 
 /* Why a message was parked, for counting; the reason text says more. */
@@ -131,6 +141,10 @@ void router_decide(const struct router_params *p, enum route_source src,
  */
 void router_step(const struct router_params *p, struct route *r, int64_t now);
 
+/* The same on the ladder alone: when the holding queue refuses. */
+void router_ladder_step(const struct router_params *p, struct route *r,
+                        int64_t now);
+
 /*
  * A hop to level with r->due kept: r->left from the clock.  For a level
  * lower than router_step chose (a refusing queue above it) or a diverted
@@ -154,6 +168,12 @@ void router_vpark(struct route *r, enum park_kind kind, const char *fmt,
  */
 int router_guard(enum route_source src, const amqp_basic_properties_t *props,
                  amqp_bytes_t routing_key, uint64_t max, struct route *r);
+
+/* The same with the count n given: a holding queue's, over AMQP 1.0. */
+int router_guard_count(enum route_source src,
+                       const amqp_basic_properties_t *props,
+                       amqp_bytes_t routing_key, uint64_t n, uint64_t max,
+                       struct route *r);
 
 /*
  * The properties to publish with for r: routing headers dropped, our state

@@ -38,6 +38,12 @@ struct topology {
 	 * cascade-ctl status: the same ladder is assumed).  drain_sharded:
 	 * they were declared with x-queue-leader-locator.
 	 */
+	/*
+	 * [topology] mode = native: shard s's holding queue, P.hold or
+	 * P.hold.s<s>, where a message waits its last stretch (see
+	 * topology_declare_hold).  Named in every mode.
+	 */
+	char (*hold)[TOPOLOGY_NAME_MAX];
 	unsigned drains;
 	int drain_sharded;
 	char (*drain)[TOPOLOGY_NAME_MAX];
@@ -93,6 +99,26 @@ int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                      const struct config *cfg, const struct topology *t,
                      const struct ladder *l, int reject_parks[3], char *err,
                      size_t errsize);
+
+/*
+ * The holding queues, one per shard: quorum queues that dead-letter what
+ * the daemon rejects into P.error, with x-max-length and reject-publish
+ * like a delay queue (a full one refuses, and the message takes the
+ * ladder), and no delivery limit.  Blocking; only while connecting.
+ * Returns as topology_declare does.
+ */
+int topology_declare_hold(amqp_connection_state_t conn, amqp_channel_t ch,
+                          const struct config *cfg, const struct topology *t,
+                          char *err, size_t errsize);
+
+/*
+ * How many of the holding queues exist (passive declares on ch, which is
+ * open again afterwards), in *n; each one's in present[s].  0, or -1 with
+ * err.
+ */
+int topology_hold_present(amqp_connection_state_t conn, amqp_channel_t ch,
+                          const struct topology *t, int *present, unsigned *n,
+                          char *err, size_t errsize);
 
 /*
  * Where shard leaders go.  A quorum queue's leader starts on the node its

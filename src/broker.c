@@ -89,22 +89,32 @@ broker_reply_code(amqp_connection_state_t conn)
 }
 
 int
-broker_major_version(amqp_connection_state_t conn)
+broker_version(amqp_connection_state_t conn)
 {
 	const amqp_table_t *p = amqp_get_server_properties(conn);
 	const amqp_field_value_t *v = headers_find(p, "version");
 	amqp_bytes_t b;
-	int major = 0;
+	int part[2] = {0, 0}, k = 0;
 
 	if (v == NULL || headers_string(v, &b) < 0)
 		return 0;
-	for (size_t i = 0; i < b.len && i < 6; i++) {
+	for (size_t i = 0; i < b.len && i < 12 && k < 2; i++) {
 		char c = ((const char *)b.bytes)[i];
-		if (c < '0' || c > '9')
+		if (c == '.') {
+			k++;
+			continue;
+		}
+		if (c < '0' || c > '9' || part[k] > 99)
 			break;
-		major = major * 10 + (c - '0');
+		part[k] = part[k] * 10 + (c - '0');
 	}
-	return major;
+	return part[0] * 1000 + part[1];
+}
+
+int
+broker_major_version(amqp_connection_state_t conn)
+{
+	return broker_version(conn) / 1000;
 }
 
 int

@@ -676,6 +676,12 @@ config_check(struct config_parse *p)
 			             "metrics.listen", "%s: \"%s\"", why,
 			             cfg->metrics_listen);
 	}
+	/* Only a quorum queue can hold a message until a given time. */
+	if (cfg->topology_mode == WAIT_NATIVE &&
+	    cfg->topology_queue_type != QUEUE_TYPE_QUORUM)
+		config_error(p, cfg->topology_mode_line, "topology.mode",
+		             "native needs quorum queues (topology.queue_type "
+		             "is classic)");
 	/* Shorter, a cancellation would lapse, and its record go, while the
 	 * message it names may still wait. */
 	if (cfg->events_max_age > 0 &&

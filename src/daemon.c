@@ -188,6 +188,18 @@ daemon_consumers(struct daemon *d)
 		consumer_add(&d->consumers[d->nconsumers++], tag, t->ret[s],
 		             ROUTE_FROM_RETURN, (int)s);
 	}
+	/* Holding queues: over AMQP 1.0, drained, or off, once connected. */
+	for (unsigned s = 0; s < t->shards; s++) {
+		if (!config_shard_consumed(d->cfg, s))
+			continue;
+		if (t->shards > 1)
+			snprintf(tag, sizeof(tag), "hold.s%u", s);
+		else
+			snprintf(tag, sizeof(tag), "hold");
+		consumer_add(&d->consumers[d->nconsumers], tag, t->hold[s],
+		             ROUTE_FROM_HOLD, (int)s);
+		d->consumers[d->nconsumers++].off = 1;
+	}
 	for (unsigned i = 0; i < t->drains; i++) {
 		snprintf(tag, sizeof(tag), "drain.%u", i);
 		consumer_add(&d->consumers[d->nconsumers++], tag, t->drain[i],
@@ -208,6 +220,7 @@ daemon_run(const struct config *cfg)
 		fatalx("out_of_memory", "%s", "");
 	d->loop = ev_default_loop(EVFLAG_AUTO);
 	d->cfg = cfg;
+	d->native = -1;
 	if (ladder_init(&d->ladder, cfg->topology_resolution,
 	                cfg->topology_factor, config_levels(cfg), &why) < 0)
 		fatalx("bad_ladder", " reason=\"%s\"", why);

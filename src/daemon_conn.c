@@ -118,6 +118,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 	 * ends: dropping them here loses nothing. */
 	daemon_drop_state(d);
 	acks_reset(&d->acks);
+	daemon_hold_close(d);
 	if (d->conn != NULL) {
 		amqp_destroy_connection(d->conn);
 		d->conn = NULL;
@@ -165,8 +166,14 @@ on_reconnect(struct ev_loop *loop, ev_timer *w, int revents)
 int
 daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 {
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < d->nconsumers; i++) {
 		amqp_basic_consume_t c;
+		/* Over AMQP 1.0 (daemon_hold.c), or not this time. */
+		if (d->consumers[i].amqp1 || d->consumers[i].off)
+			continue;
+		n++;
 		memset(&c, 0, sizeof(c));
 		c.queue = amqp_cstring_bytes(d->consumers[i].queue);
 		c.consumer_tag = amqp_cstring_bytes(d->consumers[i].tag);
@@ -179,7 +186,7 @@ daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 			return -1;
 		}
 	}
-	d->consume_oks = d->nconsumers;
+	d->consume_oks = n;
 	return 0;
 }
 
@@ -235,7 +242,7 @@ daemon_connect(struct daemon *d)
 {
 	char err[512], url[CONFIG_STR_MAX], raw[CONFIG_STR_MAX];
 	unsigned placed;
-	int hb, rc;
+	int hb, rc, fatal;
 
 	/* With several URLs (a cluster's nodes), each attempt after a
 	 * failure or a lost connection goes to the next one. */
@@ -274,6 +281,16 @@ daemon_connect(struct daemon *d)
 		daemon_teardown_soon(d);
 		return;
 	}
+	/* Native waiting, or the ladder (daemon_hold.c). */
+	if (daemon_hold_connect(d, raw, err, sizeof(err), &fatal) < 0) {
+		log_error("native_failed", " reason=\"%s\"", err);
+		if (fatal) {
+			d->exit_code = 1;
+			d->stopping = 1;
+		}
+		daemon_teardown_soon(d);
+		return;
+	}
 	if (daemon_consume(d, err, sizeof(err)) < 0) {
 		log_error("consume_failed", " reason=\"%s\"", err);
 		daemon_teardown_soon(d);
@@ -292,6 +309,7 @@ daemon_connect(struct daemon *d)
 		ev_timer_set(&d->heartbeat, hb / 2.0, hb / 2.0);
 		ev_timer_start(d->loop, &d->heartbeat);
 	}
+	daemon_hold_start(d);
 	/* Frames may already sit in rabbitmq-c's buffer from the set-up. */
 	daemon_drain(d);
 }

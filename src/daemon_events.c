@@ -96,12 +96,14 @@ daemon_scheduled(struct daemon *d, struct message *m)
 	struct route *r = &m->route;
 	char id[17];
 
-	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD)
+	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD &&
+	    r->action != ROUTE_WAIT)
 		return;
 	d->m.scheduled[metrics_window(r->due - duration_wall_ms())]++;
 	/* A tail held at first sight waits under a resolution step, in
 	 * memory: nothing to list or to cancel later. */
-	if (!config_events(d->cfg) || r->action != ROUTE_HOP)
+	if (!config_events(d->cfg) ||
+	    (r->action != ROUTE_HOP && r->action != ROUTE_WAIT))
 		return;
 	events_new_id(id);
 	r->id = message_dup(m, amqp_cstring_bytes(id));

@@ -68,6 +68,11 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	const char *why;
 	enum plan_next next;
 
+	/* Already in its holding queue: back there until due. */
+	if (m->route.action == ROUTE_WAIT && m->amqp1) {
+		daemon_wait_again(d, m);
+		return;
+	}
 	next = plan_dispatch(&d->plan, &m->route, duration_wall_ms(),
 	                     duration_mono_ms(), &why);
 	daemon_next(d, m, next, why);
@@ -137,7 +142,7 @@ daemon_route(struct daemon *d, struct message *m)
 	m->routed = 1;
 	if (m->route.action != ROUTE_PARK && daemon_cancelled(d, m))
 		return;
-	if (m->src != ROUTE_FROM_RETURN)
+	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD)
 		daemon_scheduled(d, m);
 	daemon_dispatch(d, m);
 }
@@ -163,9 +168,16 @@ daemon_message_done(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
+	/* A holding queue's message is an envelope: open it. */
+	if (m->src == ROUTE_FROM_HOLD && daemon_unwrap(d, m) < 0)
+		return;
 	if (m->redelivered &&
-	    router_guard(m->src, &m->props, m->routing_key,
-	                 d->cfg->router_max_redeliveries, &m->route)) {
+	    (m->src == ROUTE_FROM_HOLD
+	         ? router_guard_count(
+	               m->src, &m->props, m->routing_key, m->delivery_count,
+	               d->cfg->router_max_redeliveries, &m->route)
+	         : router_guard(m->src, &m->props, m->routing_key,
+	                        d->cfg->router_max_redeliveries, &m->route))) {
 		m->routed = 1;
 		daemon_publish(d, m);
 		return;

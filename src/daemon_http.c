@@ -43,6 +43,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		    .ladder = &d->ladder,
 		    .shards = d->topo.shards,
 		    .level_queues = d->level_queues,
+		    .hold_queues = d->hold_queues,
 		    .queues = q,
 		    .nqueues = d->nconsumers,
 		    .version = CASCADE_VERSION,
@@ -66,6 +67,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.consuming = d->m.connected && d->consuming &&
 		                 !d->replaying && !d->stopping;
 		d->m.blocked = d->out.blocked;
+		d->m.native = d->native;
 		*content_type = "text/plain; version=0.0.4; charset=utf-8";
 		n = metrics_render(&d->m, &l, buf, size);
 		if (n < 0)

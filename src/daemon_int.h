@@ -14,6 +14,8 @@
  *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
  *   daemon_events.c   records in P.events, cancellations, the replay of
  *                     P.cancels
+ *   daemon_hold.c     native waiting: the holding queues over AMQP 1.0,
+ *                     the choice of mode, envelopes
  *   daemon_http.c     /metrics and /healthz
  * docs/how-it-works.md follows one message through them.
  */
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "acks.h"
+#include "amqp1.h"
 #include "cancels.h"
 #include "config.h"
 #include "events.h"
@@ -60,6 +63,10 @@ struct consumer {
 	const char *queue;
 	enum route_source src;
 	int shard; /* a return queue's; -1: a shard is picked at first sight */
+	/* A holding queue: over AMQP 1.0 (native), over 0-9-1 to drain it
+	 * (ladder mode, when it exists), or not at all (off). */
+	int amqp1;
+	int off;
 };
 
 struct daemon {
@@ -130,6 +137,14 @@ struct daemon {
 	size_t cancels_prune_at; /* prune when this many are held */
 	uint64_t replayed;       /* records read while replaying */
 	ev_timer replay;         /* writes the marker again (on_replay) */
+
+	/* daemon_hold.c: native waiting. */
+	int native;       /* -1: not decided yet; 0: the ladder; 1: native */
+	int native_tried; /* auto: the canary ran (once per process) */
+	struct amqp1 *a1; /* the holding queues' consumer, when native */
+	unsigned hold_link[AMQP1_MAX_LINKS]; /* link i's consumer index */
+	const char *hold_queues[LADDER_MAX_SHARDS]; /* plan.hold_queues */
+	int64_t early_logged_at;                    /* mono ms */
 
 	/* daemon_http.c */
 	struct httpd *httpd;
@@ -239,6 +254,32 @@ int daemon_cancel_request(struct daemon *d, struct message *m);
 void daemon_record(struct daemon *d, struct message *m);
 /* Read P.cancels from the start and write the marker.  0, or -1 with err. */
 int daemon_replay(struct daemon *d, char *err, size_t errsize);
+
+/*
+ * daemon_hold.c
+ */
+
+/*
+ * After the topology: choose the mode (once), then, native, declare the
+ * holding queues and consume them over AMQP 1.0; ladder, drain those that
+ * exist over 0-9-1.  0, or -1 with err; *fatal when retrying is useless.
+ */
+int daemon_hold_connect(struct daemon *d, const char *url, char *err,
+                        size_t errsize, int *fatal);
+/* Run the AMQP 1.0 connection on the loop (after consuming). */
+void daemon_hold_start(struct daemon *d);
+/* Close the AMQP 1.0 connection: what it held goes back to the queues. */
+void daemon_hold_close(struct daemon *d);
+/* From a holding queue: its envelope opened into m.  0, or -1 (parked). */
+int daemon_unwrap(struct daemon *d, struct message *m);
+/* m from a holding queue, not due: back to it with its due time (or held
+ * in memory for the last few ms).  Takes m. */
+void daemon_wait_again(struct daemon *d, struct message *m);
+/* The envelope for m's publish to a holding queue, and its outer
+ * properties.  0, or -1 out of memory. */
+int daemon_wrap(struct daemon *d, struct message *m,
+                const amqp_basic_properties_t *inner,
+                amqp_basic_properties_t *outer, amqp_bytes_t *body);
 
 /*
  * daemon_http.c

@@ -53,7 +53,9 @@ daemon_props(struct daemon *d, const struct message *m,
 void
 daemon_ack(struct daemon *d, struct message *m)
 {
-	if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
+	if (m->amqp1)
+		amqp1_accept(d->a1, m->dv);
+	else if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
 		daemon_fail(d, "out of memory for acks");
 	message_free(m);
 }
@@ -234,6 +236,12 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			         d->topo.cancels, (int)m->routing_key.len,
 			         (const char *)m->routing_key.bytes);
 			daemon_request_copy(d, m);
+		} else if (m->route.action == ROUTE_WAIT) {
+			d->m.waits[m->route.shard]++;
+			if (m->unrecorded) {
+				daemon_event(d, m, EVENT_SCHEDULED);
+				m->unrecorded = 0;
+			}
 		} else if (m->route.action == ROUTE_HOP) {
 			d->m.hops[m->route.shard * d->ladder.levels +
 			          (unsigned)m->route.level]++;
@@ -297,6 +305,9 @@ return_same(const struct outbox_item *it, void *ctx)
 	amqp_basic_properties_t props;
 	int same;
 
+	/* Into a holding queue: the envelope, and no headers outside it. */
+	if (m->route.action == ROUTE_WAIT)
+		return headers_bytes_eq(m->envelope, r->body);
 	if (!headers_bytes_eq(body, r->body))
 		return 0;
 	if (daemon_props(rm->d, m, &props) < 0)
@@ -367,7 +378,7 @@ void
 daemon_publish(struct daemon *d, struct message *m)
 {
 	amqp_basic_properties_t props;
-	amqp_bytes_t exchange, routing_key;
+	amqp_bytes_t exchange, routing_key, body;
 	struct route *r = &m->route;
 	size_t size;
 	int st;
@@ -395,6 +406,10 @@ daemon_publish(struct daemon *d, struct message *m)
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(
 		    topology_delay(&d->topo, r->shard, (unsigned)r->level));
+		break;
+	case ROUTE_WAIT:
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.hold[r->shard]);
 		break;
 	case ROUTE_DELIVER:
 		exchange = r->exchange;
@@ -429,10 +444,20 @@ daemon_publish(struct daemon *d, struct message *m)
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
-	/* A request's record has no body, whatever the publisher sent. */
-	st = broker_publish(
-	    d->conn, BROKER_CH_PUB, d->frame_max, exchange, routing_key, 1,
-	    &props, r->action == ROUTE_RECORD ? amqp_empty_bytes : m->body);
+	body = r->action == ROUTE_RECORD ? amqp_empty_bytes : m->body;
+	/* A request's record has no body, whatever the publisher sent; a
+	 * wait goes inside an envelope (daemon_hold.c). */
+	if (r->action == ROUTE_WAIT) {
+		amqp_basic_properties_t inner = props;
+		if (daemon_wrap(d, m, &inner, &props, &body) < 0) {
+			recycle_amqp_pool(&d->scratch);
+			daemon_fail(d, "out of memory building an envelope");
+			message_free(m);
+			return;
+		}
+	}
+	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
+	                    routing_key, 1, &props, body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));

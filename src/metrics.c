@@ -130,6 +130,30 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 			    m->hops[i]);
 		}
 
+	out_head(&o, "cascade_waits_total", "counter",
+	         "Confirmed publishes into each holding queue (native "
+	         "waiting), by shard.");
+	for (unsigned s = 0; s < l->shards && l->hold_queues != NULL; s++)
+		out_printf(&o,
+		           "cascade_waits_total{shard=\"%u\",queue=\"%s\"} "
+		           "%" PRIu64 "\n",
+		           s, l->hold_queues[s], m->waits[s]);
+	out_one(&o, "cascade_native_returns_total", "counter",
+	        "Deliveries given back to a holding queue with their due "
+	        "time (x-opt-delivery-time).",
+	        m->native_returns);
+	out_one(&o, "cascade_native_early_total", "counter",
+	        "Deliveries a holding queue released before their due time "
+	        "by this daemon's clock (the broker's clock is ahead).",
+	        m->native_early);
+	out_head(&o, "cascade_wait_mode", "gauge",
+	         "1 for how messages wait now: ladder or native "
+	         "([topology] mode); none before the first connection.");
+	out_printf(&o, "cascade_wait_mode{mode=\"ladder\"} %d\n",
+	           m->native == 0);
+	out_printf(&o, "cascade_wait_mode{mode=\"native\"} %d\n",
+	           m->native == 1);
+
 	out_one(&o, "cascade_messages_delivered_total", "counter",
 	        "Messages published to their target and confirmed.",
 	        m->delivered);

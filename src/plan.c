@@ -76,6 +76,12 @@ plan_dispatch(const struct plan *p, struct route *r, int64_t now, int64_t mono,
 	int64_t wait;
 
 	*why = NULL;
+	/* A holding queue that refuses: the ladder instead, as before. */
+	if (r->action == ROUTE_WAIT &&
+	    targets_wait(p->targets, amqp_empty_bytes,
+	                 amqp_cstring_bytes(p->hold_queues[r->shard]),
+	                 mono) > 0)
+		router_ladder_step(p->rp, r, now);
 	if (r->action == ROUTE_HOLD)
 		return PLAN_HOLD;
 	if (r->action == ROUTE_DELIVER) {
@@ -117,6 +123,14 @@ plan_nacked(const struct plan *p, struct route *r, amqp_bytes_t routing_key,
 		/* Step afresh: a lower level, or deliver if due by now. */
 		router_step(p->rp, r, now);
 		break;
+	case ROUTE_WAIT:
+		*wait = targets_refused(p->targets, amqp_empty_bytes,
+		                        routing_key, mono);
+		*refusal = "holding queue refused the message "
+		           "(full or unavailable)";
+		/* The ladder, until the holding queue takes messages again. */
+		router_ladder_step(p->rp, r, now);
+		break;
 	default:
 		*why = "broker nacked the publish (queue full or unavailable)";
 		return PLAN_RETRY;
@@ -128,7 +142,7 @@ void
 plan_accepted(const struct plan *p, const struct route *r,
               amqp_bytes_t routing_key)
 {
-	if (r->action == ROUTE_HOP)
+	if (r->action == ROUTE_HOP || r->action == ROUTE_WAIT)
 		targets_accepted(p->targets, amqp_empty_bytes, routing_key);
 	else if (r->action == ROUTE_DELIVER)
 		targets_accepted(p->targets, r->exchange, r->routing_key);

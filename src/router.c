@@ -67,8 +67,19 @@ router_guard(enum route_source src, const amqp_basic_properties_t *props,
 	int64_t n;
 
 	v = headers_find(props_headers(props), "x-delivery-count");
-	if (v == NULL || headers_integer(v, &n) != 1 || n < 0 ||
-	    (uint64_t)n < max)
+	if (v == NULL || headers_integer(v, &n) != 1 || n < 0)
+		return 0;
+	return router_guard_count(src, props, routing_key, (uint64_t)n, max, r);
+}
+
+int
+router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
+                   amqp_bytes_t routing_key, uint64_t n, uint64_t max,
+                   struct route *r)
+{
+	const amqp_field_value_t *v;
+
+	if (n < max)
 		return 0;
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
@@ -80,7 +91,7 @@ router_guard(enum route_source src, const amqp_basic_properties_t *props,
 	if (v != NULL && headers_string(v, &r->id) < 0)
 		r->id = amqp_empty_bytes;
 	router_park(r, PARK_redelivered,
-	            "seen %" PRId64 " times without being settled "
+	            "seen %" PRIu64 " times without being settled "
 	            "(x-delivery-count; [router] max_redeliveries is %" PRIu64
 	            ")",
 	            n, max);
@@ -321,6 +332,26 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 		r->level = -1;
 		return;
 	}
+	/* The last stretch in a holding queue, to the millisecond. */
+	if (p->native_window > 0 && remaining <= p->native_window) {
+		r->action = ROUTE_WAIT;
+		r->level = -1;
+		return;
+	}
+	router_ladder_step(p, r, now);
+}
+
+void
+router_ladder_step(const struct router_params *p, struct route *r, int64_t now)
+{
+	int64_t remaining = r->due > now ? r->due - now : 0;
+
+	r->left = 0;
+	if (remaining <= 0) {
+		r->action = ROUTE_DELIVER;
+		r->level = -1;
+		return;
+	}
 	r->action = ROUTE_HOP;
 	if (p->hold_tail) {
 		/* Come back tail_margin early; hold the rest. */
@@ -490,6 +521,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		}
 		break;
 	case ROUTE_HOP:
+	case ROUTE_WAIT:
 		headers_put_i64(&t, "x-cascade-due", r->due);
 		headers_put_bytes(&t, "x-cascade-exchange", r->exchange);
 		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);

@@ -23,7 +23,8 @@ int
 topology_names(struct topology *t, const char *prefix, const struct ladder *l,
                unsigned shards, unsigned drain_shards)
 {
-	char ret[TOPOLOGY_NAME_MAX], delay[TOPOLOGY_NAME_MAX];
+	char ret[TOPOLOGY_NAME_MAX], delay[TOPOLOGY_NAME_MAX],
+	    hold[TOPOLOGY_NAME_MAX];
 	size_t drains = drain_shards > 0 ? drain_shards : 1;
 	unsigned former[LADDER_MAX_SHARDS];
 
@@ -39,17 +40,21 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	t->levels = l->levels;
 	t->shards = shards > 0 ? shards : 1;
 	t->ret = calloc(t->shards, sizeof(*t->ret));
+	t->hold = calloc(t->shards, sizeof(*t->hold));
 	t->delay = calloc((size_t)t->shards * t->levels, sizeof(*t->delay));
 	t->drain = calloc(drains, sizeof(*t->drain));
 	t->drain_delay = calloc(drains * t->levels, sizeof(*t->drain_delay));
-	if (t->ret == NULL || t->delay == NULL || t->drain == NULL ||
-	    t->drain_delay == NULL) {
+	if (t->ret == NULL || t->hold == NULL || t->delay == NULL ||
+	    t->drain == NULL || t->drain_delay == NULL) {
 		topology_free(t);
 		return -1;
 	}
 	snprintf(ret, sizeof(ret), "%.200s.return", prefix);
-	for (unsigned s = 0; s < t->shards; s++)
+	snprintf(hold, sizeof(hold), "%.200s.hold", prefix);
+	for (unsigned s = 0; s < t->shards; s++) {
 		shard_name(t->ret[s], ret, t->shards, s);
+		shard_name(t->hold[s], hold, t->shards, s);
+	}
 	/* A former layout's shards that this one has not: former[i] is
 	 * drained queue i's shard there. */
 	for (unsigned s = 0; s < drain_shards; s++) {
@@ -76,6 +81,7 @@ void
 topology_free(struct topology *t)
 {
 	free(t->ret);
+	free(t->hold);
 	free(t->delay);
 	free(t->drain);
 	free(t->drain_delay);
@@ -392,6 +398,51 @@ topology_exists(amqp_connection_state_t conn, amqp_channel_t ch,
 	if (broker_reply_code(conn) != AMQP_NOT_FOUND)
 		return -1;
 	return topology_reopen(conn, ch, err, errsize) < 0 ? -1 : 0;
+}
+
+int
+topology_declare_hold(amqp_connection_state_t conn, amqp_channel_t ch,
+                      const struct config *cfg, const struct topology *t,
+                      char *err, size_t errsize)
+{
+	amqp_table_entry_t e[8];
+	int rc;
+
+	for (unsigned s = 0; s < t->shards; s++) {
+		int n = 0;
+		arg_str(&e[n++], "x-queue-type", "quorum");
+		arg_str(&e[n++], "x-dead-letter-exchange", "");
+		arg_str(&e[n++], "x-dead-letter-routing-key", t->error);
+		arg_str(&e[n++], "x-dead-letter-strategy", "at-least-once");
+		arg_i64(&e[n++], "x-max-length",
+		        (int64_t)cfg->topology_max_length);
+		arg_str(&e[n++], "x-overflow", "reject-publish");
+		arg_i64(&e[n++], "x-delivery-limit", -1);
+		if (t->shards > 1)
+			arg_str(&e[n++], "x-queue-leader-locator",
+			        "client-local");
+		if ((rc = topology_queue(conn, ch, t->hold[s],
+		                         (amqp_table_t){n, e}, err, errsize)) <
+		    0)
+			return rc;
+	}
+	return 0;
+}
+
+int
+topology_hold_present(amqp_connection_state_t conn, amqp_channel_t ch,
+                      const struct topology *t, int *present, unsigned *n,
+                      char *err, size_t errsize)
+{
+	*n = 0;
+	for (unsigned s = 0; s < t->shards; s++) {
+		int rc = topology_exists(conn, ch, t->hold[s], err, errsize);
+		if (rc < 0)
+			return -1;
+		present[s] = rc;
+		*n += (unsigned)rc;
+	}
+	return 0;
 }
 
 unsigned

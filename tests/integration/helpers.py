@@ -90,7 +90,13 @@ METRICS = {"metrics": {"listen": "127.0.0.1:0"}}
 
 
 FAST = {
-    "topology": {"resolution": "100ms", "factor": "2", "levels": "8"},
+    # CASCADE_TEST_MODE=native|auto: the whole suite in that waiting mode
+    # (make test-native), unless a test sets its own; the last second in
+    # a holding queue, so that a longer delay takes the ladder first.
+    "topology": dict({"resolution": "100ms", "factor": "2", "levels": "8"},
+                     **({"mode": os.environ["CASCADE_TEST_MODE"],
+                         "native_window": "1s"}
+                        if os.environ.get("CASCADE_TEST_MODE") else {})),
     # Many daemons run at once: none on the default metrics port.
     "metrics": {"listen": ""},
 }

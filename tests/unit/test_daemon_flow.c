@@ -25,12 +25,15 @@ static struct {
 	unsigned parks; /* of the published, through daemon_park */
 	unsigned retries, waits, scheduled, records, matched;
 	unsigned cancelled, requests;
+	unsigned unwrapped, waited_again;
 } calls;
 
 static struct daemon d;
 static struct config cfg;
 static struct retry_table no_retries;
 static char queue_names[3 * 8][32];
+static const char *const hold_names[3] = {"P.hold.s0", "P.hold.s1",
+                                          "P.hold.s2"};
 
 static void
 record_publish(struct message *m)
@@ -102,6 +105,24 @@ daemon_cancel_request(struct daemon *dd, struct message *m)
 	return 1;
 }
 
+/* A holding queue's envelope: the stub leaves the message as it is. */
+int
+daemon_unwrap(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	(void)m;
+	calls.unwrapped++;
+	return 0;
+}
+
+void
+daemon_wait_again(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	calls.waited_again++;
+	message_free(m);
+}
+
 void
 daemon_scheduled(struct daemon *dd, struct message *m)
 {
@@ -165,13 +186,17 @@ setup(void)
 		d.level_queues[k] = queue_names[k];
 	}
 	TAILQ_INIT(&d.held);
-	d.consumers[0] =
-	    (struct consumer){"ingress", "P.ingress", ROUTE_FROM_INGRESS, -1};
+	d.consumers[0] = (struct consumer){
+	    "ingress", "P.ingress", ROUTE_FROM_INGRESS, -1, 0, 0};
 	d.consumers[1] =
-	    (struct consumer){"retry", "P.retry", ROUTE_FROM_RETRY, -1};
-	d.consumers[2] =
-	    (struct consumer){"return.s2", "P.return.s2", ROUTE_FROM_RETURN, 2};
-	d.nconsumers = 3;
+	    (struct consumer){"retry", "P.retry", ROUTE_FROM_RETRY, -1, 0, 0};
+	d.consumers[2] = (struct consumer){
+	    "return.s2", "P.return.s2", ROUTE_FROM_RETURN, 2, 0, 0};
+	d.consumers[3] =
+	    (struct consumer){"hold.s1", "P.hold.s1", ROUTE_FROM_HOLD, 1, 1, 0};
+	d.nconsumers = 4;
+	for (unsigned s = 0; s < 3; s++)
+		d.hold_queues[s] = hold_names[s];
 }
 
 static void
@@ -427,4 +452,110 @@ Test(daemon_flow, returns_records_and_discards_are_not_routed)
 	cr_assert_eq(calls.npublished, 0);
 	cr_assert_eq(calls.scheduled, 0);
 	cr_assert_null(d.assembling);
+}
+
+/*
+ * Native waiting: a 1000 ms window in front of the same ladder.
+ */
+
+static void
+native(void)
+{
+	d.rp.native_window = 1000;
+	d.plan.hold_queues = d.hold_queues;
+}
+
+/* A delivery from shard 1's holding queue over AMQP 1.0, due in `left`. */
+static struct message *
+held_delivery(int64_t left)
+{
+	struct tb t = {.n = 0};
+	struct message *m;
+
+	tb_i64(&t, "x-cascade-due", duration_wall_ms() + left);
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	m = delivery(3, "P.hold.s1", &t);
+	m->amqp1 = 1;
+	return m;
+}
+
+Test(daemon_flow, native_the_last_stretch_waits_in_the_holding_queue)
+{
+	const struct route *r;
+
+	native();
+	daemon_message_done(&d, delayed("orders", 900));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_WAIT, "no hop, no tail held");
+	cr_assert_eq(message_count(&d.held), 0);
+	cr_assert_eq(calls.scheduled, 1);
+}
+
+Test(daemon_flow, native_a_longer_delay_rides_the_ladder_first)
+{
+	const struct route *r;
+
+	native();
+	/* 5000 ms: level 5 (3200 ms) first, the ladder as before. */
+	daemon_message_done(&d, delayed("orders", 5000));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_HOP);
+	cr_assert_eq(r->level, 5);
+}
+
+Test(daemon_flow, native_not_due_goes_back_to_its_holding_queue_unpublished)
+{
+	native();
+	daemon_message_done(&d, held_delivery(800));
+	cr_assert_eq(calls.unwrapped, 1, "the envelope is opened");
+	cr_assert_eq(calls.waited_again, 1);
+	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(calls.scheduled, 0, "not a first sight");
+	cr_assert_eq(d.m.received[3], 1);
+}
+
+Test(daemon_flow, native_due_is_delivered_from_the_holding_queue)
+{
+	const struct route *r;
+
+	native();
+	daemon_message_done(&d, held_delivery(-5));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_DELIVER);
+	cr_assert_eq(calls.waited_again, 0);
+	cr_assert(
+	    headers_bytes_eq(r->routing_key, amqp_cstring_bytes("orders")));
+}
+
+Test(daemon_flow, native_a_refusing_holding_queue_sends_it_round_the_ladder)
+{
+	const struct route *r;
+
+	native();
+	targets_refused(&d.targets, amqp_empty_bytes,
+	                amqp_cstring_bytes(d.hold_queues[0]),
+	                duration_mono_ms());
+	targets_refused(&d.targets, amqp_empty_bytes,
+	                amqp_cstring_bytes(d.hold_queues[1]),
+	                duration_mono_ms());
+	targets_refused(&d.targets, amqp_empty_bytes,
+	                amqp_cstring_bytes(d.hold_queues[2]),
+	                duration_mono_ms());
+	daemon_message_done(&d, delayed("orders", 900));
+	r = published(0);
+	cr_assert_eq(r->action, ROUTE_HOP, "the ladder takes it instead");
+	cr_assert_eq(r->level, 3, "850 ms: level 3 (800 ms)");
+}
+
+Test(daemon_flow, native_redelivered_too_often_from_a_holding_queue_is_parked)
+{
+	struct message *m;
+
+	native();
+	m = held_delivery(800);
+	m->redelivered = 1;
+	m->delivery_count = 3;
+	daemon_message_done(&d, m);
+	cr_assert_eq(published(0)->action, ROUTE_PARK);
+	cr_assert_eq(published(0)->park, PARK_redelivered);
 }

@@ -1,0 +1,228 @@
+"""Native waiting ([topology] mode = native | auto): on RabbitMQ 4.3 a
+message waits its last stretch in a holding queue, given back with
+x-opt-delivery-time, in one broker step; on older brokers auto keeps the
+ladder and native refuses to start (docs/how-it-works.md, "Native
+waiting").  Every other test runs in native mode too with
+CASCADE_TEST_MODE=native (make test-native)."""
+import json
+import time
+
+import pytest
+
+from helpers import (METRICS, Client, Daemon, fast_daemon, scrape, total,
+                     wait_for)
+from test_rabbitmq43 import broker_version
+
+
+def native_broker(broker):
+    return broker_version(broker) >= (4, 3)
+
+
+@pytest.fixture
+def needs_43(broker):
+    if not native_broker(broker):
+        pytest.skip("native waiting needs RabbitMQ 4.3 or later")
+
+
+def publish_due(client, target, delays_ms):
+    """One message per delay, its due time (epoch ms) in the body."""
+    due = {}
+    for i, ms in enumerate(delays_ms):
+        at = int(time.time() * 1000) + ms
+        body = json.dumps({"i": i, "due": at})
+        client.publish(target.exchange, "", body.encode(),
+                       headers={"x-delay": ms,
+                                "x-target-exchange": "",
+                                "x-target-routing-key": target.queue})
+        due[i] = at
+    return due
+
+
+class Target:
+    def __init__(self, daemon, client):
+        self.exchange = daemon.prefix
+        self.queue = client.queue()
+
+
+def lateness(got, due):
+    """{i: arrival - due in ms} of what arrived."""
+    out = {}
+    for at, _props, body in got:
+        msg = json.loads(body)
+        out.setdefault(msg["i"], []).append(at * 1000 - msg["due"])
+    return out
+
+
+def check_arrivals(got, due, late_ms):
+    late = lateness(got, due)
+    missing = sorted(set(due) - set(late))
+    assert not missing, "lost: %s" % missing
+    twice = {i: v for i, v in late.items() if len(v) > 1}
+    assert not twice, "delivered more than once: %s" % twice
+    early = {i: v[0] for i, v in late.items() if v[0] < -1}
+    assert not early, "early (ms): %s" % early
+    slow = {i: v[0] for i, v in late.items() if v[0] > late_ms}
+    assert not slow, "later than %d ms: %s" % (late_ms, slow)
+    return sorted(v[0] for v in late.values())
+
+
+def holding_depth(broker, prefix):
+    """Messages ready or unsettled in the holding queues.  Those the queue
+    holds until their time are not counted (RabbitMQ 4.3's `messages`)."""
+    out = broker.ctl("list_queues", "name", "messages").stdout
+    return sum(int(line.split()[1]) for line in out.splitlines()
+               if line.startswith(prefix + ".hold"))
+
+
+def given_back(d, n):
+    """Wait until d gave n deliveries back to its holding queue."""
+    wait_for(lambda: total(d.metrics(), "cascade_native_returns_total")
+             >= n, 10, "%d given back to the holding queue" % n)
+
+
+def test_native_waits_in_the_holding_queue_one_step_each(broker, needs_43,
+                                                         tmp_path):
+    """mode = native, the default window (64 s): 60 messages of 0.3-2.7 s
+    each wait in the holding queue, given back once with their due time,
+    and none takes the ladder.  All arrive once, none early, none later
+    than 250 ms, and the holding queue is left empty."""
+    d = Daemon(broker, str(tmp_path),
+               dict(METRICS, topology={"mode": "native",
+                                       "native_window": "64s"})).start()
+    try:
+        assert "msg=wait_mode mode=native" in d.log()
+        client = Client(broker)
+        t = Target(d, client)
+        delays = [300 + 40 * i for i in range(60)]
+        due = publish_due(client, t, delays)
+        got = client.collect(t.queue, len(due), 30)
+        check_arrivals(got, due, 250)
+        m = d.metrics()
+        assert total(m, "cascade_waits_total") == len(due)
+        assert total(m, "cascade_native_returns_total") >= len(due)
+        assert total(m, "cascade_hops_total") == 0, "no ladder hop"
+        assert m["cascade_wait_mode{mode=\"native\"}"] == 1
+        assert holding_depth(broker, d.prefix) == 0
+    finally:
+        d.stop()
+
+
+def test_native_a_long_delay_rides_the_ladder_then_waits(broker, needs_43,
+                                                         tmp_path):
+    """A 1 s window in front of a 100 ms ladder: 4 s delays hop down the
+    ladder first, then wait their last second in the holding queue."""
+    d = Daemon(broker, str(tmp_path),
+               dict(METRICS, topology={"mode": "native",
+                                       "native_window": "1s"})).start()
+    try:
+        client = Client(broker)
+        t = Target(d, client)
+        due = publish_due(client, t, [4000 + 10 * i for i in range(10)])
+        got = client.collect(t.queue, len(due), 30)
+        check_arrivals(got, due, 250)
+        m = d.metrics()
+        assert total(m, "cascade_hops_total") >= len(due)
+        assert total(m, "cascade_waits_total") == len(due)
+    finally:
+        d.stop()
+
+
+def test_auto_chooses_by_what_the_broker_proves(broker, tmp_path):
+    """mode = auto: native on RabbitMQ 4.3 (the canary came back on
+    time), the ladder before it; the log and the metrics say which."""
+    d = Daemon(broker, str(tmp_path),
+               dict(METRICS, topology={"mode": "auto"})).start()
+    try:
+        native = native_broker(broker)
+        want = "native" if native else "ladder"
+        assert "msg=wait_mode mode=%s" % want in d.log(), d.log()
+        m = d.metrics()
+        assert m["cascade_wait_mode{mode=\"%s\"}" % want] == 1
+        # The canary's queue is gone.
+        out = broker.ctl("list_queues", "name").stdout
+        assert ".canary." not in out
+        client = Client(broker)
+        t = Target(d, client)
+        due = publish_due(client, t, [500, 900])
+        check_arrivals(client.collect(t.queue, 2, 20), due, 500)
+    finally:
+        d.stop()
+
+
+def test_native_on_an_older_broker_refuses_to_start(broker, tmp_path):
+    if native_broker(broker):
+        pytest.skip("this broker can wait natively")
+    d = Daemon(broker, str(tmp_path), {"topology": {"mode": "native"}})
+    d.spawn()
+    rc = d.proc.wait(30)
+    d.logfile.close()
+    assert rc == 1
+    assert "native needs RabbitMQ 4.3 or later" in d.log()
+
+
+def test_native_kill_9_with_messages_held_by_the_queue(broker, needs_43,
+                                                      tmp_path):
+    """kill -9 while 40 messages wait in the holding queue, given back
+    with their due times: the queue keeps them, a new daemon delivers each
+    once, none early."""
+    d = fast_daemon(broker, tmp_path, topology={"mode": "native"},
+                    **METRICS)
+    d.start()
+    client = Client(broker)
+    t = Target(d, client)
+    due = publish_due(client, t, [2500 + 20 * i for i in range(40)])
+    given_back(d, 40)
+    d.kill()
+    d.start()
+    got = client.collect(t.queue, len(due), 30)
+    check_arrivals(got, due, 2000)
+    d.stop()
+
+
+def test_migrating_native_to_ladder_and_back_loses_nothing(broker, needs_43,
+                                                          tmp_path):
+    """Messages waiting in the holding queue when native daemons give way
+    to ladder ones are drained over 0-9-1 and delivered on time; those on
+    the ladder when native daemons come back arrive as well."""
+    first = fast_daemon(broker, tmp_path, topology={"mode": "native"},
+                        **METRICS)
+    first.start()
+    client = Client(broker)
+    t = Target(first, client)
+    due = publish_due(client, t, [3000 + 20 * i for i in range(20)])
+    given_back(first, 20)
+    first.stop()
+    ladder = fast_daemon(broker, tmp_path, prefix=first.prefix,
+                         topology={"mode": "ladder"})
+    ladder.start()
+    assert "msg=hold_drain" in ladder.log()
+    got = client.collect(t.queue, len(due), 30)
+    check_arrivals(got, due, 500)
+    # And back: 20 on the ladder, then a native daemon takes over.
+    due = publish_due(client, t, [4000 + 20 * i for i in range(20)])
+    time.sleep(1)
+    ladder.stop()
+    native = fast_daemon(broker, tmp_path, prefix=first.prefix,
+                         topology={"mode": "native"})
+    native.start()
+    got = client.collect(t.queue, len(due), 30)
+    check_arrivals(got, due, 500)
+    native.stop()
+
+
+def test_a_stranger_in_the_holding_queue_is_parked(broker, needs_43,
+                                                   tmp_path):
+    """Something published into the holding queue by hand is not an
+    envelope: parked in P.error with the reason, nothing else happens."""
+    d = Daemon(broker, str(tmp_path), {"topology": {"mode": "native"}})
+    d.start()
+    try:
+        client = Client(broker)
+        client.publish("", d.prefix + ".hold", b"hello")
+        got = client.collect(d.prefix + ".error", 1, 10)
+        assert len(got) == 1
+        assert "not a cascade envelope" in \
+            got[0][1].headers["x-cascade-error"]
+        assert got[0][2] == b"hello"
+    finally:
+        d.stop()
