@@ -49,7 +49,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
-	test-rabbitmq43 test-newcomer check run deps fuzz install uninstall \
+	test-rabbitmq43 test-native test-newcomer check run deps fuzz install \
+	uninstall \
 	format format-check clean
 
 TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
@@ -102,7 +103,8 @@ test: deps
 # Every test: the fast tier, the slow single-broker tests and the tests that
 # start a RabbitMQ cluster on this machine's RabbitMQ, all three again on
 # Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15) and Debian 14 (RabbitMQ 4.3.6,
-# rabbitmq-c 0.18), and a newcomer's `make run` in a fresh Debian 12 root.
+# rabbitmq-c 0.18), the fast tier on 4.3.6 in native waiting, and a
+# newcomer's `make run` in a fresh Debian 12 root.
 # Each part says how long it took.
 TIMED = @t=$$(date +%s); $(1) || exit $$?; \
 	echo "check: $(2): $$(($$(date +%s) - t)) s"
@@ -110,6 +112,7 @@ check: deps
 	$(call TIMED,$(MAKE) unit integration test-slow test-cluster,this machine)
 	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
 	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
+	$(call TIMED,$(MAKE) test-native,RabbitMQ 4.3.6 native waiting)
 	$(call TIMED,$(MAKE) test-newcomer,newcomer)
 
 unit: $(UNIT_BINS)
@@ -148,6 +151,17 @@ test-rabbitmq4:
 test-rabbitmq43:
 	tools/debian-root forky run make BUILD=$(BUILD_RABBITMQ43) WERROR=1 \
 		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
+
+# The same tests on RabbitMQ 4.3.6 with [topology] mode = native for every
+# daemon that does not set its own (tests/integration/helpers.py): each
+# message waits its last second in a holding queue, over AMQP 1.0.
+# NATIVE_TIERS: integration (the fast tier, the default), test-slow,
+# test-cluster.
+NATIVE_TIERS ?= integration
+test-native:
+	tools/debian-root forky run env CASCADE_TEST_MODE=native make \
+		BUILD=$(BUILD_RABBITMQ43) WERROR=1 PYTEST_ARGS='$(PYTEST_ARGS)' \
+		$(NATIVE_TIERS)
 
 # A newcomer: a fresh minimal Debian 12 root (debootstrap, git and make
 # only), a clone of this repository's HEAD in it, the README's `make run`

@@ -25,4 +25,11 @@ struct prom_target {
  */
 size_t prom_targets_parse(char *text, struct prom_target *t, size_t max);
 
+/*
+ * How the daemon's messages wait, from its cascade_wait_mode samples:
+ * "ladder", "native", or NULL when neither is 1 (not connected yet, or an
+ * older daemon).  Call before prom_targets_parse, which cuts text.
+ */
+const char *prom_wait_mode(const char *text);
+
 #endif

@@ -104,9 +104,11 @@ int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
  * The holding queues, one per shard: quorum queues that dead-letter what
  * the daemon rejects into P.error, with x-max-length and reject-publish
  * like a delay queue (a full one refuses, and the message takes the
- * ladder), and no delivery limit.  Blocking; only while connecting.
+ * ladder; the messages it holds until a time count), and a delivery
+ * limit of TOPOLOGY_HOLD_LIMIT.  Blocking; only while connecting.
  * Returns as topology_declare does.
  */
+#define TOPOLOGY_HOLD_LIMIT 20
 int topology_declare_hold(amqp_connection_state_t conn, amqp_channel_t ch,
                           const struct config *cfg, const struct topology *t,
                           char *err, size_t errsize);

@@ -4,6 +4,7 @@
 #include "amqp_compat.h"
 #include <errno.h>
 #include <ev.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -454,6 +456,19 @@ amqp1_tls(struct amqp1 *c, const struct amqp1_params *p, char *err,
 {
 	const struct config *cfg = p->cfg;
 	int verify = cfg->broker_tls_verify == TLS_VERIFY_YES;
+	unsigned char addr[sizeof(struct in6_addr)];
+	/*
+	 * Proton matches the certificate against DNS names only, so a URL
+	 * with an IP address would never verify: for one, the chain is
+	 * checked and the name is not.  The 0-9-1 connection to the same
+	 * host and port, made first, has checked the IP address already
+	 * (broker.c).
+	 */
+	int ip = inet_pton(AF_INET, p->host, addr) == 1 ||
+	         inet_pton(AF_INET6, p->host, addr) == 1;
+	pn_ssl_verify_mode_t mode = !verify ? PN_SSL_ANONYMOUS_PEER
+	                            : ip    ? PN_SSL_VERIFY_PEER
+	                                    : PN_SSL_VERIFY_PEER_NAME;
 	const char *cas = cfg->broker_tls_ca_file[0] ? cfg->broker_tls_ca_file
 	                                             : AMQP1_SYSTEM_CAS;
 	pn_ssl_t *ssl;
@@ -467,10 +482,7 @@ amqp1_tls(struct amqp1 *c, const struct amqp1_params *p, char *err,
 		snprintf(err, errsize, "AMQP 1.0: cannot read CA file %s", cas);
 		return -1;
 	}
-	if (pn_ssl_domain_set_peer_authentication(
-	        c->ssl,
-	        verify ? PN_SSL_VERIFY_PEER_NAME : PN_SSL_ANONYMOUS_PEER,
-	        NULL) != 0) {
+	if (pn_ssl_domain_set_peer_authentication(c->ssl, mode, NULL) != 0) {
 		snprintf(err, errsize, "AMQP 1.0: cannot set TLS verification");
 		return -1;
 	}

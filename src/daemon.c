@@ -87,9 +87,9 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		}
 	}
 	/* Messages waiting for a retry are left to the broker to redeliver. */
-	outbox_drop_list(&d->out.retry, message_free_item, NULL);
-	outbox_drop_list(&d->out.paused, message_free_item, NULL);
-	outbox_drop_list(&d->out.stuck, message_free_item, NULL);
+	outbox_drop_list(&d->out.retry, daemon_give_back, d);
+	outbox_drop_list(&d->out.paused, daemon_give_back, d);
+	outbox_drop_list(&d->out.stuck, daemon_give_back, d);
 	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
@@ -298,8 +298,12 @@ daemon_run(const struct config *cfg)
 	ev_timer_start(d->loop, &d->reconnect);
 	ev_run(d->loop, 0);
 
+	/* The last records, before the connection closes. */
+	if (d->conn != NULL && !d->broken)
+		(void)daemon_events_flush(d);
 	daemon_drop_state(d);
 	daemon_close(d);
+	free(d->batch);
 	httpd_stop(d->httpd);
 	/* Totals for the operator and for tools/bench. */
 	log_info("totals",

@@ -91,7 +91,7 @@ daemon_drop_held(struct daemon *d)
 	while ((m = TAILQ_FIRST(&d->held)) != NULL) {
 		ev_timer_stop(d->loop, &m->hold);
 		TAILQ_REMOVE(&d->held, m, link);
-		message_free(m);
+		daemon_give_back(&m->out, d);
 	}
 }
 
@@ -103,6 +103,7 @@ daemon_drop_state(struct daemon *d)
 	outbox_drop(&d->out, message_free_item, NULL);
 	xcheck_drop(&d->xc, message_free_item, NULL);
 	daemon_drop_held(d);
+	daemon_events_drop(d);
 	ev_timer_stop(d->loop, &d->retry_timer);
 }
 

@@ -5,7 +5,8 @@
  * P.cancels, and the replay of that stream after each connect (the queues
  * are consumed only once it is read to the marker).
  *
- * Owns: cancels, replaying, marker, the replay timer.
+ * Owns: cancels, replaying, marker, the replay timer, the batch of
+ * records not yet written and its timer.
  * Calls into: daemon_publish (park, ack), daemon_flow (dispatch a
  * request), daemon_conn (consume the queues once replayed, daemon_fail).
  */
@@ -25,6 +26,11 @@
 #include "log.h"
 
 #define REPLAY_REMARK 10. /* s: write the P.cancels marker again */
+/* P.events records go out in one message per batch (events.h): after
+ * this long, or at this many records or bytes, whichever comes first. */
+#define BATCH_SECONDS 0.005
+#define BATCH_RECORDS 1000
+#define BATCH_BYTES (64 * 1024)
 
 static int daemon_write(struct daemon *d, const char *stream,
                         const struct event *e);
@@ -221,19 +227,91 @@ daemon_record(struct daemon *d, struct message *m)
 	daemon_ack(d, m);
 }
 
+/* Write the batch of P.events records, if any. */
+int
+daemon_events_flush(struct daemon *d)
+{
+	amqp_basic_properties_t props;
+	amqp_table_entry_t h[1];
+	int st;
+
+	ev_timer_stop(d->loop, &d->batch_timer);
+	if (d->batch_records == 0)
+		return AMQP_STATUS_OK;
+	memset(&props, 0, sizeof(props));
+	props._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+	               AMQP_BASIC_HEADERS_FLAG;
+	props.type = amqp_cstring_bytes(EVENTS_BATCH_TYPE);
+	props.delivery_mode = 2;
+	h[0].key = amqp_cstring_bytes("x-cascade-records");
+	h[0].value.kind = AMQP_FIELD_KIND_I64;
+	h[0].value.value.i64 = d->batch_records;
+	props.headers = (amqp_table_t){1, h};
+	st = amqp_basic_publish(d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
+	                        amqp_cstring_bytes(d->topo.events), 0, 0,
+	                        &props, (amqp_bytes_t){d->batch_len, d->batch});
+	d->batch_len = 0;
+	d->batch_records = 0;
+	return st;
+}
+
+/* Records not written yet go with the connection (they are not
+ * confirmed either way: P.events informs, nothing waits for it). */
+void
+daemon_events_drop(struct daemon *d)
+{
+	ev_timer_stop(d->loop, &d->batch_timer);
+	d->batch_len = 0;
+	d->batch_records = 0;
+}
+
+static void
+on_batch(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, batch_timer);
+	int st;
+
+	(void)loop;
+	(void)revents;
+	if (d->broken || d->conn == NULL) {
+		daemon_events_drop(d);
+		return;
+	}
+	/* A blocked connection stops reading: a publish could hang us. */
+	if (d->out.blocked) {
+		d->m.events_dropped += d->batch_records;
+		daemon_events_drop(d);
+		return;
+	}
+	if ((st = daemon_events_flush(d)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
+}
+
+/* A record: into the batch for P.events, on its own for P.cancels. */
 static int
 daemon_write(struct daemon *d, const char *stream, const struct event *e)
 {
 	amqp_basic_properties_t props;
-	int st;
+	int st = AMQP_STATUS_OK, batch = stream == d->topo.events;
 
 	if (events_props(e, &d->scratch, &props) < 0) {
 		recycle_amqp_pool(&d->scratch);
 		return AMQP_STATUS_NO_MEMORY;
 	}
-	st = amqp_basic_publish(d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
-	                        amqp_cstring_bytes(stream), 0, 0, &props,
-	                        amqp_empty_bytes);
+	if (!batch) {
+		st = amqp_basic_publish(
+		    d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
+		    amqp_cstring_bytes(stream), 0, 0, &props, amqp_empty_bytes);
+	} else if (events_batch_add(&d->batch, &d->batch_len, &d->batch_cap,
+	                            &props) < 0) {
+		st = AMQP_STATUS_NO_MEMORY;
+	} else if (++d->batch_records >= BATCH_RECORDS ||
+	           d->batch_len >= BATCH_BYTES) {
+		st = daemon_events_flush(d);
+	} else if (!ev_is_active(&d->batch_timer)) {
+		ev_timer_set(&d->batch_timer, BATCH_SECONDS, 0.);
+		ev_timer_start(d->loop, &d->batch_timer);
+	}
 	recycle_amqp_pool(&d->scratch);
 	return st;
 }
@@ -320,5 +398,6 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 void
 daemon_events_init(struct daemon *d)
 {
+	ev_init(&d->batch_timer, on_batch);
 	ev_init(&d->replay, on_replay);
 }

@@ -301,7 +301,12 @@ daemon_wait_again(struct daemon *d, struct message *m)
 		daemon_next(d, m, PLAN_HOLD, NULL);
 		return;
 	}
-	amqp1_delay(d->a1, m->dv, m->route.due);
+	/* RabbitMQ arms a timer for the time given: one past 292 years
+	 * takes the queue down.  Ten years at most (max_delay's bound); if
+	 * that comes first, the message is simply given back again then. */
+	amqp1_delay(d->a1, m->dv,
+	            left > LADDER_TTL_LIMIT_MS ? now + LADDER_TTL_LIMIT_MS
+	                                       : m->route.due);
 	d->m.native_returns++;
 	message_free(m);
 }
@@ -432,6 +437,17 @@ daemon_hold_connect(struct daemon *d, const char *url, char *err,
 	if (d->native)
 		return daemon_hold_open(d, url, err, errsize);
 	return daemon_hold_drain(d, err, errsize);
+}
+
+void
+daemon_give_back(struct outbox_item *it, void *ctx)
+{
+	struct daemon *d = ctx;
+	struct message *m = MESSAGE_OF(it);
+
+	if (m->amqp1)
+		amqp1_release(d->a1, m->dv);
+	message_free(m);
 }
 
 void

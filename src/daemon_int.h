@@ -137,6 +137,11 @@ struct daemon {
 	size_t cancels_prune_at; /* prune when this many are held */
 	uint64_t replayed;       /* records read while replaying */
 	ev_timer replay;         /* writes the marker again (on_replay) */
+	/* P.events records not written yet, one message per batch */
+	char *batch;
+	size_t batch_len, batch_cap;
+	unsigned batch_records;
+	ev_timer batch_timer;
 
 	/* daemon_hold.c: native waiting. */
 	int native;       /* -1: not decided yet; 0: the ladder; 1: native */
@@ -252,6 +257,10 @@ int daemon_cancelled(struct daemon *d, struct message *m);
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* A record read from P.cancels.  Takes m. */
 void daemon_record(struct daemon *d, struct message *m);
+/* Write the batch of P.events records now.  An AMQP status. */
+int daemon_events_flush(struct daemon *d);
+/* Forget the records not written yet (the connection is gone). */
+void daemon_events_drop(struct daemon *d);
 /* Read P.cancels from the start and write the marker.  0, or -1 with err. */
 int daemon_replay(struct daemon *d, char *err, size_t errsize);
 
@@ -266,6 +275,12 @@ int daemon_replay(struct daemon *d, char *err, size_t errsize);
  */
 int daemon_hold_connect(struct daemon *d, const char *url, char *err,
                         size_t errsize, int *fatal);
+/*
+ * Drop a message (outbox_drop's callback, ctx the daemon): one from a
+ * holding queue goes back released, its delivery count unchanged, rather
+ * than with the connection, which would count it as failed.
+ */
+void daemon_give_back(struct outbox_item *it, void *ctx);
 /* Run the AMQP 1.0 connection on the loop (after consuming). */
 void daemon_hold_start(struct daemon *d);
 /* Close the AMQP 1.0 connection: what it held goes back to the queues. */

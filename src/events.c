@@ -212,3 +212,71 @@ events_new_id(char out[17])
 	x ^= x >> 31;
 	snprintf(out, 17, "%016llx", (unsigned long long)x);
 }
+
+int
+events_is_batch(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_TYPE_FLAG) &&
+	       headers_key_is(p->type, EVENTS_BATCH_TYPE);
+}
+
+int
+events_batch_add(char **buf, size_t *len, size_t *cap,
+                 const amqp_basic_properties_t *p)
+{
+	amqp_basic_properties_t copy = *p;
+	size_t need = 4 + headers_props_size(p);
+	amqp_bytes_t room;
+	int n;
+
+	if (*len + need > *cap) {
+		size_t c = *cap ? *cap : 4096;
+		char *nb;
+		while (c < *len + need)
+			c *= 2;
+		if ((nb = realloc(*buf, c)) == NULL)
+			return -1;
+		*buf = nb;
+		*cap = c;
+	}
+	room.bytes = *buf + *len + 4;
+	room.len = *cap - *len - 4;
+	/* rabbitmq-c takes the properties by a non-const pointer only. */
+	n = amqp_encode_properties(AMQP_BASIC_CLASS, &copy, room);
+	if (n < 0)
+		return -1;
+	(*buf)[*len] = (char)((unsigned)n >> 24);
+	(*buf)[*len + 1] = (char)((unsigned)n >> 16);
+	(*buf)[*len + 2] = (char)((unsigned)n >> 8);
+	(*buf)[*len + 3] = (char)(unsigned)n;
+	*len += 4 + (size_t)n;
+	return 0;
+}
+
+int
+events_batch_next(amqp_bytes_t body, size_t *off, amqp_pool_t *pool,
+                  amqp_basic_properties_t *p)
+{
+	const unsigned char *b = body.bytes;
+	amqp_bytes_t enc;
+	void *decoded = NULL;
+	size_t n;
+
+	if (*off >= body.len)
+		return 0;
+	if (body.len - *off < 4)
+		return -1;
+	b += *off;
+	n = (size_t)b[0] << 24 | (size_t)b[1] << 16 | (size_t)b[2] << 8 |
+	    (size_t)b[3];
+	if (n < 2 || n > body.len - *off - 4)
+		return -1;
+	enc.bytes = (char *)b + 4;
+	enc.len = n;
+	if (amqp_decode_properties(AMQP_BASIC_CLASS, pool, enc, &decoded) < 0 ||
+	    decoded == NULL)
+		return -1;
+	*p = *(amqp_basic_properties_t *)decoded;
+	*off += 4 + n;
+	return 1;
+}

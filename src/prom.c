@@ -1,6 +1,7 @@
 /* prom: the per-target samples of the daemon's /metrics (prom.h). */
 #include "prom.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,24 @@ prom_targets_parse(char *text, struct prom_target *t, size_t max)
 			t[i].backoff = v;
 	}
 	return count;
+}
+
+const char *
+prom_wait_mode(const char *text)
+{
+	static const char *const modes[] = {"ladder", "native"};
+	char sample[64];
+
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = text;
+		size_t n = (size_t)snprintf(sample, sizeof(sample),
+		                            "\ncascade_wait_mode{mode=\"%s\"} ",
+		                            modes[i]);
+		while ((p = strstr(p, sample)) != NULL) {
+			p += n;
+			if (*p == '1')
+				return modes[i];
+		}
+	}
+	return NULL;
 }

@@ -417,7 +417,10 @@ topology_declare_hold(amqp_connection_state_t conn, amqp_channel_t ch,
 		arg_i64(&e[n++], "x-max-length",
 		        (int64_t)cfg->topology_max_length);
 		arg_str(&e[n++], "x-overflow", "reject-publish");
-		arg_i64(&e[n++], "x-delivery-limit", -1);
+		/* A message that takes AMQP 1.0 sessions down (one a client
+		 * put there with a decimal header) never reaches the daemon's
+		 * redelivery guard: the broker parks it after this many. */
+		arg_i64(&e[n++], "x-delivery-limit", TOPOLOGY_HOLD_LIMIT);
 		if (t->shards > 1)
 			arg_str(&e[n++], "x-queue-leader-locator",
 			        "client-local");

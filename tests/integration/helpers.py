@@ -125,6 +125,12 @@ class Daemon:
         merged["topology"]["prefix"] = self.prefix
         for section, keys in (sections or {}).items():
             merged.setdefault(section, {}).update(keys)
+        # Native waiting needs quorum queues: with classic ones the test
+        # mode asks for auto, which keeps the ladder.
+        if merged["topology"].get("queue_type") == "classic" and \
+                merged["topology"].get("mode") == "native" and \
+                "mode" not in (sections or {}).get("topology", {}):
+            merged["topology"]["mode"] = "auto"
         self.config = os.path.join(tmpdir, self.prefix + ".ini")
         write_config(self.config, broker.url, merged)
         self.logpath = os.path.join(tmpdir, self.prefix + ".log")

@@ -89,6 +89,23 @@ def iso(t):
         int(t), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def unbatch(props, body):
+    """The records of one stream message: itself, or those of a batch
+    (docs/CONTRACT.md section 7.4: [4-byte length][properties as an AMQP
+    0-9-1 content header encodes them], one after the other)."""
+    if props.type != "batch":
+        return [props]
+    out, off = [], 0
+    while off < len(body):
+        n = int.from_bytes(body[off:off + 4], "big")
+        p = pika.spec.BasicProperties()
+        p.decode(body[off + 4:off + 4 + n])
+        out.append(p)
+        off += 4 + n
+    assert len(out) == props.headers["x-cascade-records"]
+    return out
+
+
 def records(broker, stream, timeout=20):
     """Every record now in stream, as pika properties.  Writes a marker
     (a record of the format) and reads from the first offset until it
@@ -107,12 +124,13 @@ def records(broker, stream, timeout=20):
         got, done = [], []
 
         def on_message(ch, method, props, body):
-            h = props.headers or {}
-            if props.type == "marker":
-                if h.get("x-cascade-marker") == "test-" + token:
-                    done.append(True)
-            else:
-                got.append(props)
+            for r in unbatch(props, body):
+                h = r.headers or {}
+                if r.type == "marker":
+                    if h.get("x-cascade-marker") == "test-" + token:
+                        done.append(True)
+                else:
+                    got.append(r)
             ch.basic_ack(method.delivery_tag)
 
         ch.basic_consume(stream, on_message,

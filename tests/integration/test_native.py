@@ -67,8 +67,8 @@ def check_arrivals(got, due, late_ms):
 
 
 def holding_depth(broker, prefix):
-    """Messages ready or unsettled in the holding queues.  Those the queue
-    holds until their time are not counted (RabbitMQ 4.3's `messages`)."""
+    """Messages in the holding queues, held until a time ones included
+    (RabbitMQ updates `messages` of a quorum queue every few seconds)."""
     out = broker.ctl("list_queues", "name", "messages").stdout
     return sum(int(line.split()[1]) for line in out.splitlines()
                if line.startswith(prefix + ".hold"))

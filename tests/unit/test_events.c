@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cancels.h"
@@ -309,4 +310,61 @@ Test(events, records_of_a_route_carry_its_ids_and_target)
 	cr_assert(same(e.message_id, "inv-7"));
 	cr_assert(same(e.reason, "unroutable"));
 	cr_assert_eq(e.due, 0, "an end record says only which message");
+}
+
+/* A batch of records reads back record for record; a cut batch stops. */
+Test(events, a_batch_holds_each_record_as_written)
+{
+	amqp_pool_t pool, rd;
+	amqp_basic_properties_t p, got;
+	struct event e, back;
+	char *buf = NULL, id[8];
+	size_t len = 0, cap = 0, off = 0;
+
+	init_amqp_pool(&pool, 4096);
+	init_amqp_pool(&rd, 4096);
+	for (int i = 0; i < 300; i++) {
+		memset(&e, 0, sizeof(e));
+		e.kind = i % 2 ? EVENT_DELIVERED : EVENT_SCHEDULED;
+		e.at = 1700000000000 + i;
+		e.due = 1700000060000 + i;
+		snprintf(id, sizeof(id), "id%d", i);
+		e.id = amqp_cstring_bytes(id);
+		e.exchange = b("orders");
+		e.routing_key = b("eu");
+		cr_assert_eq(events_props(&e, &pool, &p), 0);
+		cr_assert_eq(events_batch_add(&buf, &len, &cap, &p), 0);
+		recycle_amqp_pool(&pool);
+	}
+	for (int i = 0; i < 300; i++) {
+		cr_assert_eq(events_batch_next((amqp_bytes_t){len, buf}, &off,
+		                               &rd, &got),
+		             1, "record %d", i);
+		cr_assert_eq(events_parse(&got, &back), 0);
+		cr_assert_eq(back.kind,
+		             i % 2 ? EVENT_DELIVERED : EVENT_SCHEDULED);
+		cr_assert_eq(back.at, 1700000000000 + i);
+		snprintf(id, sizeof(id), "id%d", i);
+		cr_assert(headers_key_is(back.id, id));
+	}
+	cr_assert_eq(
+	    events_batch_next((amqp_bytes_t){len, buf}, &off, &rd, &got), 0,
+	    "the end");
+	off = 0;
+	cr_assert_eq(
+	    events_batch_next((amqp_bytes_t){len - 3, buf}, &off, &rd, &got),
+	    1);
+	off = len - 10;
+	cr_assert_eq(
+	    events_batch_next((amqp_bytes_t){len - 3, buf}, &off, &rd, &got),
+	    -1, "a record cut short");
+	memset(&p, 0, sizeof(p));
+	p._flags = AMQP_BASIC_TYPE_FLAG;
+	p.type = b(EVENTS_BATCH_TYPE);
+	cr_assert(events_is_batch(&p));
+	p.type = b("scheduled");
+	cr_assert_not(events_is_batch(&p));
+	free(buf);
+	empty_amqp_pool(&pool);
+	empty_amqp_pool(&rd);
 }

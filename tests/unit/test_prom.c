@@ -65,3 +65,21 @@ Test(prom, empty)
 
 	cr_assert_eq(prom_targets_parse(text, t, 1), 0);
 }
+
+Test(prom, the_wait_mode_is_the_sample_at_one)
+{
+	cr_assert_str_eq(
+	    prom_wait_mode("# x\ncascade_wait_mode{mode=\"ladder\"} "
+	                   "0\ncascade_wait_mode{mode=\"native\"} "
+	                   "1\n"),
+	    "native");
+	cr_assert_str_eq(
+	    prom_wait_mode("# x\ncascade_wait_mode{mode=\"ladder\"} "
+	                   "1\ncascade_wait_mode{mode=\"native\"} "
+	                   "0\n"),
+	    "ladder");
+	cr_assert_null(prom_wait_mode("# x\ncascade_wait_mode{mode=\"ladder\"} "
+	                              "0\ncascade_wait_mode{mode=\"native\"} "
+	                              "0\n"));
+	cr_assert_null(prom_wait_mode("cascade_info{version=\"1\"} 1\n"));
+}

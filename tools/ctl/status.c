@@ -92,12 +92,19 @@ status_targets(const struct ctl *c)
 	char why[256] = "[metrics] listen is empty", *text = NULL;
 	size_t n = 0;
 
+	const char *mode = NULL;
+
 	if (listen[0] != '\0')
 		text = http_metrics(listen, why, sizeof(why));
-	if (text != NULL)
+	if (text != NULL) {
+		mode = prom_wait_mode(text);
 		n = prom_targets_parse(text, t, TARGETS_SHOWN);
+	}
 	free(text);
 	if (opts.json) {
+		printf(",\"wait_mode\":");
+		json_write_or_null(stdout, mode != NULL, mode,
+		                   mode ? strlen(mode) : 0);
 		printf(",\"targets\":");
 		if (text == NULL) {
 			printf("null");
@@ -117,11 +124,13 @@ status_targets(const struct ctl *c)
 		return;
 	}
 	if (text == NULL) {
-		printf("\nrefusing targets: unknown (the daemon's /metrics at "
-		       "%s: %s)\n",
+		printf("\nwaiting mode and refusing targets: unknown (the "
+		       "daemon's /metrics at %s: %s)\n",
 		       listen[0] ? listen : "-", why);
 		return;
 	}
+	printf("\nwaiting mode: %s (daemon at %s)\n",
+	       mode ? mode : "not chosen yet", listen);
 	if (n == 0) {
 		printf("\nno target has refused a delivery (daemon at %s)\n",
 		       listen);
@@ -246,7 +255,8 @@ status_run(struct ctl *c)
 	const struct topology *t = &c->topo;
 	unsigned n = t->levels, shards = t->shards, nlevels = shards * n;
 	unsigned missing = 0;
-	struct qinfo *levels, *rets, other[4];
+	struct qinfo *levels, *rets, other[4], holds[LADDER_MAX_SHARDS];
+	unsigned nholds = 0;
 	uint64_t waiting = 0;
 	char res[32], url[CONFIG_STR_MAX];
 	int width = 5;
@@ -289,6 +299,16 @@ status_run(struct ctl *c)
 		else
 			missing += (unsigned)levels[i].missing;
 	}
+	/* Native waiting's holding queues: none in ladder mode. */
+	for (unsigned s = 0; s < shards; s++) {
+		holds[s] = (struct qinfo){
+		    t->hold[s], -1, shards > 1 ? (int)s : -1, 0, 0, 0};
+		if (session_inspect(c, BROKER_CH_CHECK, &holds[s]) < 0) {
+			free(levels);
+			return -1;
+		}
+		nholds += !holds[s].missing;
+	}
 	other[0] = (struct qinfo){t->ingress, -1, -1, 0, 0, 0};
 	other[1] = rets[0];
 	other[2] = (struct qinfo){t->retry, -1, -1, 0, 0, 0};
@@ -318,6 +338,7 @@ status_run(struct ctl *c)
 		}
 		status_json_queues("returns", rets, shards);
 		status_json_queues("draining", rets + shards, ndrain);
+		status_json_queues("holding", holds, nholds ? shards : 0);
 		printf(",\"draining_messages\":%" PRIu64, draining);
 		printf(",\"missing\":%u", missing);
 		status_targets(c);
@@ -360,10 +381,18 @@ status_run(struct ctl *c)
 				status_text_queue(&other[i], labels[i], width);
 		for (unsigned i = 0; i < ndrain; i++)
 			status_text_queue(&rets[shards + i], "draining", width);
+		for (unsigned s = 0; nholds > 0 && s < shards; s++)
+			status_text_queue(&holds[s], "holding", width);
 		printf("\n%" PRIu64 " message%s waiting in the ladder, %" PRIu32
 		       " parked in %s\n",
 		       waiting, waiting == 1 ? "" : "s", other[3].messages,
 		       other[3].name);
+		/* A passive declare counts ready messages only: those a
+		 * holding queue keeps until their time are not among them. */
+		if (nholds > 0)
+			printf("holding queues (native waiting): the messages "
+			       "they keep until a time are in rabbitmqctl "
+			       "list_queues messages, not above\n");
 		/* Ready messages only: a daemon may still hold some, and
 		 * the broker's dead-letter worker others (README). */
 		if (t->drains > 0)

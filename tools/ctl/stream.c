@@ -111,6 +111,53 @@ stream_frame(struct ctl *c)
  * is read.  Records after the marker are not folded: f is what the
  * streams held at one moment.  -1 with c->err.
  */
+/* One record of stream s: the marker, or into the fold.  0, or -1. */
+static int
+stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
+              struct waiting_fold *f, int *left)
+{
+	struct event e;
+
+	if (events_parse(p, &e) < 0)
+		return 0;
+	if (e.kind == EVENT_MARKER) {
+		if (headers_key_is(e.marker, s->marker)) {
+			s->reached = 1;
+			(*left)--;
+		}
+		return 0;
+	}
+	if (waiting_fold_event(f, &e) < 0) {
+		snprintf(c->err, sizeof(c->err),
+		         "out of memory after %" PRIu64 " records", f->records);
+		return -1;
+	}
+	return 0;
+}
+
+/* A stream message: one record, or a batch of them (events.h). */
+static int
+stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
+               struct waiting_fold *f, int *left)
+{
+	amqp_basic_properties_t p;
+	amqp_pool_t pool;
+	size_t off = 0;
+	int rc = 0, got;
+
+	if (!events_is_batch(&msg->properties))
+		return stream_record(c, s, &msg->properties, f, left);
+	init_amqp_pool(&pool, 4096);
+	while (rc == 0 && !s->reached &&
+	       (got = events_batch_next(msg->body, &off, &pool, &p)) != 0) {
+		if (got < 0)
+			break; /* the rest does not decode: skip it */
+		rc = stream_record(c, s, &p, f, left);
+	}
+	empty_amqp_pool(&pool);
+	return rc;
+}
+
 static int
 stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 {
@@ -176,20 +223,9 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 			if (headers_key_is(env.consumer_tag, s[which].tag))
 				break;
 		if (which < n && !s[which].reached &&
-		    events_parse(&env.message.properties, &e) == 0) {
-			if (e.kind == EVENT_MARKER) {
-				if (headers_key_is(e.marker, s[which].marker)) {
-					s[which].reached = 1;
-					left--;
-				}
-			} else if (waiting_fold_event(f, &e) < 0) {
-				amqp_destroy_envelope(&env);
-				snprintf(c->err, sizeof(c->err),
-				         "out of memory after %" PRIu64
-				         " records",
-				         f->records);
-				return -1;
-			}
+		    stream_message(c, &s[which], &env.message, f, &left) < 0) {
+			amqp_destroy_envelope(&env);
+			return -1;
 		}
 		last = env.delivery_tag;
 		amqp_destroy_envelope(&env);
