@@ -113,6 +113,9 @@ struct amqp1_message {
 	const char *body; /* its one data section, pointing into the bytes */
 	size_t body_len;
 	uint32_t delivery_count; /* the header's: failed deliveries before */
+	/* The x-opt-delivery-time it was last given back with (RabbitMQ
+	 * keeps it on the message), Unix ms; 0: never. */
+	int64_t delivery_time;
 };
 
 /*

@@ -39,6 +39,7 @@ struct message {
 	int amqp1;
 	struct amqp1_delivery dv;
 	uint32_t delivery_count; /* a holding queue's count of failures */
+	int64_t delivery_time;   /* the time it was last given back with */
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_basic_properties_t props;

@@ -13,6 +13,14 @@
 #include "ladder.h"
 #include "retry.h"
 
+/*
+ * Native waiting: due within this many ms, a message is held in memory (as
+ * a tail, when hold_tail) rather than given to a holding queue: a broker
+ * step would take about as long, and a message due now then goes out
+ * without the headers a wait adds.
+ */
+#define ROUTER_NATIVE_HOLD_MS 20
+
 struct router_params {
 	const struct ladder *ladder;
 	int64_t max_delay;

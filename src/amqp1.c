@@ -756,6 +756,7 @@ amqp1_unsettled(const struct amqp1 *c)
 
 /* AMQP 1.0 section descriptors (the spec's part 3.2). */
 #define SECTION_HEADER 0x70
+#define SECTION_MESSAGE_ANNOTATIONS 0x72
 #define SECTION_DATA 0x75
 #define SECTION_SEQUENCE 0x76
 #define SECTION_VALUE 0x77
@@ -774,6 +775,45 @@ amqp1_header_count(pn_data_t *d)
 			count = pn_data_get_uint(d);
 	pn_data_exit(d);
 	return count;
+}
+
+/* The integer value of key x-opt-delivery-time in an annotations map. */
+static int64_t
+amqp1_annotation_time(pn_data_t *d)
+{
+	int64_t t = 0;
+
+	if (pn_data_type(d) != PN_MAP)
+		return 0;
+	pn_data_enter(d);
+	while (pn_data_next(d)) {
+		int match = 0;
+		if (pn_data_type(d) == PN_SYMBOL) {
+			pn_bytes_t k = pn_data_get_symbol(d);
+			match =
+			    k.size == strlen(AMQP1_DELIVERY_TIME) &&
+			    memcmp(k.start, AMQP1_DELIVERY_TIME, k.size) == 0;
+		}
+		if (!pn_data_next(d))
+			break;
+		if (!match)
+			continue;
+		switch (pn_data_type(d)) {
+		case PN_TIMESTAMP:
+			t = pn_data_get_timestamp(d);
+			break;
+		case PN_LONG:
+			t = pn_data_get_long(d);
+			break;
+		case PN_ULONG:
+			t = (int64_t)pn_data_get_ulong(d);
+			break;
+		default:
+			break;
+		}
+	}
+	pn_data_exit(d);
+	return t;
 }
 
 int
@@ -813,6 +853,8 @@ amqp1_parse(const char *bytes, size_t len, struct amqp1_message *msg,
 		pn_data_next(d);
 		if (code == SECTION_HEADER) {
 			msg->delivery_count = amqp1_header_count(d);
+		} else if (code == SECTION_MESSAGE_ANNOTATIONS) {
+			msg->delivery_time = amqp1_annotation_time(d);
 		} else if (code == SECTION_DATA) {
 			pn_bytes_t b;
 			if (pn_data_type(d) != PN_BINARY) {

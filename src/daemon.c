@@ -307,13 +307,14 @@ daemon_run(const struct config *cfg)
 	httpd_stop(d->httpd);
 	/* Totals for the operator and for tools/bench. */
 	log_info("totals",
-	         " received=%" PRIu64 " hops=%" PRIu64 " delivered=%" PRIu64
-	         " parked=%" PRIu64 " held=%" PRIu64 " nacked=%" PRIu64
-	         " reconnects=%" PRIu64,
+	         " received=%" PRIu64 " hops=%" PRIu64 " waits=%" PRIu64
+	         " delivered=%" PRIu64 " parked=%" PRIu64 " held=%" PRIu64
+	         " nacked=%" PRIu64 " reconnects=%" PRIu64,
 	         sum(d->m.received, METRICS_QUEUES_MAX),
 	         sum(d->m.hops, LADDER_MAX_SHARDS * LADDER_MAX_LEVELS),
-	         d->m.delivered, sum(d->m.parked, PARK_KINDS), d->m.held_total,
-	         d->m.nacks, d->m.reconnects);
+	         sum(d->m.waits, LADDER_MAX_SHARDS), d->m.delivered,
+	         sum(d->m.parked, PARK_KINDS), d->m.held_total, d->m.nacks,
+	         d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	targets_free(&d->targets);

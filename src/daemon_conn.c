@@ -210,10 +210,12 @@ daemon_ready(struct daemon *d)
 {
 	log_info("ready",
 	         " url=%s ingress=%s shards=%u returns=%u drained=%u levels=%u"
-	         " prefetch=%" PRIu64 " heartbeat=%ds cancellations=%zu",
+	         " prefetch=%" PRIu64 " heartbeat=%ds cancellations=%zu"
+	         " mode=%s",
 	         d->url, d->topo.ingress, d->topo.shards, daemon_returns(d),
 	         d->topo.drains, d->ladder.levels, d->cfg->router_prefetch,
-	         amqp_get_heartbeat(d->conn), d->cancels.map.n);
+	         amqp_get_heartbeat(d->conn), d->cancels.map.n,
+	         d->native == 1 ? "native" : "ladder");
 	/* systemd (Type=notify): ready once consuming, the first time. */
 	if (!d->notified_ready) {
 		d->notified_ready = 1;

@@ -35,9 +35,6 @@
 
 /* RabbitMQ 4.3: quorum queues hold a modified message until its time. */
 #define NATIVE_MIN_VERSION 4003
-/* Released this little early (the broker's clock ahead of ours): held in
- * memory for the rest rather than given back again. */
-#define NATIVE_EARLY_HOLD_MS 20
 /* The canary's wait, and how long it may take to come back. */
 #define CANARY_DELAY_MS 300
 #define CANARY_TIMEOUT_MS 10000
@@ -249,6 +246,7 @@ on_hold_delivery(void *ctx, unsigned link, struct amqp1_delivery dv,
 		memcpy(m->buf, msg.body, msg.body_len);
 	m->body_got = msg.body_len;
 	m->delivery_count = msg.delivery_count;
+	m->delivery_time = msg.delivery_time;
 	m->redelivered = msg.delivery_count > 0;
 	m->have_header = 1;
 	daemon_message_done(d, m);
@@ -294,8 +292,24 @@ daemon_wait_again(struct daemon *d, struct message *m)
 {
 	int64_t now = duration_wall_ms(), left = m->route.due - now;
 
-	/* First sight here, or released early by the broker's clock. */
-	if (left <= NATIVE_EARLY_HOLD_MS) {
+	/* Given back before with its due time, and released this early: the
+	 * broker's clock is ahead of ours.  Given back again, once more. */
+	if (m->delivery_time >= m->route.due && left > ROUTER_NATIVE_HOLD_MS) {
+		int64_t mono = duration_mono_ms();
+		d->m.native_early++;
+		if (mono - d->early_logged_at >= 60000) {
+			d->early_logged_at = mono;
+			log_warn("native_early",
+			         " queue=%s early_ms=%" PRId64 " count=%" PRIu64
+			         " reason=\"the holding queue "
+			         "released it before its time by this daemon's "
+			         "clock: the broker's clock is ahead\"",
+			         d->consumers[m->consumer].queue, left,
+			         d->m.native_early);
+		}
+	}
+	/* Due within a few ms: held in memory for the rest. */
+	if (left <= ROUTER_NATIVE_HOLD_MS) {
 		m->route.action = ROUTE_HOLD;
 		m->route.left = left > 0 ? left : 0;
 		daemon_next(d, m, PLAN_HOLD, NULL);

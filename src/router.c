@@ -332,8 +332,10 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 		r->level = -1;
 		return;
 	}
-	/* The last stretch in a holding queue, to the millisecond. */
-	if (p->native_window > 0 && remaining <= p->native_window) {
+	/* The last stretch in a holding queue, to the millisecond; the last
+	 * few ms in memory. */
+	if (p->native_window > 0 && remaining <= p->native_window &&
+	    (!p->hold_tail || remaining > ROUTER_NATIVE_HOLD_MS)) {
 		r->action = ROUTE_WAIT;
 		r->level = -1;
 		return;

@@ -226,3 +226,62 @@ def test_a_stranger_in_the_holding_queue_is_parked(broker, needs_43,
         assert got[0][2] == b"hello"
     finally:
         d.stop()
+
+
+# The last commit before native waiting: the release a cluster upgrades
+# from, whose daemons know nothing of holding queues or batched records.
+PREVIOUS_RELEASE = "cbba36a"
+
+
+@pytest.fixture(scope="module")
+def previous_cascade(tmp_path_factory):
+    """build/cascade of PREVIOUS_RELEASE, built from this repository's
+    history (skipped in a checkout without it)."""
+    import os
+    import subprocess
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    src = tmp_path_factory.mktemp("previous")
+    archive = subprocess.run(["git", "-C", repo, "archive", PREVIOUS_RELEASE],
+                             capture_output=True)
+    if archive.returncode != 0:
+        pytest.skip("no %s in this checkout: %s" %
+                    (PREVIOUS_RELEASE, archive.stderr.decode()))
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout,
+                   check=True)
+    subprocess.run(["make", "-s", "-C", str(src), "-j2", "build/cascade"],
+                   check=True, capture_output=True, timeout=600)
+    return str(src / "build" / "cascade")
+
+
+@pytest.mark.slow
+def test_a_previous_release_beside_native_daemons(broker, needs_43,
+                                                  previous_cascade,
+                                                  tmp_path):
+    """A daemon of the previous release (the ladder only) and a native one
+    on the same queues, as during a rolling upgrade: 200 messages of
+    0.2-6 s, shared out between them, each arrives once, none early."""
+    import subprocess
+    new = fast_daemon(broker, tmp_path, topology={"mode": "native"})
+    new.start()
+    old = Daemon(broker, str(tmp_path), {"broker": {"reconnect_max": "1s"}},
+                 prefix=new.prefix)
+    old.logfile = open(old.logpath, "ab")
+    old.proc = subprocess.Popen([previous_cascade, "-c", old.config],
+                                stdout=old.logfile,
+                                stderr=subprocess.STDOUT)
+    try:
+        old.wait_log("msg=ready")
+        client = Client(broker)
+        t = Target(new, client)
+        delays = [200 + (i * 29) % 5800 for i in range(200)]
+        due = publish_due(client, t, delays)
+        got = client.collect(t.queue, len(due), 40)
+        check_arrivals(got, due, 1000)
+        old_log = old.log()
+        assert "msg=totals" not in old_log
+    finally:
+        old.stop()
+        new.stop()
+    # Both did some of the work.
+    assert "received=0 " not in old.log(), old.log()

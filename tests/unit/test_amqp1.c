@@ -424,3 +424,28 @@ Test(amqp1_parse, a_message_cut_short_is_refused)
 	free(e.bytes);
 	pn_message_free(m);
 }
+
+/* The time a quorum queue keeps on a message it held: read back. */
+Test(amqp1_parse, the_delivery_time_it_was_given_back_with)
+{
+	static const char body[] = "envelope";
+	struct amqp1_message msg;
+	const char *why = NULL;
+	pn_message_t *m = data_message(body, sizeof(body));
+	struct encoded e;
+
+	fill_sections(m); /* x-opt-delivery-time 1700000000000 */
+	e = encode(m);
+	cr_assert_eq(amqp1_parse(e.bytes, e.len, &msg, &why), 0, "%s",
+	             why ? why : "");
+	cr_assert_eq(msg.delivery_time, INT64_C(1700000000000));
+	free(e.bytes);
+	pn_message_free(m);
+
+	m = data_message(body, sizeof(body));
+	e = encode(m);
+	cr_assert_eq(amqp1_parse(e.bytes, e.len, &msg, &why), 0);
+	cr_assert_eq(msg.delivery_time, 0, "never given back with a time");
+	free(e.bytes);
+	pn_message_free(m);
+}
