@@ -89,6 +89,14 @@ void amqp1_start(struct amqp1 *c, struct ev_loop *loop);
 /* Close at once (no handshake) and free: unsettled deliveries go back. */
 void amqp1_close(struct amqp1 *c);
 
+/*
+ * Close with the handshake: write what settles queued and the close, and
+ * wait for the broker's close for at most timeout_ms (blocking).  Then
+ * amqp1_close.  For a clean exit: settles not yet written would otherwise
+ * be lost, and the broker would count the deliveries as failed.
+ */
+void amqp1_shutdown(struct amqp1 *c, int64_t timeout_ms);
+
 /* Settle: accepted.  One more delivery of credit on its link. */
 void amqp1_accept(struct amqp1 *c, struct amqp1_delivery dv);
 

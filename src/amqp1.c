@@ -665,6 +665,43 @@ amqp1_start(struct amqp1 *c, struct ev_loop *loop)
 }
 
 void
+amqp1_shutdown(struct amqp1 *c, int64_t timeout_ms)
+{
+	int64_t deadline = amqp1_now_ms() + timeout_ms;
+
+	if (c == NULL)
+		return;
+	if (c->loop != NULL) {
+		ev_io_stop(c->loop, &c->rio);
+		ev_io_stop(c->loop, &c->wio);
+		ev_timer_stop(c->loop, &c->tick);
+		ev_prepare_stop(c->loop, &c->flush);
+		c->loop = NULL; /* from here on, no handler runs */
+	}
+	if (!c->failed) {
+		pn_connection_close(c->drv.connection);
+		while (!c->failed && !(pn_connection_state(c->drv.connection) &
+		                       PN_REMOTE_CLOSED)) {
+			struct pollfd pfd;
+			int64_t left = deadline - amqp1_now_ms();
+
+			amqp1_pump(c);
+			if (c->failed || left <= 0)
+				break;
+			pfd.fd = c->fd;
+			pfd.events = POLLIN;
+			if (pn_connection_driver_write_buffer(&c->drv).size > 0)
+				pfd.events |= POLLOUT;
+			if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+				break;
+			if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
+				amqp1_read(c);
+		}
+	}
+	amqp1_close(c);
+}
+
+void
 amqp1_close(struct amqp1 *c)
 {
 	if (c == NULL)

@@ -301,6 +301,11 @@ daemon_run(const struct config *cfg)
 	/* The last records, before the connection closes. */
 	if (d->conn != NULL && !d->broken)
 		(void)daemon_events_flush(d);
+	/* What a holding queue gave and is not settled goes back released;
+	 * the accepts of what was delivered go out before the close. */
+	outbox_drop(&d->out, daemon_give_back, d);
+	daemon_drop_held(d);
+	daemon_hold_shutdown(d);
 	daemon_drop_state(d);
 	daemon_close(d);
 	free(d->batch);

@@ -472,6 +472,13 @@ daemon_hold_start(struct daemon *d)
 }
 
 void
+daemon_hold_shutdown(struct daemon *d)
+{
+	amqp1_shutdown(d->a1, 2000);
+	d->a1 = NULL;
+}
+
+void
 daemon_hold_close(struct daemon *d)
 {
 	amqp1_close(d->a1);

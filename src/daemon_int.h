@@ -283,6 +283,9 @@ int daemon_hold_connect(struct daemon *d, const char *url, char *err,
 void daemon_give_back(struct outbox_item *it, void *ctx);
 /* Run the AMQP 1.0 connection on the loop (after consuming). */
 void daemon_hold_start(struct daemon *d);
+/* At exit: settle what is settled and close the AMQP 1.0 connection
+ * cleanly (bounded).  The caller released what it drops first. */
+void daemon_hold_shutdown(struct daemon *d);
 /* Close the AMQP 1.0 connection: what it held goes back to the queues. */
 void daemon_hold_close(struct daemon *d);
 /* From a holding queue: its envelope opened into m.  0, or -1 (parked). */

@@ -179,6 +179,26 @@ def test_native_kill_9_with_messages_held_by_the_queue(broker, needs_43,
     d.stop()
 
 
+def test_native_sigterm_while_delivering_duplicates_nothing(broker, needs_43,
+                                                          tmp_path):
+    """SIGTERM while messages come due: what was delivered is accepted
+    before the daemon exits, what was not goes back unharmed, and after a
+    restart each message has arrived exactly once."""
+    d = fast_daemon(broker, tmp_path, topology={"mode": "native"})
+    d.start()
+    client = Client(broker)
+    t = Target(d, client)
+    due = publish_due(client, t, [1000 + 10 * i for i in range(150)])
+    got = client.collect(t.queue, 40, 10)
+    assert d.stop() == 0
+    d.start()
+    got += client.collect(t.queue, len(due) - len(got), 20)
+    time.sleep(1)  # a duplicate would come now
+    got += client.drain(t.queue)
+    check_arrivals(got, due, 5000)
+    d.stop()
+
+
 def test_migrating_native_to_ladder_and_back_loses_nothing(broker, needs_43,
                                                           tmp_path):
     """Messages waiting in the holding queue when native daemons give way
