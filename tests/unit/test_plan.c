@@ -246,3 +246,34 @@ Test(plan, an_accepted_publish_clears_the_backoff)
 	cr_assert_eq(plan_dispatch(&p, &h, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(h.level, 2);
 }
+
+/* Native waiting: the holding queue refused; the ladder takes it until
+ * the queue's backoff is over, and then the queue again. */
+Test(plan, a_refused_wait_goes_round_the_ladder_meanwhile)
+{
+	static const char *const holds[1] = {"cascade.hold"};
+	const char *refusal, *why;
+	int64_t wait;
+	struct route r;
+
+	rp.native_window = 64000;
+	p.hold_queues = holds;
+	r = routed(40000, "", "jobs");
+	cr_assert_eq(r.action, ROUTE_WAIT);
+	cr_assert_eq(plan_nacked(&p, &r, amqp_cstring_bytes(holds[0]), NOW,
+	                         MONO, &refusal, &wait, &why),
+	             PLAN_PUBLISH);
+	cr_assert_not_null(refusal);
+	cr_assert_gt(wait, 0);
+	cr_assert_eq(r.action, ROUTE_HOP, "32 s on the ladder instead");
+	cr_assert_eq(r.level, 2);
+	/* Another one while the queue backs off: the ladder too. */
+	r = routed(40000, "", "jobs");
+	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO + 1, &why), PLAN_PUBLISH);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	/* The backoff over: the holding queue again. */
+	r = routed(40000, "", "jobs");
+	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO + wait, &why),
+	             PLAN_PUBLISH);
+	cr_assert_eq(r.action, ROUTE_WAIT);
+}

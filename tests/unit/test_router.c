@@ -1211,3 +1211,85 @@ Test(router, every_source_has_the_name_its_metrics_label_carries)
 	cr_assert_str_eq(router_source_name(ROUTE_FROM_RETRY), "retry");
 	cr_assert_str_eq(router_source_name(ROUTE_SOURCES), "unknown");
 }
+
+/* ---- native waiting ---- */
+
+/* A route due at NOW + left, stepped at NOW. */
+static void
+step_left(int64_t left, struct route *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->due = NOW + left;
+	router_step(&params, r, NOW);
+}
+
+Test(router, native_window_and_below_waits_in_the_holding_queue)
+{
+	struct route r;
+
+	params.native_window = 64000;
+	params.hold_tail = 1;
+	params.tail_margin = 250;
+	step_left(64000, &r);
+	cr_assert_eq(r.action, ROUTE_WAIT, "the window itself waits");
+	step_left(1500, &r);
+	cr_assert_eq(r.action, ROUTE_WAIT, "below one resolution: no tail");
+	step_left(ROUTER_NATIVE_HOLD_MS + 1, &r);
+	cr_assert_eq(r.action, ROUTE_WAIT);
+	step_left(ROUTER_NATIVE_HOLD_MS, &r);
+	cr_assert_eq(r.action, ROUTE_HOLD, "the last few ms in memory");
+	cr_assert_eq(r.left, ROUTER_NATIVE_HOLD_MS);
+	step_left(0, &r);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+}
+
+Test(router, native_above_the_window_takes_the_ladder)
+{
+	struct route r;
+
+	params.native_window = 64000;
+	/* 2 s x 4: 200 s takes level 3 (128 s), 72 s left. */
+	step_left(200000, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.level, 3);
+	cr_assert_eq(r.left, 72000);
+}
+
+Test(router, native_round_up_gives_even_the_last_ms_to_the_queue)
+{
+	struct route r;
+
+	params.native_window = 64000;
+	params.hold_tail = 0; /* tail = round-up: nothing held in memory */
+	step_left(5, &r);
+	cr_assert_eq(r.action, ROUTE_WAIT);
+}
+
+Test(router, ladder_step_ignores_the_window)
+{
+	struct route r;
+
+	params.native_window = 64000;
+	memset(&r, 0, sizeof(r));
+	r.due = NOW + 9000;
+	router_ladder_step(&params, &r, NOW);
+	cr_assert_eq(r.action, ROUTE_HOP, "a refusing holding queue");
+	cr_assert_eq(r.level, 1, "8 s");
+}
+
+Test(router, a_wait_carries_the_state_of_a_hop)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p, out;
+	struct route r;
+
+	params.native_window = 64000;
+	tb_i64(&t, "x-delay", 30000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.action, ROUTE_WAIT);
+	cr_assert_eq(router_props(&p, &r, &pool, &out), 0);
+	cr_assert_not_null(headers_find(&out.headers, "x-cascade-due"));
+	cr_assert_not_null(headers_find(&out.headers, "x-cascade-routing-key"));
+	cr_assert_null(headers_find(&out.headers, "x-delay"));
+}
