@@ -137,7 +137,7 @@ amqp1_fail_condition(struct amqp1 *c, const char *what, pn_condition_t *cond)
 }
 
 static struct amqp1_link *
-amqp1_link_of(struct amqp1 *c, pn_link_t *l, unsigned *index)
+amqp1_link_of(struct amqp1 *c, const pn_link_t *l, unsigned *index)
 {
 	for (unsigned i = 0; i < c->nlinks; i++)
 		if (c->links[i].pn == l) {
@@ -156,7 +156,6 @@ amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
 	struct amqp1_delivery dv;
 	unsigned index;
 	size_t len;
-	ssize_t n;
 
 	lk = amqp1_link_of(c, l, &index);
 	if (lk == NULL || !pn_delivery_readable(d))
@@ -178,7 +177,7 @@ amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
 			lk->buf = nb;
 			lk->cap = cap;
 		}
-		n = pn_link_recv(l, lk->buf + lk->len, pending);
+		ssize_t n = pn_link_recv(l, lk->buf + lk->len, pending);
 		if (n <= 0)
 			break;
 		lk->len += (size_t)n;
