@@ -98,6 +98,16 @@ amqp1_params_from_url(struct amqp1_params *p, const struct config *cfg,
 	return 0;
 }
 
+/* Take the connection's watchers off the loop. */
+static void
+amqp1_unwatch(struct amqp1 *c)
+{
+	ev_io_stop(c->loop, &c->rio);
+	ev_io_stop(c->loop, &c->wio);
+	ev_timer_stop(c->loop, &c->tick);
+	ev_prepare_stop(c->loop, &c->flush);
+}
+
 /* Note the first failure; the caller's handler hears of it once. */
 static void amqp1_fail(struct amqp1 *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -113,12 +123,8 @@ amqp1_fail(struct amqp1 *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->why, sizeof(c->why), fmt, ap);
 	va_end(ap);
-	if (c->loop != NULL) {
-		ev_io_stop(c->loop, &c->rio);
-		ev_io_stop(c->loop, &c->wio);
-		ev_timer_stop(c->loop, &c->tick);
-		ev_prepare_stop(c->loop, &c->flush);
-	}
+	if (c->loop != NULL)
+		amqp1_unwatch(c);
 	if (c->loop != NULL && c->h->failed != NULL)
 		c->h->failed(c->ctx, c->why);
 }
@@ -526,20 +532,39 @@ amqp1_address(const char *queue, char *out, size_t size)
 	out[o] = '\0';
 }
 
+/* amqp1_block's conditions. */
+static int
+amqp1_reached(const struct amqp1 *c, const unsigned *count, unsigned want)
+{
+	(void)c;
+	return *count >= want;
+}
+
+static int
+amqp1_closed(const struct amqp1 *c, const unsigned *count, unsigned want)
+{
+	(void)count;
+	(void)want;
+	return (pn_connection_state(c->drv.connection) & PN_REMOTE_CLOSED) != 0;
+}
+
 /*
- * The loop, blocking in poll, until *count reaches want, the connection
- * fails, or the deadline (mono ms) passes, which fails it with `what`.
+ * The connection run by hand, blocking in poll, until done (*count reaches
+ * want, say), the connection fails, or the deadline (mono ms) passes,
+ * which fails it with `what`.
  */
 static void
-amqp1_block(struct amqp1 *c, const unsigned *count, unsigned want,
-            int64_t deadline, const char *what)
+amqp1_block(struct amqp1 *c,
+            int (*done)(const struct amqp1 *, const unsigned *, unsigned),
+            const unsigned *count, unsigned want, int64_t deadline,
+            const char *what)
 {
-	while (!c->failed && *count < want) {
+	while (!c->failed && !done(c, count, want)) {
 		struct pollfd pfd;
 		int64_t left = deadline - amqp1_now_ms();
 
 		amqp1_pump(c);
-		if (c->failed || *count >= want)
+		if (c->failed || done(c, count, want))
 			break;
 		if (left <= 0) {
 			amqp1_fail(c, "AMQP 1.0: timed out %s", what);
@@ -562,7 +587,7 @@ int
 amqp1_wait(struct amqp1 *c, const unsigned *count, unsigned want,
            int64_t timeout_ms, char *err, size_t errsize)
 {
-	amqp1_block(c, count, want, amqp1_now_ms() + timeout_ms,
+	amqp1_block(c, amqp1_reached, count, want, amqp1_now_ms() + timeout_ms,
 	            "waiting for a delivery");
 	if (!c->failed)
 		return 0;
@@ -634,7 +659,8 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 	if (c->fd < 0)
 		goto fail;
 	/* Until every link is attached. */
-	amqp1_block(c, &c->attached, n, deadline, "opening the links");
+	amqp1_block(c, amqp1_reached, &c->attached, n, deadline,
+	            "opening the links");
 	if (c->failed) {
 		snprintf(err, errsize, "%s", c->why);
 		goto fail;
@@ -666,36 +692,16 @@ amqp1_start(struct amqp1 *c, struct ev_loop *loop)
 void
 amqp1_shutdown(struct amqp1 *c, int64_t timeout_ms)
 {
-	int64_t deadline = amqp1_now_ms() + timeout_ms;
-
 	if (c == NULL)
 		return;
 	if (c->loop != NULL) {
-		ev_io_stop(c->loop, &c->rio);
-		ev_io_stop(c->loop, &c->wio);
-		ev_timer_stop(c->loop, &c->tick);
-		ev_prepare_stop(c->loop, &c->flush);
+		amqp1_unwatch(c);
 		c->loop = NULL; /* from here on, no handler runs */
 	}
 	if (!c->failed) {
 		pn_connection_close(c->drv.connection);
-		while (!c->failed && !(pn_connection_state(c->drv.connection) &
-		                       PN_REMOTE_CLOSED)) {
-			struct pollfd pfd;
-			int64_t left = deadline - amqp1_now_ms();
-
-			amqp1_pump(c);
-			if (c->failed || left <= 0)
-				break;
-			pfd.fd = c->fd;
-			pfd.events = POLLIN;
-			if (pn_connection_driver_write_buffer(&c->drv).size > 0)
-				pfd.events |= POLLOUT;
-			if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-				break;
-			if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
-				amqp1_read(c);
-		}
+		amqp1_block(c, amqp1_closed, NULL, 0,
+		            amqp1_now_ms() + timeout_ms, "closing");
 	}
 	amqp1_close(c);
 }
@@ -705,12 +711,8 @@ amqp1_close(struct amqp1 *c)
 {
 	if (c == NULL)
 		return;
-	if (c->loop != NULL) {
-		ev_io_stop(c->loop, &c->rio);
-		ev_io_stop(c->loop, &c->wio);
-		ev_timer_stop(c->loop, &c->tick);
-		ev_prepare_stop(c->loop, &c->flush);
-	}
+	if (c->loop != NULL)
+		amqp1_unwatch(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	pn_connection_driver_destroy(&c->drv);
