@@ -150,7 +150,6 @@ daemon_route(struct daemon *d, struct message *m)
 void
 daemon_message_done(struct daemon *d, struct message *m)
 {
-	d->assembling = NULL;
 	if (m->stream && !m->discard) {
 		daemon_record(d, m);
 		return;

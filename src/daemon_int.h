@@ -225,7 +225,11 @@ void daemon_lookup_done(struct daemon *d, int exists, const char *why);
  * daemon_flow.c
  */
 
-/* A delivery (or a basic.return) fully assembled.  Takes m. */
+/*
+ * A delivery (or a basic.return) fully assembled, from the 0-9-1 frames
+ * (whose assembly the caller ended) or from a holding queue over AMQP 1.0
+ * (which may arrive while a 0-9-1 delivery is half assembled).  Takes m.
+ */
 void daemon_message_done(struct daemon *d, struct message *m);
 /* Decide m's route from its source and headers, then dispatch it. */
 void daemon_route(struct daemon *d, struct message *m);

@@ -325,17 +325,21 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 			daemon_fail(d, "out of memory for a message body");
 			return;
 		}
-		if (m->body.len == 0)
+		if (m->body.len == 0) {
+			d->assembling = NULL;
 			daemon_message_done(d, m);
+		}
 		return;
 	case AMQP_FRAME_BODY: {
 		int done = m == NULL || !m->have_header
 		               ? -1
 		               : message_append(m, f->payload.body_fragment);
-		if (done < 0)
+		if (done < 0) {
 			daemon_fail(d, "unexpected body frame");
-		else if (done)
+		} else if (done) {
+			d->assembling = NULL;
 			daemon_message_done(d, m);
+		}
 		return;
 	}
 	default:

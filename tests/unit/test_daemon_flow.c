@@ -559,3 +559,18 @@ Test(daemon_flow, native_redelivered_too_often_from_a_holding_queue_is_parked)
 	cr_assert_eq(published(0)->action, ROUTE_PARK);
 	cr_assert_eq(published(0)->park, PARK_redelivered);
 }
+
+/* A holding queue's delivery arrives between the frames of a 0-9-1 one:
+ * the half-assembled delivery stays where the wire left it. */
+Test(daemon_flow, native_a_delivery_between_frames_leaves_the_assembly_alone)
+{
+	struct message *half = message_new();
+
+	native();
+	d.assembling = half;
+	daemon_message_done(&d, held_delivery(800));
+	cr_assert_eq(d.assembling, half);
+	cr_assert_eq(calls.waited_again, 1);
+	d.assembling = NULL;
+	message_free(half);
+}
