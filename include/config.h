@@ -92,7 +92,7 @@ enum tail_mode {
 	  "how messages wait: the ladder of delay queues; native: their last " \
 	  "native_window in a RabbitMQ 4.3 holding queue; auto: native when "  \
 	  "the broker proves it can")                                          \
-	X(topology, native_window, DUR, "64s", 1, 315360000000LL, NULL,        \
+	X(topology, native_window, DUR, "10m", 1, 315360000000LL, NULL,        \
 	  "native: the delay left from which a message waits in a holding "    \
 	  "queue; longer delays ride the ladder until then")                   \
 	X(router, prefetch, UINT, "1000", 1, 65535, NULL,                      \

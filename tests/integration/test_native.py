@@ -82,7 +82,7 @@ def given_back(d, n):
 
 def test_native_waits_in_the_holding_queue_one_step_each(broker, needs_43,
                                                          tmp_path):
-    """mode = native, the default window (64 s): 60 messages of 0.3-2.7 s
+    """mode = native, a 64 s window: 60 messages of 0.3-2.7 s
     each wait in the holding queue, given back once with their due time,
     and none takes the ladder.  All arrive once, none early, none later
     than 250 ms, and the holding queue is left empty."""
