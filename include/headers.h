@@ -94,6 +94,30 @@ size_t headers_props_size(const amqp_basic_properties_t *p);
 	20 /* frame header and end, class, weight,                             \
 	      body size */
 
+/*
+ * Basic properties framed for storage in a body (envelope.h, and the
+ * batches of records in events.h): a 4-byte big-endian length, then the
+ * properties as a content header encodes them, from the flags on.
+ * headers_props_put writes them into out (cap bytes) and returns how many
+ * bytes that took, or 0 when they do not fit or encode.
+ */
+size_t headers_props_put(const amqp_basic_properties_t *p, char *out,
+                         size_t cap);
+
+/* What headers_props_get found wrong: 0 for none. */
+enum headers_props_error {
+	HEADERS_PROPS_SHORT = 1,   /* the input ends first */
+	HEADERS_PROPS_UNDECODABLE, /* rabbitmq-c cannot read them */
+	HEADERS_PROPS_LENGTH,      /* they do not take the whole length */
+};
+
+/*
+ * Read framed properties at the start of in into *p (from pool): the bytes
+ * read in *used, and 0; or an enum headers_props_error.
+ */
+int headers_props_get(amqp_bytes_t in, amqp_pool_t *pool,
+                      amqp_basic_properties_t *p, size_t *used);
+
 /* The encoded size of one table (its 4-byte length included). */
 size_t headers_table_size(const amqp_table_t *t);
 

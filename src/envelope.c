@@ -19,28 +19,16 @@ size_t
 envelope_encode(const amqp_basic_properties_t *props, amqp_bytes_t body,
                 char *out, size_t cap)
 {
-	amqp_basic_properties_t copy = *props;
-	amqp_bytes_t room;
-	int n;
 	size_t len;
 
 	if (cap < ENVELOPE_HEAD)
 		return 0;
-	room.bytes = out + ENVELOPE_HEAD;
-	room.len = cap - ENVELOPE_HEAD;
-	/* rabbitmq-c takes the properties by a non-const pointer only. */
-	n = amqp_encode_properties(AMQP_BASIC_CLASS, &copy, room);
-	if (n < 0)
-		return 0;
-	len = ENVELOPE_HEAD + (size_t)n;
-	if (cap - len < body.len)
+	len = headers_props_put(props, out + 5, cap - 5);
+	if (len == 0 || cap - 5 - len < body.len)
 		return 0;
 	memcpy(out, envelope_magic, sizeof(envelope_magic));
 	out[4] = 1;
-	out[5] = (char)((unsigned)n >> 24);
-	out[6] = (char)((unsigned)n >> 16);
-	out[7] = (char)((unsigned)n >> 8);
-	out[8] = (char)(unsigned)n;
+	len += 5;
 	if (body.len > 0)
 		memcpy(out + len, body.bytes, body.len);
 	return len + body.len;
@@ -52,9 +40,8 @@ envelope_decode(amqp_bytes_t in, amqp_pool_t *pool,
                 const char **why)
 {
 	const unsigned char *b = in.bytes;
-	amqp_bytes_t enc;
-	void *decoded = NULL;
-	size_t n;
+	amqp_bytes_t rest;
+	size_t used = 0;
 
 	if (in.len < ENVELOPE_HEAD ||
 	    memcmp(b, envelope_magic, sizeof(envelope_magic)) != 0) {
@@ -65,29 +52,23 @@ envelope_decode(amqp_bytes_t in, amqp_pool_t *pool,
 		*why = "a cascade envelope of an unknown version";
 		return -1;
 	}
-	n = (size_t)b[5] << 24 | (size_t)b[6] << 16 | (size_t)b[7] << 8 |
-	    (size_t)b[8];
-	if (n < 2 || n > in.len - ENVELOPE_HEAD) {
+	rest.bytes = (char *)in.bytes + 5;
+	rest.len = in.len - 5;
+	switch (headers_props_get(rest, pool, props, &used)) {
+	case 0:
+		break;
+	case HEADERS_PROPS_SHORT:
 		*why = "a cascade envelope cut short";
 		return -1;
-	}
-	enc.bytes = (char *)in.bytes + ENVELOPE_HEAD;
-	enc.len = n;
-	if (amqp_decode_properties(AMQP_BASIC_CLASS, pool, enc, &decoded) < 0 ||
-	    decoded == NULL) {
+	case HEADERS_PROPS_UNDECODABLE:
 		*why = "a cascade envelope whose properties do not decode";
 		return -1;
-	}
-	*props = *(amqp_basic_properties_t *)decoded;
-	/* rabbitmq-c does not say how much it read: the properties must
-	 * take the whole length, or the body would start in the wrong place.
-	 */
-	if (headers_props_size(props) != n) {
+	default:
 		*why = "a cascade envelope whose properties length is wrong";
 		return -1;
 	}
-	body->bytes = (char *)in.bytes + ENVELOPE_HEAD + n;
-	body->len = in.len - ENVELOPE_HEAD - n;
+	body->bytes = (char *)rest.bytes + used;
+	body->len = rest.len - used;
 	*why = NULL;
 	return 0;
 }

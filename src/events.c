@@ -224,10 +224,7 @@ int
 events_batch_add(char **buf, size_t *len, size_t *cap,
                  const amqp_basic_properties_t *p)
 {
-	amqp_basic_properties_t copy = *p;
-	size_t need = 4 + headers_props_size(p);
-	amqp_bytes_t room;
-	int n;
+	size_t need = 4 + headers_props_size(p), n;
 
 	if (*len + need > *cap) {
 		size_t c = *cap ? *cap : 4096;
@@ -239,17 +236,10 @@ events_batch_add(char **buf, size_t *len, size_t *cap,
 		*buf = nb;
 		*cap = c;
 	}
-	room.bytes = *buf + *len + 4;
-	room.len = *cap - *len - 4;
-	/* rabbitmq-c takes the properties by a non-const pointer only. */
-	n = amqp_encode_properties(AMQP_BASIC_CLASS, &copy, room);
-	if (n < 0)
+	n = headers_props_put(p, *buf + *len, *cap - *len);
+	if (n == 0)
 		return -1;
-	(*buf)[*len] = (char)((unsigned)n >> 24);
-	(*buf)[*len + 1] = (char)((unsigned)n >> 16);
-	(*buf)[*len + 2] = (char)((unsigned)n >> 8);
-	(*buf)[*len + 3] = (char)(unsigned)n;
-	*len += 4 + (size_t)n;
+	*len += n;
 	return 0;
 }
 
@@ -257,26 +247,15 @@ int
 events_batch_next(amqp_bytes_t body, size_t *off, amqp_pool_t *pool,
                   amqp_basic_properties_t *p)
 {
-	const unsigned char *b = body.bytes;
-	amqp_bytes_t enc;
-	void *decoded = NULL;
-	size_t n;
+	amqp_bytes_t rest;
+	size_t used = 0;
 
 	if (*off >= body.len)
 		return 0;
-	if (body.len - *off < 4)
+	rest.bytes = (char *)body.bytes + *off;
+	rest.len = body.len - *off;
+	if (headers_props_get(rest, pool, p, &used) != 0)
 		return -1;
-	b += *off;
-	n = (size_t)b[0] << 24 | (size_t)b[1] << 16 | (size_t)b[2] << 8 |
-	    (size_t)b[3];
-	if (n < 2 || n > body.len - *off - 4)
-		return -1;
-	enc.bytes = (char *)b + 4;
-	enc.len = n;
-	if (amqp_decode_properties(AMQP_BASIC_CLASS, pool, enc, &decoded) < 0 ||
-	    decoded == NULL)
-		return -1;
-	*p = *(amqp_basic_properties_t *)decoded;
-	*off += 4 + n;
+	*off += used;
 	return 1;
 }

@@ -500,3 +500,55 @@ headers_utf8_valid(amqp_bytes_t b)
 	}
 	return 1;
 }
+
+size_t
+headers_props_put(const amqp_basic_properties_t *p, char *out, size_t cap)
+{
+	amqp_basic_properties_t copy = *p;
+	amqp_bytes_t room;
+	int n;
+
+	if (cap < 4)
+		return 0;
+	room.bytes = out + 4;
+	room.len = cap - 4;
+	/* rabbitmq-c takes the properties by a non-const pointer only. */
+	n = amqp_encode_properties(AMQP_BASIC_CLASS, &copy, room);
+	if (n < 0)
+		return 0;
+	out[0] = (char)((unsigned)n >> 24);
+	out[1] = (char)((unsigned)n >> 16);
+	out[2] = (char)((unsigned)n >> 8);
+	out[3] = (char)(unsigned)n;
+	return 4 + (size_t)n;
+}
+
+int
+headers_props_get(amqp_bytes_t in, amqp_pool_t *pool,
+                  amqp_basic_properties_t *p, size_t *used)
+{
+	const unsigned char *b = in.bytes;
+	amqp_bytes_t enc;
+	void *decoded = NULL;
+	size_t n;
+
+	if (in.len < 4)
+		return HEADERS_PROPS_SHORT;
+	n = (size_t)b[0] << 24 | (size_t)b[1] << 16 | (size_t)b[2] << 8 |
+	    (size_t)b[3];
+	if (n < 2 || n > in.len - 4)
+		return HEADERS_PROPS_SHORT;
+	enc.bytes = (char *)b + 4;
+	enc.len = n;
+	if (amqp_decode_properties(AMQP_BASIC_CLASS, pool, enc, &decoded) < 0 ||
+	    decoded == NULL)
+		return HEADERS_PROPS_UNDECODABLE;
+	*p = *(amqp_basic_properties_t *)decoded;
+	/* rabbitmq-c does not say how much it read: the properties must
+	 * take the whole length, or what follows would start in the wrong
+	 * place. */
+	if (headers_props_size(p) != n)
+		return HEADERS_PROPS_LENGTH;
+	*used = 4 + n;
+	return 0;
+}
