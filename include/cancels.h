@@ -1,6 +1,13 @@
 /*
- * The cancellation requests a daemon (or cascade-ctl list) holds, by id:
- * what it read from P.cancels (events.h), each until it lapses.  Pure code.
+ * The requests a daemon (or cascade-ctl list) holds, by id: the
+ * cancellations and reschedules it read from P.cancels (events.h), each
+ * until it lapses, with who asked.  Pure code.
+ *
+ * Who may change a waiting message: a request takes effect on a message
+ * whose owner (the user-id it was published with, which RabbitMQ checked)
+ * is the requester, on a message published without a user-id, or on any
+ * message when the requester is one of [events] control_users.  Any other
+ * match is refused: the caller parks the request once and counts it.
  */
 #ifndef CASCADE_CANCELS_H
 #define CASCADE_CANCELS_H
@@ -9,35 +16,68 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+#include "events.h"
 #include "idmap.h"
 
 struct cancels {
-	struct idmap map; /* id -> struct cancel */
+	struct idmap map; /* id -> struct cancel, a list */
 };
 
+/* One request held for an id. */
 struct cancel {
-	int park;
-	int64_t until; /* Unix ms */
+	struct cancel *next;  /* another request for the same id */
+	enum event_kind kind; /* EVENT_CANCEL or EVENT_RESCHEDULE */
+	int park;             /* cancel: park rather than drop */
+	int control;          /* from a control user: any message */
+	int refusal_parked;   /* refused here once: parked, not again */
+	int64_t due;          /* reschedule: the new due time, Unix ms */
+	int64_t at;           /* when it was recorded, Unix ms */
+	int64_t until;        /* it lapses then, Unix ms */
+	size_t by_len;
+	char by[]; /* the requester's user-id; empty: none */
+};
+
+/* What the requests held say about one message. */
+struct cancel_match {
+	const struct cancel *cancel;     /* a cancellation in force */
+	const struct cancel *reschedule; /* the latest reschedule in force */
+	struct cancel *refused; /* one it may not apply, not parked yet */
 };
 
 void cancels_init(struct cancels *c);
 void cancels_free(struct cancels *c);
 
 /*
- * Hold a request (again): a later one for the same id wins, and the
- * longer of the two lifetimes.  -1 out of memory.
+ * Who asks in record e, and whether that user may change every message.
+ * A record's user-id (its writer) was checked by RabbitMQ.  A daemon that
+ * relays a request published to P writes it as itself and names the
+ * requester in x-cascade-requester; that is believed only from a control
+ * user or from own_user (the reader's own login).  by points into e.
  */
-int cancels_add(struct cancels *c, amqp_bytes_t id, int park, int64_t until);
+void cancels_requester(const struct config *cfg, const struct event *e,
+                       amqp_bytes_t own_user, amqp_bytes_t *by, int *control);
 
 /*
- * The request for either id (the message-id, then the cascade id) still
- * in force at now, or NULL.
+ * Hold request e (EVENT_CANCEL or EVENT_RESCHEDULE) for e->cancel, from
+ * by.  The same kind from the same requester replaces the one held (the
+ * later record wins; the longer lifetime is kept).  -1 out of memory.
  */
-const struct cancel *cancels_find(const struct cancels *c,
-                                  amqp_bytes_t message_id,
-                                  amqp_bytes_t cascade_id, int64_t now);
+int cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
+                int control);
 
-/* Forget the requests that lapsed by now; how many are left. */
+/*
+ * The requests in force at now for a message named message_id or
+ * cascade_id, published by owner (empty: no user-id) and first seen at
+ * since (Unix ms; 0: unknown, before any request).  A reschedule applies
+ * to messages first seen before it was recorded; a cancel to any.
+ * Returns 1 when out holds anything.
+ */
+int cancels_match(struct cancels *c, amqp_bytes_t message_id,
+                  amqp_bytes_t cascade_id, amqp_bytes_t owner, int64_t since,
+                  int64_t now, struct cancel_match *out);
+
+/* Forget the requests that lapsed by now; how many ids are left. */
 size_t cancels_prune(struct cancels *c, int64_t now);
 
 #endif

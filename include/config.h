@@ -6,6 +6,7 @@
 #ifndef CASCADE_CONFIG_H
 #define CASCADE_CONFIG_H
 
+#include "amqp_compat.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,6 +121,9 @@ enum tail_mode {
 	  "list and cancel, x-cascade-cancel")                                 \
 	X(events, max_age, DUR, "0s", 0, 315360000000LL, NULL,                 \
 	  "how long the event streams keep records; 0s: max_delay plus a day") \
+	X(events, control_users, STR, "", 0, CONFIG_STR_MAX - 1, NULL,         \
+	  "users whose requests may change any message (, or space apart); "   \
+	  "empty: [broker] url's user")                                        \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \
@@ -201,6 +205,20 @@ unsigned config_levels(const struct config *cfg);
 
 /* [events] enabled = yes. */
 int config_events(const struct config *cfg);
+
+/*
+ * The user cascade logs in as: the first [broker] url's ("guest" when it
+ * names none).  Into out; 0, or -1 when the URL does not parse.
+ */
+int config_broker_user(const struct config *cfg, char *out, size_t size);
+/* The same of one URL. */
+int config_url_user(const char *url, char *out, size_t size);
+
+/*
+ * Is user one of [events] control_users (by default the broker user), whose
+ * requests may change every waiting message?
+ */
+int config_control_user(const struct config *cfg, amqp_bytes_t user);
 
 /* How long the event streams keep records: [events] max_age, or by
  * default [router] max_delay plus a day (every waiting message's record). */

@@ -39,6 +39,7 @@ enum event_kind {
 	EVENT_CANCELLED,
 	EVENT_CANCEL, /* a request, in P.cancels */
 	EVENT_MARKER,
+	EVENT_RESCHEDULE, /* a request, in P.cancels: a new due time */
 	EVENT_KINDS
 };
 
@@ -52,12 +53,24 @@ struct event {
 	amqp_bytes_t exchange;    /* target (x-cascade-exchange) */
 	amqp_bytes_t routing_key; /* target (x-cascade-routing-key) */
 	int64_t size;             /* body bytes (x-cascade-size) */
+	amqp_bytes_t owner;       /* its checked user-id (x-cascade-user-id) */
 	/* parked */
 	amqp_bytes_t reason; /* x-cascade-error */
-	/* cancel: x-cascade-cancel names a message-id or a cascade id */
+	/* cancel and reschedule: x-cascade-cancel or x-cascade-reschedule
+	 * names a message-id or a cascade id (due: the new due time) */
 	amqp_bytes_t cancel;
 	int park;      /* x-cascade-cancel-park: park rather than drop */
 	int64_t until; /* x-cascade-until: the request lapses then, Unix ms */
+	/*
+	 * Who asks (cancels.h): writer is the record's user-id property,
+	 * which RabbitMQ checked against the connection that wrote it.  A
+	 * daemon relaying a request published to P puts the requester's
+	 * user-id (validated the same way; empty when it had none) in
+	 * x-cascade-requester.
+	 */
+	amqp_bytes_t writer;
+	amqp_bytes_t requester;
+	int has_requester;
 	/* marker */
 	amqp_bytes_t marker; /* x-cascade-marker: the writer's token */
 };
@@ -88,9 +101,11 @@ void events_of(enum event_kind kind, const struct route *r,
                int64_t now, struct event *e);
 
 /*
- * A cancellation request published to P (x-cascade-cancel, and
- * x-cascade-cancel-park) as the record for P.cancels, in force until until.
- * -1 when props hold no usable request: why says what is wrong.
+ * A request published to P as the record for P.cancels, in force until
+ * until: a cancellation (x-cascade-cancel, and x-cascade-cancel-park) or
+ * a reschedule (x-cascade-reschedule: the caller sets e->due).  The
+ * requester is the publisher's user-id (empty: none).  -1 when props hold
+ * no usable request: why says what is wrong.
  */
 int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);

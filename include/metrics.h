@@ -55,6 +55,10 @@ struct metrics {
 	uint64_t events;
 	uint64_t events_dropped;
 	uint64_t cancelled;
+	/* cancels.h: waiting messages given a new due time, and requests
+	 * refused (their requester may not change the message) */
+	uint64_t rescheduled;
+	uint64_t requests_refused;
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t lateness_count;

@@ -93,7 +93,8 @@ enum route_action {
 	X(redelivered)                                                         \
 	X(broker_refused)                                                      \
 	X(undecodable)                                                         \
-	X(cancelled)
+	X(cancelled)                                                           \
+	X(not_permitted)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,
@@ -132,6 +133,11 @@ struct route {
 	int strip_headers;
 	/* x-cascade-id: the message's own, while it waits (events.h) */
 	amqp_bytes_t id;
+	/* x-cascade-since: first seen, Unix ms, while it waits; 0 unknown.
+	 * A reschedule applies to messages first seen before it. */
+	int64_t since;
+	/* ROUTE_RECORD of a reschedule request: the new due time, Unix ms */
+	int64_t request_due;
 };
 
 /*
@@ -141,6 +147,14 @@ struct route {
 void router_decide(const struct router_params *p, enum route_source src,
                    const amqp_basic_properties_t *props,
                    amqp_bytes_t routing_key, int64_t now, struct route *r);
+
+/*
+ * The delay headers of a first sight (x-deliver-at, x-remaining-delay,
+ * x-delay) into r->due, from now.  0, or -1 with r parked (bad header,
+ * beyond max_delay).
+ */
+int router_read_due(const struct router_params *p, const amqp_table_t *h,
+                    int64_t now, struct route *r);
 
 /*
  * From r->due and the clock, the next step only: deliver, or the hop and

@@ -19,7 +19,9 @@
 struct waiting {
 	int64_t due, size, seen; /* seen: x-cascade-at, 0 unknown */
 	amqp_bytes_t id, message_id, exchange, routing_key; /* in data */
+	amqp_bytes_t owner;                                 /* in data */
 	int cancel_pending; /* set by waiting_select */
+	int rescheduled;    /* due is a reschedule's (waiting_select) */
 	char data[];
 };
 
@@ -29,6 +31,9 @@ struct waiting_fold {
 	struct idmap ended;   /* cascade ids whose end came before scheduled */
 	struct cancels cancels; /* the requests copied into P.events */
 	uint64_t records;
+	/* Who may change what (cancels.h): NULL, every request counts. */
+	const struct config *cfg;
+	char own_user[256];
 };
 
 void waiting_fold_init(struct waiting_fold *f);

@@ -892,3 +892,51 @@ config_events_max_age(const struct config *cfg)
 	return cfg->events_max_age > 0 ? cfg->events_max_age
 	                               : cfg->router_max_delay + 86400000LL;
 }
+
+int
+config_url_user(const char *url, char *out, size_t size)
+{
+	struct amqp_connection_info info;
+	char copy[CONFIG_STR_MAX];
+
+	/* amqp_parse_url cuts its argument apart: it gets a copy. */
+	snprintf(copy, sizeof(copy), "%s", url);
+	if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK)
+		return -1;
+	snprintf(out, size, "%s", info.user != NULL ? info.user : "guest");
+	return 0;
+}
+
+int
+config_broker_user(const struct config *cfg, char *out, size_t size)
+{
+	char url[CONFIG_STR_MAX];
+
+	if (config_broker_url(cfg, 0, url, sizeof(url)) < 0)
+		return -1;
+	return config_url_user(url, out, size);
+}
+
+int
+config_control_user(const struct config *cfg, amqp_bytes_t user)
+{
+	char buf[CONFIG_STR_MAX];
+	const char *list = cfg->events_control_users, *p, *end;
+	size_t n;
+
+	if (user.len == 0)
+		return 0;
+	if (list[0] == '\0') {
+		if (config_broker_user(cfg, buf, sizeof(buf)) < 0)
+			return 0;
+		list = buf;
+	}
+	for (p = list; *p != '\0'; p = end) {
+		p += strspn(p, ", \t");
+		end = p + strcspn(p, ", \t");
+		n = (size_t)(end - p);
+		if (n > 0 && n == user.len && memcmp(p, user.bytes, n) == 0)
+			return 1;
+	}
+	return 0;
+}

@@ -262,6 +262,8 @@ daemon_run(const struct config *cfg)
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
 	cancels_init(&d->cancels);
+	if (config_broker_user(cfg, d->own_user, sizeof(d->own_user)) < 0)
+		d->own_user[0] = '\0';
 	srand((unsigned)(duration_wall_ms() ^ (int64_t)getpid()));
 	/* Daemons sharing a list start on different nodes. */
 	d->urls = config_broker_url_count(cfg);

@@ -255,6 +255,9 @@ daemon_connect(struct daemon *d)
 	config_mask_url(raw, url, sizeof(url));
 	snprintf(d->url, sizeof(d->url), "%s", url);
 	d->conn = broker_connect_url(d->cfg, raw, err, sizeof(err));
+	/* Records are written as this user (RabbitMQ checks a user-id). */
+	if (config_url_user(raw, d->own_user, sizeof(d->own_user)) < 0)
+		d->own_user[0] = '\0';
 	if (d->conn == NULL) {
 		log_error("connect_failed", " url=%s reason=\"%s\"", url, err);
 		sd_notifyf(0, "STATUS=cannot connect to %s: %s", url, err);

@@ -46,8 +46,13 @@ daemon_request_event(const struct daemon *d, const struct message *m,
 	int64_t age = config_events_max_age(d->cfg);
 	const char *why;
 
-	return events_request(&m->props, m->route.due, m->route.due - age, e,
-	                      &why);
+	if (events_request(&m->props, m->route.due, m->route.due - age, e,
+	                   &why) < 0)
+		return -1;
+	e->due = m->route.request_due;
+	/* Written as ourselves, naming who asked (cancels.h). */
+	e->writer = amqp_cstring_bytes(d->own_user);
+	return 0;
 }
 
 /*
@@ -118,36 +123,133 @@ daemon_scheduled(struct daemon *d, struct message *m)
 	m->unrecorded = 1;
 }
 
-/*
- * A cancellation for m (by its message-id or its cascade id): drop it,
- * settled and never delivered, or park it.  Returns 1 when it was.
- */
-int
-daemon_cancelled(struct daemon *d, struct message *m)
+/* Who published m: its checked user-id, kept in x-cascade-user-id. */
+static amqp_bytes_t
+message_owner(const struct message *m)
 {
-	amqp_bytes_t mid = amqp_empty_bytes;
+	const amqp_field_value_t *v;
+	amqp_bytes_t owner = amqp_empty_bytes;
+
+	if (m->route.fresh) {
+		if (m->props._flags & AMQP_BASIC_USER_ID_FLAG)
+			owner = m->props.user_id;
+		return owner;
+	}
+	v = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
+	        ? headers_find(&m->props.headers, "x-cascade-user-id")
+	        : NULL;
+	if (v != NULL && headers_string(v, &owner) < 0)
+		owner = amqp_empty_bytes;
+	if (v == NULL && (m->props._flags & AMQP_BASIC_USER_ID_FLAG))
+		owner = m->props.user_id;
+	return owner;
+}
+
+/*
+ * Park a copy of request k, which its requester may not apply to the
+ * message named id (owned by owner): once per request and daemon.
+ */
+static void
+daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
+              amqp_bytes_t owner)
+{
+	amqp_basic_properties_t props;
+	struct message *m;
+	struct event e;
+
+	k->refusal_parked = 1;
+	d->m.requests_refused++;
+	log_warn("request_refused",
+	         " kind=%s id=\"%.*s\" requester=\"%s\" owner=\"%.*s\"",
+	         events_kind_name(k->kind), (int)id.len, (const char *)id.bytes,
+	         k->by, (int)owner.len, (const char *)owner.bytes);
+	memset(&e, 0, sizeof(e));
+	e.kind = k->kind;
+	e.at = k->at;
+	e.cancel = id;
+	e.park = k->park;
+	e.due = k->due;
+	e.until = k->until;
+	e.requester.bytes = k->by;
+	e.requester.len = k->by_len;
+	e.has_requester = 1;
+	if ((m = message_new()) == NULL) {
+		daemon_fail(d, "out of memory");
+		return;
+	}
+	if (events_props(&e, &d->scratch, &props) < 0 ||
+	    message_set_props(m, &props) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		message_free(m);
+		daemon_fail(d, "out of memory");
+		return;
+	}
+	recycle_amqp_pool(&d->scratch);
+	m->synthetic = 1;
+	m->src = ROUTE_FROM_INGRESS;
+	m->routed = 1;
+	memset(&m->route, 0, sizeof(m->route));
+	m->route.level = -1;
+	m->route.fresh = 1;
+	daemon_park(d, m, PARK_not_permitted,
+	            "not permitted: user '%s' may not %s message '%.*s' of "
+	            "user '%.*s' (see [events] control_users)",
+	            k->by_len ? k->by : "(none)",
+	            k->kind == EVENT_CANCEL ? "cancel" : "reschedule",
+	            (int)id.len, (const char *)id.bytes, (int)owner.len,
+	            (const char *)owner.bytes);
+}
+
+int
+daemon_requests(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t mid = amqp_empty_bytes, owner;
+	struct cancel_match cm;
 	const struct cancel *k;
 
 	if (d->cancels.map.n == 0)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
-	k = cancels_find(&d->cancels, mid, m->route.id, duration_wall_ms());
-	if (k == NULL)
+	owner = message_owner(m);
+	if (!cancels_match(&d->cancels, mid, m->route.id, owner, m->route.since,
+	                   duration_wall_ms(), &cm))
 		return 0;
-	d->m.cancelled++;
-	log_info("cancelled",
-	         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
-	         (int)mid.len, (const char *)mid.bytes, (int)m->route.id.len,
-	         (const char *)m->route.id.bytes, k->park ? "yes" : "no",
-	         d->consumers[m->consumer].queue);
-	if (k->park) {
-		daemon_park(d, m, PARK_cancelled, "cancelled");
+	/* Every refused request at once (each is parked once). */
+	while (cm.refused != NULL && !d->broken) {
+		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
+		              owner);
+		(void)cancels_match(&d->cancels, mid, m->route.id, owner,
+		                    m->route.since, duration_wall_ms(), &cm);
+	}
+	if ((k = cm.cancel) != NULL) {
+		d->m.cancelled++;
+		log_info("cancelled",
+		         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
+		         (int)mid.len, (const char *)mid.bytes,
+		         (int)m->route.id.len, (const char *)m->route.id.bytes,
+		         k->park ? "yes" : "no",
+		         d->consumers[m->consumer].queue);
+		if (k->park) {
+			daemon_park(d, m, PARK_cancelled, "cancelled");
+			return 1;
+		}
+		daemon_event(d, m, EVENT_CANCELLED);
+		daemon_ack(d, m);
 		return 1;
 	}
-	daemon_event(d, m, EVENT_CANCELLED);
-	daemon_ack(d, m);
-	return 1;
+	if ((k = cm.reschedule) != NULL && k->due != m->route.due) {
+		d->m.rescheduled++;
+		log_info("rescheduled",
+		         " message_id=\"%.*s\" id=\"%.*s\" due=%" PRId64
+		         " was=%" PRId64 " source=%s",
+		         (int)mid.len, (const char *)mid.bytes,
+		         (int)m->route.id.len, (const char *)m->route.id.bytes,
+		         k->due, m->route.due, d->consumers[m->consumer].queue);
+		m->route.due = k->due;
+		return 2;
+	}
+	return 0;
 }
 
 /*
@@ -164,7 +266,8 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 	int64_t now = duration_wall_ms();
 
 	if ((m->props._flags & AMQP_BASIC_HEADERS_FLAG) == 0 ||
-	    headers_find(&m->props.headers, "x-cascade-cancel") == NULL)
+	    (headers_find(&m->props.headers, "x-cascade-cancel") == NULL &&
+	     headers_find(&m->props.headers, "x-cascade-reschedule") == NULL))
 		return 0;
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
@@ -175,9 +278,14 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		router_park(r, PARK_bad_header, "%s", why);
 	else if (!config_events(d->cfg))
 		router_park(r, PARK_bad_header,
-		            "x-cascade-cancel: cancellations are off ([events] "
-		            "enabled = no)");
+		            "%s: requests are off ([events] enabled = no)",
+		            e.kind == EVENT_CANCEL ? "x-cascade-cancel"
+		                                   : "x-cascade-reschedule");
+	else if (e.kind == EVENT_RESCHEDULE &&
+	         router_read_due(&d->rp, &m->props.headers, now, r) < 0)
+		; /* parked: no usable delay header for the new time */
 	else {
+		r->request_due = r->due;
 		r->action = ROUTE_RECORD;
 		r->due = now + config_events_max_age(d->cfg);
 	}
@@ -198,17 +306,34 @@ daemon_record(struct daemon *d, struct message *m)
 		daemon_ack(d, m);
 		return;
 	}
-	if (e.kind == EVENT_CANCEL && e.until > duration_wall_ms()) {
-		if (cancels_add(&d->cancels, e.cancel, e.park, e.until) < 0) {
+	if ((e.kind == EVENT_CANCEL || e.kind == EVENT_RESCHEDULE) &&
+	    e.until > duration_wall_ms()) {
+		amqp_bytes_t by;
+		int control;
+
+		cancels_requester(d->cfg, &e, amqp_cstring_bytes(d->own_user),
+		                  &by, &control);
+		if (cancels_add(&d->cancels, &e, by, control) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");
 			return;
 		}
-		if (!d->replaying)
-			log_info(
-			    "cancellation", " id=\"%.*s\" park=%s held=%zu",
-			    (int)e.cancel.len, (const char *)e.cancel.bytes,
-			    e.park ? "yes" : "no", d->cancels.map.n);
+		if (!d->replaying && e.kind == EVENT_CANCEL)
+			log_info("cancellation",
+			         " id=\"%.*s\" park=%s requester=\"%.*s\" "
+			         "held=%zu",
+			         (int)e.cancel.len,
+			         (const char *)e.cancel.bytes,
+			         e.park ? "yes" : "no", (int)by.len,
+			         (const char *)by.bytes, d->cancels.map.n);
+		else if (!d->replaying)
+			log_info("reschedule",
+			         " id=\"%.*s\" due=%" PRId64
+			         " requester=\"%.*s\" held=%zu",
+			         (int)e.cancel.len,
+			         (const char *)e.cancel.bytes, e.due,
+			         (int)by.len, (const char *)by.bytes,
+			         d->cancels.map.n);
 		/* Forget lapsed ones now and then: memory stays bounded. */
 		if (d->cancels.map.n >= d->cancels_prune_at)
 			d->cancels_prune_at =

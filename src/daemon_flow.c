@@ -137,11 +137,15 @@ daemon_route(struct daemon *d, struct message *m)
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
 	              &m->route);
 	m->route.shard = daemon_shard(d, m);
-	if (m->route.action != ROUTE_PARK)
-		router_step(&d->rp, &m->route, duration_wall_ms());
+	/* First sight: a reschedule recorded before now is not for it. */
+	if (m->src == ROUTE_FROM_INGRESS || m->src == ROUTE_FROM_RETRY)
+		m->route.since = duration_wall_ms();
 	m->routed = 1;
-	if (m->route.action != ROUTE_PARK && daemon_cancelled(d, m))
-		return;
+	if (m->route.action != ROUTE_PARK) {
+		if (daemon_requests(d, m) == 1)
+			return;
+		router_step(&d->rp, &m->route, duration_wall_ms());
+	}
 	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD)
 		daemon_scheduled(d, m);
 	daemon_dispatch(d, m);

@@ -134,6 +134,7 @@ struct daemon {
 	 */
 	int replaying;
 	char marker[40];
+	char own_user[256];      /* the broker user it logs in as (cancels.h) */
 	size_t cancels_prune_at; /* prune when this many are held */
 	uint64_t replayed;       /* records read while replaying */
 	ev_timer replay;         /* writes the marker again (on_replay) */
@@ -255,8 +256,13 @@ void daemon_event(struct daemon *d, const struct message *m,
                   enum event_kind kind);
 /* First sight of a message that will wait: count it, give it an id. */
 void daemon_scheduled(struct daemon *d, struct message *m);
-/* A cancellation in force for m: drop or park it.  1 when it was. */
-int daemon_cancelled(struct daemon *d, struct message *m);
+/*
+ * The requests in force for m (cancels.h).  A cancel drops or parks it: 1,
+ * m is gone.  A reschedule sets m->route.due: 2, route it again.  A
+ * request its requester may not apply is parked (once) and counted.  0
+ * when nothing changed.
+ */
+int daemon_requests(struct daemon *d, struct message *m);
 /* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* A record read from P.cancels.  Takes m. */

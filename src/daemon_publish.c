@@ -53,7 +53,9 @@ daemon_props(struct daemon *d, const struct message *m,
 void
 daemon_ack(struct daemon *d, struct message *m)
 {
-	if (m->amqp1)
+	if (m->synthetic)
+		; /* nothing was delivered: nothing to settle */
+	else if (m->amqp1)
 		amqp1_accept(d->a1, m->dv);
 	else if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
 		daemon_fail(d, "out of memory for acks");
@@ -399,8 +401,19 @@ daemon_publish(struct daemon *d, struct message *m)
 	}
 	/* Whatever way a delivery came here (a retry, a resume, a probe, a
 	 * lookup), a cancellation in force stops it. */
-	if (r->action == ROUTE_DELIVER && daemon_cancelled(d, m))
-		return;
+	if (r->action == ROUTE_DELIVER && !m->synthetic) {
+		int rq = daemon_requests(d, m);
+		if (rq == 1)
+			return;
+		if (rq == 2) {
+			/* Rescheduled later while about to go: wait again. */
+			router_step(&d->rp, r, duration_wall_ms());
+			if (r->action != ROUTE_DELIVER) {
+				daemon_dispatch(d, m);
+				return;
+			}
+		}
+	}
 	switch (r->action) {
 	case ROUTE_HOP:
 		exchange = amqp_empty_bytes;

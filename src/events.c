@@ -10,7 +10,8 @@
 #include "headers.h"
 
 static const char *const kind_names[EVENT_KINDS] = {
-    "scheduled", "delivered", "parked", "cancelled", "cancel", "marker",
+    "scheduled", "delivered", "parked",     "cancelled",
+    "cancel",    "marker",    "reschedule",
 };
 
 const char *
@@ -37,6 +38,10 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		out->_flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
 		out->message_id = e->message_id;
 	}
+	if (e->writer.len > 0) {
+		out->_flags |= AMQP_BASIC_USER_ID_FLAG;
+		out->user_id = e->writer;
+	}
 	t->entries = amqp_pool_alloc(pool, EVENT_HEADERS * sizeof(*t->entries));
 	if (t->entries == NULL)
 		return -1;
@@ -49,6 +54,8 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		headers_put_bytes(t, "x-cascade-exchange", e->exchange);
 		headers_put_bytes(t, "x-cascade-routing-key", e->routing_key);
 		headers_put_i64(t, "x-cascade-size", e->size);
+		if (e->owner.len > 0)
+			headers_put_bytes(t, "x-cascade-user-id", e->owner);
 		break;
 	case EVENT_PARKED:
 		headers_put_bytes(t, "x-cascade-id", e->id);
@@ -64,8 +71,19 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		headers_put_bytes(t, "x-cascade-cancel", e->cancel);
 		headers_put_value(t, "x-cascade-cancel-park", &park);
 		headers_put_i64(t, "x-cascade-until", e->until);
+		if (e->has_requester)
+			headers_put_bytes(t, "x-cascade-requester",
+			                  e->requester);
 		break;
 	}
+	case EVENT_RESCHEDULE:
+		headers_put_bytes(t, "x-cascade-reschedule", e->cancel);
+		headers_put_i64(t, "x-cascade-due", e->due);
+		headers_put_i64(t, "x-cascade-until", e->until);
+		if (e->has_requester)
+			headers_put_bytes(t, "x-cascade-requester",
+			                  e->requester);
+		break;
 	case EVENT_MARKER:
 		headers_put_bytes(t, "x-cascade-marker", e->marker);
 		break;
@@ -92,6 +110,12 @@ get_i64(const amqp_table_t *h, const char *key, int64_t *out)
 	return v != NULL && headers_integer(v, out) == 1 ? 0 : -1;
 }
 
+static const amqp_table_t *
+props_headers_of(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
+}
+
 int
 events_parse(const amqp_basic_properties_t *p, struct event *e)
 {
@@ -112,6 +136,8 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 	e->kind = (enum event_kind)k;
 	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		e->message_id = p->message_id;
+	if (p->_flags & AMQP_BASIC_USER_ID_FLAG)
+		e->writer = p->user_id;
 	(void)get_i64(h, "x-cascade-at", &e->at);
 	switch (e->kind) {
 	case EVENT_SCHEDULED:
@@ -121,6 +147,7 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 		(void)get_str(h, "x-cascade-exchange", &e->exchange);
 		(void)get_str(h, "x-cascade-routing-key", &e->routing_key);
 		(void)get_i64(h, "x-cascade-size", &e->size);
+		(void)get_str(h, "x-cascade-user-id", &e->owner);
 		return 0;
 	case EVENT_PARKED:
 		(void)get_str(h, "x-cascade-error", &e->reason);
@@ -136,6 +163,17 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 		v = headers_find(h, "x-cascade-cancel-park");
 		e->park = v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN &&
 		          v->value.boolean;
+		e->has_requester =
+		    get_str(h, "x-cascade-requester", &e->requester) == 0;
+		return 0;
+	case EVENT_RESCHEDULE:
+		if (get_str(h, "x-cascade-reschedule", &e->cancel) < 0 ||
+		    e->cancel.len == 0 ||
+		    get_i64(h, "x-cascade-due", &e->due) < 0 ||
+		    get_i64(h, "x-cascade-until", &e->until) < 0)
+			return -1;
+		e->has_requester =
+		    get_str(h, "x-cascade-requester", &e->requester) == 0;
 		return 0;
 	case EVENT_MARKER:
 		return get_str(h, "x-cascade-marker", &e->marker);
@@ -160,6 +198,11 @@ events_of(enum event_kind kind, const struct route *r,
 		e->exchange = r->exchange;
 		e->routing_key = r->routing_key;
 		e->size = (int64_t)body_len;
+		if (props->_flags & AMQP_BASIC_USER_ID_FLAG)
+			e->owner = props->user_id;
+		else if (get_str(props_headers_of(props), "x-cascade-user-id",
+		                 &e->owner) < 0)
+			e->owner = amqp_empty_bytes;
 	} else if (kind == EVENT_PARKED) {
 		e->reason = amqp_cstring_bytes(r->reason);
 	}
@@ -173,17 +216,31 @@ events_request(const amqp_basic_properties_t *props, int64_t until, int64_t now,
 	    (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
 	const amqp_field_value_t *v;
 
+	const amqp_field_value_t *c = headers_find(h, "x-cascade-cancel"),
+	                         *rs = headers_find(h, "x-cascade-reschedule");
+
 	memset(e, 0, sizeof(*e));
-	e->kind = EVENT_CANCEL;
+	e->kind = rs != NULL ? EVENT_RESCHEDULE : EVENT_CANCEL;
 	e->at = now;
 	e->until = until;
-	v = headers_find(h, "x-cascade-cancel");
-	if (v == NULL || headers_string(v, &e->cancel) < 0 ||
-	    e->cancel.len == 0 || e->cancel.len > 255) {
-		*why = "x-cascade-cancel: must be a string of 1 to 255 bytes "
-		       "(the message-id to cancel)";
+	if (c != NULL && rs != NULL) {
+		*why = "x-cascade-cancel and x-cascade-reschedule: one request "
+		       "per message";
 		return -1;
 	}
+	v = rs != NULL ? rs : c;
+	if (v == NULL || headers_string(v, &e->cancel) < 0 ||
+	    e->cancel.len == 0 || e->cancel.len > 255) {
+		*why = rs != NULL
+		           ? "x-cascade-reschedule: must be a string of 1 to "
+		             "255 bytes (the message-id to reschedule)"
+		           : "x-cascade-cancel: must be a string of 1 to 255 "
+		             "bytes (the message-id to cancel)";
+		return -1;
+	}
+	if (props->_flags & AMQP_BASIC_USER_ID_FLAG)
+		e->requester = props->user_id;
+	e->has_requester = 1;
 	v = headers_find(h, "x-cascade-cancel-park");
 	e->park =
 	    v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;

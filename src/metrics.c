@@ -224,6 +224,14 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Waiting messages cancelled (dropped, or parked with "
 	        "--park).",
 	        m->cancelled);
+	out_one(&o, "cascade_rescheduled_total", "counter",
+	        "Waiting messages given a new due time by a reschedule "
+	        "request.",
+	        m->rescheduled);
+	out_one(&o, "cascade_requests_refused_total", "counter",
+	        "Requests (cancel, reschedule, replace) refused because the "
+	        "requester may not change the message; each is parked.",
+	        m->requests_refused);
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);

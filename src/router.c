@@ -99,7 +99,7 @@ router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
 }
 
 /* Read the publisher's delay headers into r->due; 0, or -1 after parking. */
-static int
+int
 router_read_due(const struct router_params *p, const amqp_table_t *h,
                 int64_t now, struct route *r)
 {
@@ -300,6 +300,9 @@ router_decide(const struct router_params *p, enum route_source src,
 		v = headers_find(h, "x-cascade-id");
 		if (v != NULL && headers_string(v, &r->id) < 0)
 			r->id = amqp_empty_bytes;
+		v = headers_find(h, "x-cascade-since");
+		if (v == NULL || headers_integer(v, &r->since) != 1)
+			r->since = 0;
 	}
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
@@ -484,7 +487,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-	                                      (size_t)(n + 12));
+	                                      (size_t)(n + 14));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -542,6 +545,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		headers_put_i64(&t, "x-remaining-delay", r->left);
 		if (r->id.len > 0)
 			headers_put_bytes(&t, "x-cascade-id", r->id);
+		if (r->since > 0)
+			headers_put_i64(&t, "x-cascade-since", r->since);
 		break;
 	case ROUTE_DELIVER:
 	default:

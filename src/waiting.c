@@ -42,7 +42,7 @@ static struct waiting *
 waiting_new(const struct event *e)
 {
 	size_t n = e->id.len + e->message_id.len + e->exchange.len +
-	           e->routing_key.len;
+	           e->routing_key.len + e->owner.len;
 	struct waiting *w = malloc(sizeof(*w) + n + 1);
 	char *p;
 
@@ -53,10 +53,12 @@ waiting_new(const struct event *e)
 	w->size = e->size;
 	w->seen = e->at;
 	w->cancel_pending = 0;
+	w->rescheduled = 0;
 	w->id = waiting_copy(&p, e->id);
 	w->message_id = waiting_copy(&p, e->message_id);
 	w->exchange = waiting_copy(&p, e->exchange);
 	w->routing_key = waiting_copy(&p, e->routing_key);
+	w->owner = waiting_copy(&p, e->owner);
 	return w;
 }
 
@@ -69,7 +71,15 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 	f->records++;
 	switch (e->kind) {
 	case EVENT_CANCEL:
-		return cancels_add(&f->cancels, e->cancel, e->park, e->until);
+	case EVENT_RESCHEDULE: {
+		amqp_bytes_t by = e->writer;
+		int control = 1;
+		if (f->cfg != NULL)
+			cancels_requester(f->cfg, e,
+			                  amqp_cstring_bytes(f->own_user), &by,
+			                  &control);
+		return cancels_add(&f->cancels, e, by, control);
+	}
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
 			return 0;
@@ -186,7 +196,7 @@ waiting_cmp(const void *pa, const void *pb)
 
 struct waiting_gather {
 	const struct waiting_filter *flt;
-	const struct cancels *cancels;
+	struct cancels *cancels;
 	int64_t now;
 	struct waiting_rows *r;
 	size_t cap;
@@ -199,10 +209,23 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 	struct waiting_gather *g = ctx;
 	struct waiting_rows *r = g->r;
 	struct waiting *w = value, **grown;
+	struct cancel_match cm;
 
 	(void)key;
 	r->total++;
-	if (!waiting_match(g->flt, w) || g->oom)
+	if (g->oom)
+		return 0;
+	/* What a daemon will do with it when it next sees it. */
+	w->cancel_pending = 0;
+	if (cancels_match(g->cancels, w->message_id, w->id, w->owner, w->seen,
+	                  g->now, &cm)) {
+		w->cancel_pending = cm.cancel != NULL;
+		if (cm.reschedule != NULL && cm.reschedule->due != w->due) {
+			w->due = cm.reschedule->due;
+			w->rescheduled = 1;
+		}
+	}
+	if (!waiting_match(g->flt, w))
 		return 0;
 	if (r->n == g->cap) {
 		size_t cap = g->cap ? g->cap * 2 : 256;
@@ -213,8 +236,6 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 		r->w = grown;
 		g->cap = cap;
 	}
-	w->cancel_pending =
-	    cancels_find(g->cancels, w->message_id, w->id, g->now) != NULL;
 	r->w[r->n++] = w;
 	return 0;
 }

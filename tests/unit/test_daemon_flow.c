@@ -83,7 +83,7 @@ daemon_wait_exchange(struct daemon *dd, struct message *m)
 
 /* Messages routed to "cancel-me" have a cancellation in force. */
 int
-daemon_cancelled(struct daemon *dd, struct message *m)
+daemon_requests(struct daemon *dd, struct message *m)
 {
 	(void)dd;
 	if (!headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))

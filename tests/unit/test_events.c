@@ -195,26 +195,58 @@ Test(events, new_ids_differ)
 	cr_assert_str_neq(a, c);
 }
 
+/* Hold a request for id, as daemon_record does. */
+static int
+add(struct cancels *c, const char *id, enum event_kind kind, int park,
+    int64_t due, int64_t at, int64_t until, const char *by, int control)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.cancel = b(id);
+	e.park = park;
+	e.due = due;
+	e.at = at;
+	e.until = until;
+	return cancels_add(c, &e, b(by), control);
+}
+
+static int
+cancel(struct cancels *c, const char *id, int park, int64_t until)
+{
+	return add(c, id, EVENT_CANCEL, park, 0, 0, until, "", 1);
+}
+
+/* The cancellation in force for a message nobody owns, or NULL. */
+static const struct cancel *
+find(struct cancels *c, const char *mid, const char *cid, int64_t now)
+{
+	struct cancel_match m;
+
+	cancels_match(c, b(mid), b(cid), b(""), 0, now, &m);
+	return m.cancel;
+}
+
 Test(cancels, found_by_message_id_or_cascade_id_until_they_lapse)
 {
 	struct cancels c;
 	const struct cancel *k;
 
 	cancels_init(&c);
-	cr_assert_null(cancels_find(&c, b("order-1"), b("id-1"), 0));
-	cr_assert_eq(cancels_add(&c, b("order-1"), 0, 1000), 0);
-	cr_assert_eq(cancels_add(&c, b("id-2"), 1, 2000), 0);
-	k = cancels_find(&c, b("order-1"), b("id-1"), 999);
+	cr_assert_null(find(&c, "order-1", "id-1", 0));
+	cr_assert_eq(cancel(&c, "order-1", 0, 1000), 0);
+	cr_assert_eq(cancel(&c, "id-2", 1, 2000), 0);
+	k = find(&c, "order-1", "id-1", 999);
 	cr_assert_not_null(k);
 	cr_assert_eq(k->park, 0);
-	cr_assert_null(cancels_find(&c, b("order-1"), b("id-1"), 1000),
-	               "lapsed");
-	k = cancels_find(&c, b(""), b("id-2"), 10);
+	cr_assert_null(find(&c, "order-1", "id-1", 1000), "lapsed");
+	k = find(&c, "", "id-2", 10);
 	cr_assert_not_null(k, "a message without message-id, by cascade id");
 	cr_assert_eq(k->park, 1);
-	k = cancels_find(&c, b("order-9"), b("id-2"), 10);
+	k = find(&c, "order-9", "id-2", 10);
 	cr_assert_not_null(k, "by cascade id when the message-id is not");
-	cr_assert_null(cancels_find(&c, b("id-2"), b(""), 3000));
+	cr_assert_null(find(&c, "id-2", "", 3000));
 	cancels_free(&c);
 }
 
@@ -224,9 +256,9 @@ Test(cancels, a_later_request_wins_and_the_longer_life_stays)
 	const struct cancel *k;
 
 	cancels_init(&c);
-	cancels_add(&c, b("order-1"), 0, 5000);
-	cancels_add(&c, b("order-1"), 1, 3000);
-	k = cancels_find(&c, b("order-1"), b(""), 4000);
+	add(&c, "order-1", EVENT_CANCEL, 0, 0, 10, 5000, "", 1);
+	add(&c, "order-1", EVENT_CANCEL, 1, 0, 20, 3000, "", 1);
+	k = find(&c, "order-1", "", 4000);
 	cr_assert_not_null(k);
 	cr_assert_eq(k->park, 1);
 	cr_assert_eq(k->until, 5000);
@@ -241,12 +273,111 @@ Test(cancels, prune_forgets_lapsed_requests_only)
 	cancels_init(&c);
 	for (int i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "m%d", i);
-		cancels_add(&c, b(id), 0, i < 60 ? 100 : 10000);
+		cancel(&c, id, 0, i < 60 ? 100 : 10000);
 	}
+	/* Two requests for one id, one lapsing: the other stays. */
+	add(&c, "m99", EVENT_RESCHEDULE, 0, 7, 1, 100, "", 1);
 	cr_assert_eq(cancels_prune(&c, 100), 40);
-	cr_assert_null(cancels_find(&c, b("m0"), b(""), 50));
-	cr_assert_not_null(cancels_find(&c, b("m99"), b(""), 50));
+	cr_assert_null(find(&c, "m0", "", 50));
+	cr_assert_not_null(find(&c, "m99", "", 50));
 	cancels_free(&c);
+}
+
+Test(cancels, a_requester_changes_only_its_own_or_unowned_messages)
+{
+	struct cancels c;
+	struct cancel_match m;
+
+	cancels_init(&c);
+	add(&c, "order-1", EVENT_CANCEL, 0, 0, 10, 5000, "bob", 0);
+	/* alice's message: bob may not, and his request is refused. */
+	cr_assert_eq(
+	    cancels_match(&c, b("order-1"), b(""), b("alice"), 0, 100, &m), 1);
+	cr_assert_null(m.cancel);
+	cr_assert_not_null(m.refused);
+	cr_assert_str_eq(m.refused->by, "bob");
+	/* Once parked, not reported again. */
+	m.refused->refusal_parked = 1;
+	cr_assert_eq(
+	    cancels_match(&c, b("order-1"), b(""), b("alice"), 0, 100, &m), 0);
+	/* His own, and one published without a user-id: yes. */
+	cancels_match(&c, b("order-1"), b(""), b("bob"), 0, 100, &m);
+	cr_assert_not_null(m.cancel);
+	cancels_match(&c, b("order-1"), b(""), b(""), 0, 100, &m);
+	cr_assert_not_null(m.cancel);
+	/* A control user's request: any message; bob's stays held too. */
+	add(&c, "order-1", EVENT_CANCEL, 1, 0, 20, 5000, "cascade", 1);
+	cancels_match(&c, b("order-1"), b(""), b("alice"), 0, 100, &m);
+	cr_assert_not_null(m.cancel);
+	cr_assert_eq(m.cancel->park, 1);
+	cr_assert_null(m.refused);
+	cancels_free(&c);
+}
+
+Test(cancels, a_reschedule_moves_messages_first_seen_before_it)
+{
+	struct cancels c;
+	struct cancel_match m;
+
+	cancels_init(&c);
+	add(&c, "r-1", EVENT_RESCHEDULE, 0, 9000, 1000, 50000, "", 1);
+	cancels_match(&c, b("r-1"), b(""), b(""), 999, 1500, &m);
+	cr_assert_not_null(m.reschedule);
+	cr_assert_eq(m.reschedule->due, 9000);
+	cr_assert_null(m.cancel);
+	/* First seen after the request: not for it. */
+	cr_assert_eq(cancels_match(&c, b("r-1"), b(""), b(""), 1001, 1500, &m),
+	             0);
+	/* The later of two reschedules wins. */
+	add(&c, "r-1", EVENT_RESCHEDULE, 0, 4000, 1200, 50000, "x", 0);
+	cancels_match(&c, b("r-1"), b(""), b(""), 999, 1500, &m);
+	cr_assert_eq(m.reschedule->due, 4000);
+	/* A cancel in force wins over both. */
+	add(&c, "r-1", EVENT_CANCEL, 0, 0, 1100, 50000, "", 1);
+	cancels_match(&c, b("r-1"), b(""), b(""), 999, 1500, &m);
+	cr_assert_not_null(m.cancel);
+	cancels_free(&c);
+}
+
+Test(cancels, a_relayed_requester_is_believed_from_a_trusted_writer_only)
+{
+	struct config cfg;
+	struct event e;
+	amqp_bytes_t by;
+	int control;
+
+	config_defaults(&cfg);
+	snprintf(cfg.broker_url, sizeof(cfg.broker_url),
+	         "amqp://cascade:pw@127.0.0.1:5672/%%2f");
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_CANCEL;
+	e.writer = b("cascade");
+	e.requester = b("bob");
+	e.has_requester = 1;
+	cancels_requester(&cfg, &e, b("cascade"), &by, &control);
+	cr_assert(same(by, "bob"));
+	cr_assert_eq(control, 0);
+	/* Written by bob himself, claiming to relay alice: he is bob. */
+	e.writer = b("bob");
+	e.requester = b("cascade");
+	cancels_requester(&cfg, &e, b("cascade"), &by, &control);
+	cr_assert(same(by, "bob"));
+	cr_assert_eq(control, 0);
+	/* ctl, as the broker user: a control user by default. */
+	e.writer = b("cascade");
+	e.has_requester = 0;
+	cancels_requester(&cfg, &e, b("cascade"), &by, &control);
+	cr_assert(same(by, "cascade"));
+	cr_assert_eq(control, 1);
+	/* control_users names others. */
+	snprintf(cfg.events_control_users, sizeof(cfg.events_control_users),
+	         "ops, admin");
+	e.writer = b("admin");
+	cancels_requester(&cfg, &e, b("cascade"), &by, &control);
+	cr_assert_eq(control, 1);
+	e.writer = b("cascade");
+	cancels_requester(&cfg, &e, b("cascade"), &by, &control);
+	cr_assert_eq(control, 0);
 }
 
 Test(events, a_request_published_to_p_becomes_a_cancel_record)

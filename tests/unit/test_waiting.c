@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "headers.h"
 #include "waiting.h"
 
 static struct waiting_fold f;
@@ -186,6 +187,32 @@ Test(waiting, cancel_pending)
 	free(r.w);
 	cr_assert_eq(waiting_select(&f, &all, 1001, &r), 0);
 	cr_assert_eq(r.w[1]->cancel_pending, 0);
+	free(r.w);
+}
+
+Test(waiting, a_reschedule_shows_the_new_due_time_and_order)
+{
+	struct waiting_filter all;
+	struct waiting_rows r;
+	struct event e;
+
+	waiting_filter_init(&all);
+	sched("c1", "m1", 300, NULL, "q");
+	sched("c2", "m2", 500, NULL, "q");
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_RESCHEDULE;
+	e.cancel = amqp_cstring_bytes("m2");
+	e.due = 100;
+	e.at = 50;
+	e.until = 1000;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(waiting_select(&f, &all, 60, &r), 0);
+	cr_assert_eq(r.n, 2);
+	cr_assert(
+	    headers_bytes_eq(r.w[0]->message_id, amqp_cstring_bytes("m2")));
+	cr_assert_eq(r.w[0]->due, 100);
+	cr_assert_eq(r.w[0]->rescheduled, 1);
+	cr_assert_eq(r.w[1]->due, 300);
 	free(r.w);
 }
 

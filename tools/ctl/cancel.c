@@ -1,7 +1,8 @@
 /*
- * cancel: record a cancellation in P.cancels for each id that names a
- * waiting message (its message-id or cascade id), so that no daemon
- * delivers it; with --park the daemons park it instead.
+ * cancel and reschedule: record a request in P.cancels for each id that
+ * names a waiting message (its message-id or cascade id).  cancel: no
+ * daemon delivers it (with --park the daemons park it instead);
+ * reschedule: the daemons give it the new due time when they next see it.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -10,19 +11,30 @@
 
 #include "ctl.h"
 #include "duration.h"
+#include "when.h"
 
 /* A cancellation of waiting messages holds this long past their due time. */
 #define CANCEL_MARGIN_MS 86400000LL
 
-/* cancel's options and operands. */
+/* The options and operands of cancel and reschedule. */
 static struct {
 	int park, force;
+	int reschedule;    /* the command is reschedule */
+	int64_t delay, at; /* reschedule: --delay, or --at (Unix ms) */
+	int has_delay, has_at;
 	char **ids;
 	int nids;
 } opts;
 
 const struct ctl_option cancel_options[] = {
     {"park", 0, 0},
+    {"force", 0, 0},
+    {NULL, 0, 0},
+};
+
+const struct ctl_option reschedule_options[] = {
+    {"delay", 0, 1},
+    {"at", 0, 1},
     {"force", 0, 0},
     {NULL, 0, 0},
 };
@@ -40,10 +52,41 @@ cancel_option(struct ctl *c, const char *name, const char *arg)
 }
 
 int
-cancel_operands(int n, char **v)
+reschedule_option(struct ctl *c, const char *name, const char *arg)
+{
+	char why[128];
+	const char *w;
+
+	(void)c;
+	opts.reschedule = 1;
+	if (strcmp(name, "force") == 0) {
+		opts.force = 1;
+	} else if (strcmp(name, "delay") == 0) {
+		if (duration_parse(arg, strlen(arg), DURATION_BARE_REJECT,
+		                   &opts.delay, &w) < 0 ||
+		    opts.delay < 0) {
+			fprintf(stderr, PROG ": reschedule: --delay '%s': %s\n",
+			        arg,
+			        opts.delay < 0 ? "must not be negative" : w);
+			return -1;
+		}
+		opts.has_delay = 1;
+	} else {
+		if (when_parse_absolute(arg, &opts.at, why, sizeof(why)) < 0) {
+			fprintf(stderr, PROG ": reschedule: --at '%s': %s\n",
+			        arg, why);
+			return -1;
+		}
+		opts.has_at = 1;
+	}
+	return 0;
+}
+
+static int
+request_operands(const char *cmd, int n, char **v)
 {
 	if (n == 0) {
-		fprintf(stderr, PROG ": cancel: which id?\n");
+		fprintf(stderr, PROG ": %s: which id?\n", cmd);
 		ctl_usage_short();
 		return -1;
 	}
@@ -51,9 +94,9 @@ cancel_operands(int n, char **v)
 		size_t len = strlen(v[i]);
 		if (len == 0 || len > 255) {
 			fprintf(stderr,
-			        PROG ": cancel: an id has 1 to 255 bytes (a "
+			        PROG ": %s: an id has 1 to 255 bytes (a "
 			             "message-id): '%s'\n",
-			        v[i]);
+			        cmd, v[i]);
 			return -1;
 		}
 	}
@@ -62,21 +105,48 @@ cancel_operands(int n, char **v)
 	return 0;
 }
 
-/*
- * Record a cancel request in P.cancels for each id that names a waiting
- * message (or for every id, with --force).  0 every id recorded, 1 an id
- * named nothing and was not recorded, -1 with c->err.
- */
 int
-cancel_run(struct ctl *c)
+cancel_operands(int n, char **v)
+{
+	return request_operands("cancel", n, v);
+}
+
+int
+reschedule_operands(int n, char **v)
+{
+	opts.reschedule = 1;
+	return request_operands("reschedule", n, v);
+}
+
+/*
+ * Record a request in P.cancels for each id that names a waiting message
+ * (or for every id, with --force).  0 every id recorded, 1 an id named
+ * nothing and was not recorded, -1 with c->err.
+ */
+static int
+request_run(struct ctl *c)
 {
 	struct waiting_fold f;
 	struct event e;
 	int rc = -1, unmatched = 0;
+	int64_t due = 0;
+	const char *what = opts.reschedule ? "reschedule" : "cancel";
 
-	waiting_fold_init(&f);
+	session_fold_init(c, &f);
 	if (stream_fold(c, &f) < 0 || stream_exists(c, c->topo.cancels) < 0)
 		goto out;
+	if (opts.reschedule) {
+		due = opts.has_at ? opts.at : duration_wall_ms() + opts.delay;
+		if (due - duration_wall_ms() > c->cfg.router_max_delay) {
+			char a[32];
+			duration_format(c->cfg.router_max_delay, a, sizeof(a));
+			snprintf(c->err, sizeof(c->err),
+			         "reschedule: the new time is beyond "
+			         "max_delay (%s) from now",
+			         a);
+			goto out;
+		}
+	}
 	for (int i = 0; i < opts.nids; i++) {
 		struct {
 			amqp_bytes_t id;
@@ -87,17 +157,20 @@ cancel_run(struct ctl *c)
 		if (m.n == 0 && !opts.force) {
 			fprintf(stderr,
 			        PROG ": no waiting message has id %s; not "
-			             "recorded (use --force to cancel it "
+			             "recorded (use --force to %s it "
 			             "before it is published)\n",
-			        opts.ids[i]);
+			        opts.ids[i], what);
 			unmatched = 1;
 			continue;
 		}
 		memset(&e, 0, sizeof(e));
-		e.kind = EVENT_CANCEL;
+		e.kind = opts.reschedule ? EVENT_RESCHEDULE : EVENT_CANCEL;
 		e.at = duration_wall_ms();
 		e.cancel = m.id;
 		e.park = opts.park;
+		e.due = due;
+		if (due > m.last_due)
+			m.last_due = due;
 		/*
 		 * Until a day after the latest of the messages it matched is
 		 * due (they come by then at the latest, unless a target
@@ -117,7 +190,13 @@ cancel_run(struct ctl *c)
 		if (m.n == 0)
 			printf("%s: recorded; no waiting message has it yet\n",
 			       opts.ids[i]);
-		else
+		else if (opts.reschedule) {
+			char t[WHEN_TEXT_MAX];
+			when_format(due, t, sizeof(t));
+			printf("%s: rescheduled %" PRIu64
+			       " waiting message%s to %s\n",
+			       opts.ids[i], m.n, m.n == 1 ? "" : "s", t);
+		} else
 			printf("%s: cancelled %" PRIu64
 			       " waiting message%s%s\n",
 			       opts.ids[i], m.n, m.n == 1 ? "" : "s",
@@ -128,4 +207,23 @@ cancel_run(struct ctl *c)
 out:
 	waiting_fold_free(&f);
 	return rc;
+}
+
+int
+cancel_run(struct ctl *c)
+{
+	return request_run(c);
+}
+
+int
+reschedule_run(struct ctl *c)
+{
+	/* Options come after operands (main.c): checked here. */
+	if (opts.has_delay == opts.has_at) {
+		snprintf(c->err, sizeof(c->err),
+		         "reschedule: give the new time with --delay D or "
+		         "--at T (one of them)");
+		return -1;
+	}
+	return request_run(c);
 }

@@ -85,12 +85,15 @@ struct ctl_command {
 
 /* Each command: status.c, errors.c, requeue.c, list.c, cancel.c. */
 extern const struct ctl_option status_options[], errors_options[],
-    requeue_options[], list_options[], cancel_options[];
+    requeue_options[], list_options[], cancel_options[], reschedule_options[];
 int status_option(struct ctl *c, const char *name, const char *arg);
 int errors_option(struct ctl *c, const char *name, const char *arg);
 int requeue_option(struct ctl *c, const char *name, const char *arg);
 int list_option(struct ctl *c, const char *name, const char *arg);
 int cancel_option(struct ctl *c, const char *name, const char *arg);
+int reschedule_option(struct ctl *c, const char *name, const char *arg);
+int reschedule_operands(int n, char **v);
+int reschedule_run(struct ctl *c);
 int cancel_operands(int n, char **v);
 int status_run(struct ctl *c);
 int errors_run(struct ctl *c);
@@ -143,6 +146,11 @@ int session_give_back(struct ctl *c, uint64_t tag, uint64_t held);
  * BROKER_CH_PUB and wait for the broker's confirm.  -1 with c->err.
  */
 int session_record(struct ctl *c, const char *stream, const struct event *e);
+/*
+ * A fold of P.events that judges requests as the daemons do (cancels.h):
+ * by the config's control_users and the broker user ctl logs in as.
+ */
+void session_fold_init(struct ctl *c, struct waiting_fold *f);
 
 /* What a parked message says: its x-delivery-count (1 with *n, else 0),
  * its message-id (or empty), whether its routing key was lost. */

@@ -145,7 +145,7 @@ list_run(struct ctl *c)
 	int rc = -1;
 
 	memset(&r, 0, sizeof(r));
-	waiting_fold_init(&f);
+	session_fold_init(c, &f);
 	if (stream_fold(c, &f) < 0)
 		goto out;
 	if (waiting_select(&f, &opts.filter, c->now, &r) < 0) {

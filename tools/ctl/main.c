@@ -9,6 +9,7 @@
  *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
  *                               [--due-before T] [--due-after T] [--json]
  *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
+ *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
  *
  * This file is the grammar and the dispatch: the command table, the
  * common options (-c, -h), and the session's life around one command.
@@ -29,6 +30,8 @@ static const struct ctl_command commands[] = {
     {"requeue", requeue_options, requeue_option, NULL, requeue_run, 1},
     {"list", list_options, list_option, NULL, list_run, 1},
     {"cancel", cancel_options, cancel_option, cancel_operands, cancel_run, 2},
+    {"reschedule", reschedule_options, reschedule_option, reschedule_operands,
+     reschedule_run, 2},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -80,6 +83,10 @@ usage(FILE *fp)
 	    "  cancel ID...        cancel the waiting messages whose "
 	    "message-id (or cascade\n"
 	    "                      id) is ID: they are never delivered\n"
+	    "  reschedule ID...    give the waiting messages whose message-id "
+	    "(or cascade\n"
+	    "                      id) is ID a new due time, earlier or "
+	    "later\n"
 	    "\n"
 	    "options:\n"
 	    "  -c, --config FILE   cascade's config: broker URL, prefix, "
@@ -108,9 +115,13 @@ usage(FILE *fp)
 	    "      --park          cancel: park the messages in P.error "
 	    "(reason \"cancelled\")\n"
 	    "                      instead of dropping them\n"
-	    "      --force         cancel: record the cancellation even when "
-	    "no waiting\n"
-	    "                      message has the id (yet)\n"
+	    "      --force         cancel, reschedule: record the request "
+	    "even when no\n"
+	    "                      waiting message has the id (yet)\n"
+	    "      --delay D       reschedule: due D from now (90s, 15m, "
+	    "2h)\n"
+	    "      --at TIME       reschedule: due at TIME "
+	    "(2026-11-23T09:00:00Z or Unix ms)\n"
 	    "      --management URL\n"
 	    "                      status: the broker's management API, where "
 	    "status reads\n"
@@ -132,7 +143,8 @@ usage(FILE *fp)
 	    "\n"
 	    "Exit status: 0 done, 1 error (broker, config, a message not "
 	    "requeued), 2 usage.\n"
-	    "cancel: 0 every ID recorded, 1 an ID named no waiting message "
+	    "cancel, reschedule: 0 every ID recorded, 1 an ID named no "
+	    "waiting message\n"
 	    "(not recorded),\n"
 	    "2 usage or an error.\n",
 	    ERRORS_LIMIT);

@@ -304,6 +304,8 @@ session_record_returned(void *arg, const amqp_basic_return_t *r)
 int
 session_record(struct ctl *c, const char *stream, const struct event *e)
 {
+	char user[256];
+	struct event own;
 	amqp_basic_properties_t props;
 	amqp_pool_t pool;
 	uint64_t nacked, returned;
@@ -318,6 +320,14 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 	}
 	nacked = c->confirms.nacked;
 	returned = c->confirms.returned;
+	/* Written as the user ctl logs in as, which RabbitMQ checks: the
+	 * daemons judge the request by it (cancels.h). */
+	own = *e;
+	if (own.writer.len == 0 &&
+	    (own.kind == EVENT_CANCEL || own.kind == EVENT_RESCHEDULE) &&
+	    config_broker_user(&c->cfg, user, sizeof(user)) == 0)
+		own.writer = amqp_cstring_bytes(user);
+	e = &own;
 	init_amqp_pool(&pool, 1024);
 	if (events_props(e, &pool, &props) < 0) {
 		empty_amqp_pool(&pool);
@@ -348,4 +358,13 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 		return -1;
 	}
 	return 0;
+}
+
+void
+session_fold_init(struct ctl *c, struct waiting_fold *f)
+{
+	waiting_fold_init(f);
+	f->cfg = &c->cfg;
+	if (config_broker_user(&c->cfg, f->own_user, sizeof(f->own_user)) < 0)
+		f->own_user[0] = '\0';
 }

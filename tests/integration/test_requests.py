@@ -1,0 +1,201 @@
+"""Changing what waits (docs/CONTRACT.md sections 7.3 and 7.5): reschedule
+with cascade-ctl and with the x-cascade-reschedule header, and who may
+cancel or reschedule a message, with two real broker users on a private
+RabbitMQ."""
+import time
+
+import pika
+import pytest
+
+from helpers import ctl, parked, status, total, wait_for, wait_parked
+from test_events import (LATE, SHORT, SLACK, expect_nothing, ladder,
+                         listing, publish, records, uid, wait_listed)
+
+
+def requests(d):
+    """The requests recorded in P.cancels (cancel and reschedule)."""
+    return [r for r in records(d.broker, d.prefix + ".cancels")
+            if r.type in ("cancel", "reschedule")]
+
+
+def arrivals(client, q, n, timeout):
+    """{message-id: arrival time} of up to n messages."""
+    return {p.message_id: t for t, p, _ in client.collect(q, n, timeout)}
+
+
+def on_time(arrived, mid, due):
+    late = arrived[mid] - due
+    assert late >= -SLACK, "%s delivered %.3fs early" % (mid, -late)
+    assert late < LATE, "%s delivered %.3fs late" % (mid, late)
+
+
+@pytest.mark.slow
+def test_reschedule_later_with_ctl_is_not_delivered_at_the_old_time(
+        client, daemon_factory):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    moved, kept = uid("moved"), uid("kept")
+    t0, _ = publish(client, d, q, moved, 4)
+    publish(client, d, q, kept, 4)
+    wait_listed(d, [moved, kept])
+
+    r = ctl(d, "reschedule", "--delay", "8s", moved)
+    asked = time.time()
+    assert moved in r.stdout and "rescheduled 1 waiting message" in r.stdout, \
+        r.stdout
+    assert asked < t0 + 2.5, "the machine was too slow for this test"
+    # list shows the new time.
+    row = [m for m in listing(d)["messages"] if m["id"] == moved][0]
+    assert abs(row["due_ms"] / 1000.0 - (asked + 8)) < 1.0, row
+
+    got = arrivals(client, q, 1, 6)
+    assert list(got) == [kept], got
+    got = arrivals(client, q, 1, 8)
+    assert list(got) == [moved], got
+    # ctl's new time is taken when it runs, a little before `asked`.
+    on_time(got, moved, asked - 0.5 + 8)
+    assert total(d.metrics(), "cascade_rescheduled_total") >= 1
+    assert status(d)["error"]["messages"] == 0
+
+    # Nothing waits with this id any more: exit 1, nothing recorded.
+    before = len(requests(d))
+    r = ctl(d, "reschedule", "--delay", "1m", moved, rc=1)
+    assert "not recorded" in r.stderr
+    assert len(requests(d)) == before
+    ctl(d, "reschedule", "--at", "not-a-time", moved, rc=2)
+    ctl(d, "reschedule", moved, rc=2)
+
+
+@pytest.mark.slow
+def test_reschedule_earlier_with_the_header(client, daemon_factory):
+    """Earlier than planned: met exactly when the message comes back from
+    its delay level before the new time (here every 4 s at most)."""
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    mid, other = uid("sooner"), uid("other")
+    t0, _ = publish(client, d, q, mid, 14)
+    publish(client, d, q, other, 14)
+    wait_listed(d, [mid, other])
+    asked = client.publish(d.prefix, q, b"ignored",
+                           {"x-cascade-reschedule": mid,
+                            "x-remaining-delay": "6s"})
+    assert asked < t0 + 2, "the machine was too slow for this test"
+    got = arrivals(client, q, 1, 10)
+    assert list(got) == [mid], got
+    on_time(got, mid, asked + 6)
+    # The other one keeps its time, and nothing arrives twice.
+    got = arrivals(client, q, 1, t0 + 14 + 3 - time.time())
+    assert list(got) == [other], got
+    expect_nothing(client, [q], time.time() + 2)
+    rs = requests(d)
+    assert [r.headers["x-cascade-reschedule"] for r in rs] == [mid]
+    # Written by the daemon as itself, naming who asked (nobody here).
+    assert rs[0].user_id == "guest" and \
+        rs[0].headers["x-cascade-requester"] == "", vars(rs[0])
+    assert status(d)["error"]["messages"] == 0
+
+
+def test_a_reschedule_without_a_time_is_parked(client, daemon_factory):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    client.publish(d.prefix, q, b"", {"x-cascade-reschedule": "x"})
+    wait_parked(d, 1)
+    assert "missing delay header" in parked(d)["messages"][0]["reason"]
+
+
+class User:
+    """A connection as another broker user, publishing with its user-id
+    (RabbitMQ refuses a user-id that is not the connection's user)."""
+
+    def __init__(self, broker, name, prefix):
+        broker.ctl("add_user", name, "pw-" + name, check=False)
+        # May publish to cascade's exchange only.
+        broker.ctl("set_permissions", "-p", "/", name, "^$",
+                   "^%s$" % prefix, "^$")
+        params = pika.URLParameters(broker.url)
+        params.credentials = pika.PlainCredentials(name, "pw-" + name)
+        self.name = name
+        self.conn = pika.BlockingConnection(params)
+        self.ch = self.conn.channel()
+        self.ch.confirm_delivery()
+        self.prefix = prefix
+
+    def publish(self, key, headers, mid=None, user_id=True):
+        props = pika.BasicProperties(
+            headers=headers, message_id=mid,
+            user_id=self.name if user_id else None)
+        self.ch.basic_publish(self.prefix, key, b"body", props,
+                              mandatory=True)
+        return time.time()
+
+    def close(self):
+        self.conn.close()
+
+
+@pytest.fixture
+def users(broker):
+    made = []
+
+    def make(name, prefix):
+        u = User(broker, name, prefix)
+        made.append(u)
+        return u
+    yield make
+    for u in made:
+        u.close()
+        broker.ctl("delete_user", u.name, check=False)
+
+
+@pytest.mark.slow
+def test_another_user_cannot_cancel_or_reschedule_a_message(
+        client, daemon_factory, users):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    alice = users(uid("alice"), d.prefix)
+    bob = users(uid("bob"), d.prefix)
+    mine, theirs = uid("alice-msg"), uid("bob-msg")
+    t0 = alice.publish(q, {"x-remaining-delay": "7s"}, mine)
+    t1 = bob.publish(q, {"x-remaining-delay": "7s"}, theirs)
+    wait_listed(d, [mine, theirs])
+
+    # bob asks to cancel alice's message, with his user-id and without
+    # one, and to reschedule it: all refused when a daemon sees it.
+    bob.publish(q, {"x-cascade-cancel": mine})
+    bob.publish(q, {"x-cascade-cancel": mine}, user_id=False)
+    bob.publish(q, {"x-cascade-reschedule": mine,
+                    "x-remaining-delay": "1s"})
+    # alice may reschedule her own message.
+    asked = alice.publish(q, {"x-cascade-reschedule": mine,
+                              "x-remaining-delay": "4s"})
+    # alice may not cancel bob's.
+    alice.publish(q, {"x-cascade-cancel": theirs})
+    assert asked < t0 + 2.5, "the machine was too slow for this test"
+
+    got = arrivals(client, q, 2, 12)
+    assert sorted(got) == sorted([mine, theirs]), got
+    on_time(got, mine, asked + 4)
+    on_time(got, theirs, t1 + 7)
+    # Each refused request is parked once with the reason, and counted.
+    wait_parked(d, 4)
+    reasons = sorted(m["reason"] for m in parked(d)["messages"])
+    assert all(r.startswith("not permitted: user '") for r in reasons), \
+        reasons
+    assert sum("'%s' may not cancel message '%s'" % (bob.name, mine) in r
+               for r in reasons) == 1, reasons
+    assert sum("'(none)' may not cancel message '%s'" % mine in r
+               for r in reasons) == 1, reasons
+    assert sum("'%s' may not reschedule message '%s'" % (bob.name, mine)
+               in r for r in reasons) == 1, reasons
+    assert sum("'%s' may not cancel message '%s'" % (alice.name, theirs)
+               in r for r in reasons) == 1, reasons
+    assert total(d.metrics(), "cascade_requests_refused_total") == 4
+    assert total(d.metrics(), "cascade_cancelled_total") == 0
+
+    # The user cascade-ctl logs in as (a control user) may touch both.
+    third = uid("alice-3")
+    alice.publish(q, {"x-remaining-delay": "5s"}, third)
+    wait_listed(d, [third])
+    r = ctl(d, "cancel", third)
+    assert "cancelled 1 waiting message" in r.stdout
+    expect_nothing(client, [q], time.time() + 7)
+    assert total(d.metrics(), "cascade_cancelled_total") == 1
