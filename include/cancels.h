@@ -24,6 +24,18 @@ struct cancels {
 	struct idmap map; /* id -> struct cancel, a list */
 };
 
+/*
+ * Why a cancellation: asked for, or made by the daemon itself from a claim
+ * that lost (claims.h): a duplicate, a replaced message, or a replace its
+ * publisher may not make.
+ */
+enum cancel_reason {
+	CANCEL_ASKED,
+	CANCEL_DUPLICATE,
+	CANCEL_REPLACED,
+	CANCEL_REFUSED
+};
+
 /* One request held for an id. */
 struct cancel {
 	struct cancel *next;  /* another request for the same id */
@@ -31,9 +43,10 @@ struct cancel {
 	int park;             /* cancel: park rather than drop */
 	int control;          /* from a control user: any message */
 	int refusal_parked;   /* refused here once: parked, not again */
-	int64_t due;          /* reschedule: the new due time, Unix ms */
-	int64_t at;           /* when it was recorded, Unix ms */
-	int64_t until;        /* it lapses then, Unix ms */
+	enum cancel_reason reason;
+	int64_t due;   /* reschedule: the new due time, Unix ms */
+	int64_t at;    /* when it was recorded, Unix ms */
+	int64_t until; /* it lapses then, Unix ms */
 	size_t by_len;
 	char by[]; /* the requester's user-id; empty: none */
 };

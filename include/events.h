@@ -40,6 +40,8 @@ enum event_kind {
 	EVENT_CANCEL, /* a request, in P.cancels */
 	EVENT_MARKER,
 	EVENT_RESCHEDULE, /* a request, in P.cancels: a new due time */
+	EVENT_CLAIM,      /* in P.cancels: a message with x-cascade-unique */
+	EVENT_DUPLICATE,  /* in P.events: one not scheduled (unique keep) */
 	EVENT_KINDS
 };
 
@@ -71,6 +73,12 @@ struct event {
 	amqp_bytes_t writer;
 	amqp_bytes_t requester;
 	int has_requester;
+	/* claim: x-cascade-claim names the message-id (in cancel), id the
+	 * claimant's cascade id, due its due time, requester its publisher;
+	 * x-cascade-unique: keep, or replace */
+	int replace;
+	/* cancel, made by a daemon from a claim (cancels.h): why; 0 asked */
+	int cancel_reason;
 	/* marker */
 	amqp_bytes_t marker; /* x-cascade-marker: the writer's token */
 };

@@ -77,7 +77,11 @@ enum route_action {
 	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
 	ROUTE_RECORD,  /* a cancellation request: record it (events.h) */
 	ROUTE_WAIT,    /* wait in shard's holding queue until due (native) */
+	ROUTE_CLAIM,   /* x-cascade-unique: record its claim first (claims.h) */
 };
+
+/* x-cascade-unique (claims.h). */
+enum route_unique { UNIQUE_NONE, UNIQUE_KEEP, UNIQUE_REPLACE };
 
 /* Why a message was parked, for counting; the reason text says more. */
 #define ROUTER_PARK_KINDS(X)                                                   \
@@ -138,6 +142,7 @@ struct route {
 	int64_t since;
 	/* ROUTE_RECORD of a reschedule request: the new due time, Unix ms */
 	int64_t request_due;
+	enum route_unique unique; /* x-cascade-unique, kept while it waits */
 };
 
 /*

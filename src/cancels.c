@@ -77,6 +77,7 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 		return -1;
 	memset(n, 0, sizeof(*n));
 	n->kind = e->kind;
+	n->reason = (enum cancel_reason)e->cancel_reason;
 	n->park = e->park;
 	n->control = control;
 	n->due = e->due;

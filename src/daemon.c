@@ -262,6 +262,7 @@ daemon_run(const struct config *cfg)
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
 	cancels_init(&d->cancels);
+	claims_init(&d->claims);
 	if (config_broker_user(cfg, d->own_user, sizeof(d->own_user)) < 0)
 		d->own_user[0] = '\0';
 	srand((unsigned)(duration_wall_ms() ^ (int64_t)getpid()));
@@ -326,6 +327,7 @@ daemon_run(const struct config *cfg)
 	acks_free(&d->acks);
 	targets_free(&d->targets);
 	cancels_free(&d->cancels);
+	claims_free(&d->claims);
 	message_spare_free();
 	topology_free(&d->topo);
 	rc = d->exit_code;

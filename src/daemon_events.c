@@ -84,7 +84,7 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 	    d->conn == NULL)
 		return;
 	/* Its scheduled record waits for its first hop: no end without it. */
-	if (m->unrecorded && kind != EVENT_SCHEDULED)
+	if (m->unrecorded && kind != EVENT_SCHEDULED && kind != EVENT_DUPLICATE)
 		return;
 	/* A blocked connection stops reading: a publish could hang us. */
 	if (d->out.blocked) {
@@ -200,6 +200,121 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 	            (const char *)owner.bytes);
 }
 
+/*
+ * m's claim on its message-id lost (claims.h): drop it as a duplicate or
+ * as replaced, or park it when its publisher may not replace the holder.
+ */
+static void
+daemon_claim_lost(struct daemon *d, struct message *m, enum cancel_reason why,
+                  amqp_bytes_t owner)
+{
+	amqp_bytes_t mid = m->props.message_id;
+
+	log_info(why == CANCEL_DUPLICATE  ? "duplicate"
+	         : why == CANCEL_REPLACED ? "replaced"
+	                                  : "replace_refused",
+	         " message_id=\"%.*s\" id=\"%.*s\" source=%s", (int)mid.len,
+	         (const char *)mid.bytes, (int)m->route.id.len,
+	         (const char *)m->route.id.bytes,
+	         d->consumers[m->consumer].queue);
+	if (why == CANCEL_REFUSED) {
+		d->m.requests_refused++;
+		daemon_park(d, m, PARK_not_permitted,
+		            "not permitted: user '%.*s' may not replace "
+		            "message '%.*s' (x-cascade-unique: replace) of "
+		            "another user",
+		            (int)owner.len, (const char *)owner.bytes,
+		            (int)mid.len, (const char *)mid.bytes);
+		return;
+	}
+	if (why == CANCEL_DUPLICATE) {
+		d->m.duplicates++;
+		daemon_event(d, m, EVENT_DUPLICATE);
+	} else {
+		d->m.replaced++;
+		daemon_event(d, m, EVENT_CANCELLED);
+	}
+	daemon_ack(d, m);
+}
+
+int
+daemon_unique(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+
+	if (r->unique == UNIQUE_NONE || r->action == ROUTE_PARK ||
+	    !(m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+		return 0;
+	if (!config_events(d->cfg)) {
+		router_park(r, PARK_bad_header,
+		            "x-cascade-unique: needs [events] enabled = yes");
+		return 0;
+	}
+	if (r->unique == UNIQUE_KEEP &&
+	    claims_holder(&d->claims, m->props.message_id,
+	                  duration_wall_ms()) != NULL) {
+		daemon_claim_lost(d, m, CANCEL_DUPLICATE, amqp_empty_bytes);
+		return 1;
+	}
+	/* Only what waits holds an id: a message due at once, or held in
+	 * memory, has no cascade id and does not (CONTRACT.md 7.7). */
+	if (r->id.len > 0 &&
+	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT))
+		r->action = ROUTE_CLAIM;
+	return 0;
+}
+
+int
+daemon_claim_event(const struct daemon *d, const struct message *m,
+                   struct event *e)
+{
+	const struct route *r = &m->route;
+
+	memset(e, 0, sizeof(*e));
+	e->kind = EVENT_CLAIM;
+	e->at = r->since;
+	e->cancel = m->props.message_id;
+	e->id = r->id;
+	e->due = r->due;
+	e->until = r->due + 86400000LL;
+	e->replace = r->unique == UNIQUE_REPLACE;
+	if (m->props._flags & AMQP_BASIC_USER_ID_FLAG)
+		e->requester = m->props.user_id;
+	e->has_requester = 1;
+	e->writer = amqp_cstring_bytes(d->own_user);
+	return 0;
+}
+
+/* A claim read from P.cancels: who holds the id now (claims.h). */
+static int
+daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t by,
+                  int control)
+{
+	struct claim_verdict v;
+	struct event loser;
+
+	if (claims_add(&d->claims, e, by, control, &v) < 0)
+		return -1;
+	memset(&loser, 0, sizeof(loser));
+	loser.kind = EVENT_CANCEL;
+	loser.at = e->at;
+	if (!v.won) {
+		/* The claimant is dropped (or parked) where it is seen. */
+		loser.cancel = e->id;
+		loser.until = e->until;
+		loser.cancel_reason =
+		    v.refused ? CANCEL_REFUSED : CANCEL_DUPLICATE;
+		return cancels_add(&d->cancels, &loser, amqp_empty_bytes, 1);
+	}
+	if (v.replaced) {
+		loser.cancel = amqp_cstring_bytes(v.old_id);
+		loser.until = v.old_due + 86400000LL;
+		loser.cancel_reason = CANCEL_REPLACED;
+		return cancels_add(&d->cancels, &loser, amqp_empty_bytes, 1);
+	}
+	return 0;
+}
+
 int
 daemon_requests(struct daemon *d, struct message *m)
 {
@@ -221,6 +336,10 @@ daemon_requests(struct daemon *d, struct message *m)
 		              owner);
 		(void)cancels_match(&d->cancels, mid, m->route.id, owner,
 		                    m->route.since, duration_wall_ms(), &cm);
+	}
+	if ((k = cm.cancel) != NULL && k->reason != CANCEL_ASKED) {
+		daemon_claim_lost(d, m, k->reason, owner);
+		return 1;
 	}
 	if ((k = cm.cancel) != NULL) {
 		d->m.cancelled++;
@@ -313,6 +432,11 @@ daemon_record(struct daemon *d, struct message *m)
 
 		cancels_requester(d->cfg, &e, amqp_cstring_bytes(d->own_user),
 		                  &by, &control);
+		/* A unique id's holder holds it no more, or until later. */
+		if (e.kind == EVENT_CANCEL)
+			claims_cancelled(&d->claims, e.cancel, e.at);
+		else
+			claims_rescheduled(&d->claims, e.cancel, e.due);
 		if (cancels_add(&d->cancels, &e, by, control) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");
@@ -338,6 +462,21 @@ daemon_record(struct daemon *d, struct message *m)
 		if (d->cancels.map.n >= d->cancels_prune_at)
 			d->cancels_prune_at =
 			    2 * cancels_prune(&d->cancels, duration_wall_ms()) +
+			    64;
+	} else if (e.kind == EVENT_CLAIM && e.until > duration_wall_ms()) {
+		amqp_bytes_t by;
+		int control;
+
+		cancels_requester(d->cfg, &e, amqp_cstring_bytes(d->own_user),
+		                  &by, &control);
+		if (daemon_claim_read(d, &e, by, control) < 0) {
+			message_free(m);
+			daemon_fail(d, "out of memory for claims");
+			return;
+		}
+		if (d->claims.map.n >= d->claims_prune_at)
+			d->claims_prune_at =
+			    2 * claims_prune(&d->claims, duration_wall_ms()) +
 			    64;
 	} else if (e.kind == EVENT_MARKER && d->replaying &&
 	           headers_key_is(e.marker, d->marker)) {

@@ -146,8 +146,11 @@ daemon_route(struct daemon *d, struct message *m)
 			return;
 		router_step(&d->rp, &m->route, duration_wall_ms());
 	}
-	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD)
+	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD) {
 		daemon_scheduled(d, m);
+		if (m->route.fresh && daemon_unique(d, m))
+			return;
+	}
 	daemon_dispatch(d, m);
 }
 

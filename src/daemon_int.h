@@ -30,6 +30,7 @@
 #include "acks.h"
 #include "amqp1.h"
 #include "cancels.h"
+#include "claims.h"
 #include "config.h"
 #include "events.h"
 #include "ladder.h"
@@ -128,6 +129,8 @@ struct daemon {
 
 	/* daemon_events.c: records and cancellations. */
 	struct cancels cancels; /* requests read from P.cancels */
+	struct claims claims;   /* unique ids' holders, from P.cancels */
+	size_t claims_prune_at; /* prune when this many are held */
 	/*
 	 * Reading P.cancels from the start after connecting: the queues are
 	 * consumed once the marker written then comes back (events.h).
@@ -263,6 +266,15 @@ void daemon_scheduled(struct daemon *d, struct message *m);
  * when nothing changed.
  */
 int daemon_requests(struct daemon *d, struct message *m);
+/*
+ * First sight of m with x-cascade-unique (claims.h): a duplicate of a
+ * waiting message (keep) is acked and recorded, 1; else its claim is to
+ * be recorded first when it will wait (ROUTE_CLAIM), 0.
+ */
+int daemon_unique(struct daemon *d, struct message *m);
+/* The claim record of m (ROUTE_CLAIM): the same every time. */
+int daemon_claim_event(const struct daemon *d, const struct message *m,
+                       struct event *e);
 /* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* A record read from P.cancels.  Takes m. */

@@ -38,6 +38,11 @@ daemon_props(struct daemon *d, const struct message *m,
 {
 	struct event e;
 
+	if (m->route.action == ROUTE_CLAIM) {
+		if (daemon_claim_event(d, m, &e) < 0)
+			return -1;
+		return events_props(&e, &d->scratch, props);
+	}
 	if (m->route.action != ROUTE_RECORD)
 		return router_props(&m->props, &m->route, &d->scratch, props);
 	if (daemon_request_event(d, m, &e) < 0)
@@ -190,7 +195,8 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		struct message *m = MESSAGE_OF(it);
 		/* The due time may have come meanwhile: step afresh. */
 		if (m->route.action != ROUTE_PARK &&
-		    m->route.action != ROUTE_RECORD)
+		    m->route.action != ROUTE_RECORD &&
+		    m->route.action != ROUTE_CLAIM)
 			router_step(&d->rp, &m->route, duration_wall_ms());
 		daemon_dispatch(d, m);
 	}
@@ -224,6 +230,12 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		return;
 	}
 	d->m.confirms++;
+	if (!m->out.returned && m->route.action == ROUTE_CLAIM) {
+		/* Its claim is in P.cancels: now it may wait. */
+		router_step(&d->rp, &m->route, duration_wall_ms());
+		daemon_dispatch(d, m);
+		return;
+	}
 	if (!m->out.returned) {
 		if (m->route.action == ROUTE_PARK) {
 			d->m.parked[m->route.park]++;
@@ -303,7 +315,9 @@ return_same(const struct outbox_item *it, void *ctx)
 	const struct return_match *rm = ctx;
 	const struct message *m = MESSAGE_OF(it), *r = rm->r;
 	amqp_bytes_t body =
-	    m->route.action == ROUTE_RECORD ? amqp_empty_bytes : m->body;
+	    m->route.action == ROUTE_RECORD || m->route.action == ROUTE_CLAIM
+	        ? amqp_empty_bytes
+	        : m->body;
 	amqp_basic_properties_t props;
 	int same;
 
@@ -429,6 +443,7 @@ daemon_publish(struct daemon *d, struct message *m)
 		routing_key = r->routing_key;
 		break;
 	case ROUTE_RECORD:
+	case ROUTE_CLAIM:
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(d->topo.cancels);
 		break;
@@ -457,7 +472,9 @@ daemon_publish(struct daemon *d, struct message *m)
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
-	body = r->action == ROUTE_RECORD ? amqp_empty_bytes : m->body;
+	body = r->action == ROUTE_RECORD || r->action == ROUTE_CLAIM
+	           ? amqp_empty_bytes
+	           : m->body;
 	/* A request's record has no body, whatever the publisher sent; a
 	 * wait goes inside an envelope (daemon_hold.c). */
 	if (r->action == ROUTE_WAIT) {

@@ -10,8 +10,8 @@
 #include "headers.h"
 
 static const char *const kind_names[EVENT_KINDS] = {
-    "scheduled", "delivered", "parked",     "cancelled",
-    "cancel",    "marker",    "reschedule",
+    "scheduled", "delivered",  "parked", "cancelled", "cancel",
+    "marker",    "reschedule", "claim",  "duplicate",
 };
 
 const char *
@@ -86,6 +86,19 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		break;
 	case EVENT_MARKER:
 		headers_put_bytes(t, "x-cascade-marker", e->marker);
+		break;
+	case EVENT_CLAIM:
+		headers_put_bytes(t, "x-cascade-claim", e->cancel);
+		headers_put_bytes(t, "x-cascade-id", e->id);
+		headers_put_i64(t, "x-cascade-due", e->due);
+		headers_put_i64(t, "x-cascade-until", e->until);
+		headers_put_bytes(
+		    t, "x-cascade-unique",
+		    amqp_cstring_bytes(e->replace ? "replace" : "keep"));
+		headers_put_bytes(t, "x-cascade-requester", e->requester);
+		break;
+	case EVENT_DUPLICATE:
+		headers_put_bytes(t, "x-cascade-id", e->id);
 		break;
 	default:
 		return -1;
@@ -177,6 +190,23 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 		return 0;
 	case EVENT_MARKER:
 		return get_str(h, "x-cascade-marker", &e->marker);
+	case EVENT_CLAIM: {
+		amqp_bytes_t u;
+		if (get_str(h, "x-cascade-claim", &e->cancel) < 0 ||
+		    e->cancel.len == 0 ||
+		    get_str(h, "x-cascade-id", &e->id) < 0 ||
+		    get_i64(h, "x-cascade-due", &e->due) < 0 ||
+		    get_i64(h, "x-cascade-until", &e->until) < 0 ||
+		    get_str(h, "x-cascade-unique", &u) < 0)
+			return -1;
+		e->replace = headers_key_is(u, "replace");
+		e->has_requester =
+		    get_str(h, "x-cascade-requester", &e->requester) == 0;
+		return 0;
+	}
+	case EVENT_DUPLICATE:
+		(void)get_str(h, "x-cascade-id", &e->id);
+		return 0;
 	default:
 		return -1;
 	}

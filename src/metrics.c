@@ -228,6 +228,14 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Waiting messages given a new due time by a reschedule "
 	        "request.",
 	        m->rescheduled);
+	out_one(&o, "cascade_duplicates_total", "counter",
+	        "Messages with x-cascade-unique: keep not scheduled, because "
+	        "a message with their message-id was waiting.",
+	        m->duplicates);
+	out_one(&o, "cascade_replaced_total", "counter",
+	        "Waiting messages dropped because a message with "
+	        "x-cascade-unique: replace took their message-id.",
+	        m->replaced);
 	out_one(&o, "cascade_requests_refused_total", "counter",
 	        "Requests (cancel, reschedule, replace) refused because the "
 	        "requester may not change the message; each is parked.",

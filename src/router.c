@@ -145,6 +145,42 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	return 0;
 }
 
+/*
+ * x-cascade-unique: keep or replace.  On first sight a bad value, or one
+ * on a message without a message-id, parks it (-1); on a return it is our
+ * own and read as it is.
+ */
+static int
+router_read_unique(const amqp_basic_properties_t *props, const amqp_table_t *h,
+                   struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-unique");
+	amqp_bytes_t s;
+
+	r->unique = UNIQUE_NONE;
+	if (v == NULL)
+		return 0;
+	if (headers_string(v, &s) == 0 && headers_key_is(s, "keep"))
+		r->unique = UNIQUE_KEEP;
+	else if (headers_string(v, &s) == 0 && headers_key_is(s, "replace"))
+		r->unique = UNIQUE_REPLACE;
+	else if (r->fresh) {
+		router_park(r, PARK_bad_header,
+		            "x-cascade-unique: must be keep or replace");
+		return -1;
+	}
+	if (r->fresh && r->unique != UNIQUE_NONE &&
+	    (!(props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ||
+	     props->message_id.len == 0)) {
+		r->unique = UNIQUE_NONE;
+		router_park(r, PARK_bad_header,
+		            "x-cascade-unique: the message has no message-id "
+		            "to be unique by");
+		return -1;
+	}
+	return 0;
+}
+
 /* A string header into *out, or the fallback; -1 after parking. */
 static int
 router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
@@ -250,7 +286,8 @@ router_decide(const struct router_params *p, enum route_source src,
 		    router_string(h, "x-target-exchange", p->default_exchange,
 		                  &r->exchange, r) < 0 ||
 		    router_string(h, "x-target-routing-key", routing_key,
-		                  &r->routing_key, r) < 0)
+		                  &r->routing_key, r) < 0 ||
+		    router_read_unique(props, h, r) < 0)
 			return;
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
@@ -303,6 +340,7 @@ router_decide(const struct router_params *p, enum route_source src,
 		v = headers_find(h, "x-cascade-since");
 		if (v == NULL || headers_integer(v, &r->since) != 1)
 			r->since = 0;
+		(void)router_read_unique(props, h, r);
 	}
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
@@ -487,7 +525,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-	                                      (size_t)(n + 14));
+	                                      (size_t)(n + 16));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -547,6 +585,11 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_bytes(&t, "x-cascade-id", r->id);
 		if (r->since > 0)
 			headers_put_i64(&t, "x-cascade-since", r->since);
+		if (r->unique != UNIQUE_NONE)
+			headers_put_bytes(
+			    &t, "x-cascade-unique",
+			    amqp_cstring_bytes(
+			        r->unique == UNIQUE_KEEP ? "keep" : "replace"));
 		break;
 	case ROUTE_DELIVER:
 	default:

@@ -94,6 +94,7 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 	case EVENT_DELIVERED:
 	case EVENT_PARKED:
 	case EVENT_CANCELLED:
+	case EVENT_DUPLICATE:
 		if ((w = idmap_del(&f->waiting, e->id)) != NULL) {
 			free(w);
 			return 0;

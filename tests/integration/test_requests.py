@@ -8,8 +8,8 @@ import pika
 import pytest
 
 from helpers import ctl, parked, status, total, wait_for, wait_parked
-from test_events import (LATE, SHORT, SLACK, expect_nothing, ladder,
-                         listing, publish, records, uid, wait_listed)
+from test_events import (LATE, SHORT, SLACK, events, expect_nothing,
+                         ladder, listing, publish, records, uid, wait_listed)
 
 
 def requests(d):
@@ -199,3 +199,81 @@ def test_another_user_cannot_cancel_or_reschedule_a_message(
     assert "cancelled 1 waiting message" in r.stdout
     expect_nothing(client, [q], time.time() + 7)
     assert total(d.metrics(), "cascade_cancelled_total") == 1
+
+
+def unique(client, d, q, mid, mode, delay, body):
+    """A message with x-cascade-unique; (time published, delay s)."""
+    t = client.publish(d.prefix, q, body,
+                       {"x-remaining-delay": "%dms" % (delay * 1000),
+                        "x-cascade-unique": mode}, message_id=mid)
+    return t, delay
+
+
+@pytest.mark.slow
+def test_unique_keep_and_replace(client, daemon_factory):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    kept, swapped = uid("keep"), uid("replace")
+    t_keep, _ = unique(client, d, q, kept, "keep", 3, b"first")
+    wait_listed(d, [kept])
+    unique(client, d, q, kept, "keep", 2, b"second")      # a duplicate
+    unique(client, d, q, swapped, "replace", 4, b"old")
+    wait_listed(d, [swapped])
+    t_new, _ = unique(client, d, q, swapped, "replace", 2, b"new")
+    got = client.collect(q, 3, 8)
+    bodies = sorted((p.message_id, bytes(b)) for _, p, b in got)
+    assert bodies == sorted([(kept, b"first"), (swapped, b"new")]), bodies
+    at = {p.message_id: t for t, p, _ in got}
+    on_time(at, kept, t_keep + 3)
+    on_time(at, swapped, t_new + 2)
+    expect_nothing(client, [q], t_new + 4 + 2)
+    m = d.metrics()
+    assert total(m, "cascade_duplicates_total") == 1
+    assert total(m, "cascade_replaced_total") == 1
+    assert [r.message_id for r in events(d, "duplicate")] == [kept]
+    # Once the first has been delivered, the id is free again.
+    unique(client, d, q, kept, "keep", 1, b"third")
+    got = client.collect(q, 1, 5)
+    assert [bytes(b) for _, _, b in got] == [b"third"], got
+    # Without a message-id it is refused with the reason.
+    client.publish(d.prefix, q, b"x", {"x-remaining-delay": "1s",
+                                       "x-cascade-unique": "keep"})
+    wait_parked(d, 1)
+    assert "no message-id" in parked(d)["messages"][0]["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["keep", "replace"])
+def test_unique_race_between_two_daemons(client, daemon_factory, mode):
+    """Two daemons take the two copies of each id at the same moment:
+    every daemon judges the claims in the stream's order, so exactly one
+    of each pair arrives, and the right one."""
+    d1 = daemon_factory(ladder(*SHORT))
+    d2 = daemon_factory(ladder(*SHORT), prefix=d1.prefix)
+    q = client.queue()
+    pairs = [uid("race") for _ in range(30)]
+    t0 = time.time()
+    for mid in pairs:
+        unique(client, d1, q, mid, mode, 3, b"a")
+        unique(client, d1, q, mid, mode, 3, b"b")
+    got = client.collect(q, 60, 12)
+    expect_nothing(client, [q], t0 + 3 + 3)
+    delivered = sorted(p.message_id for _, p, _ in got)
+    assert delivered == sorted(pairs), "lost or twice: %s" % (
+        sorted(set(pairs) ^ set(delivered)) or
+        [m for m in delivered if delivered.count(m) > 1])
+    # Which one: keep, the first claim in P.cancels; replace, the last.
+    claims = {}
+    for r in records(d1.broker, d1.prefix + ".cancels"):
+        if r.type == "claim":
+            claims.setdefault(r.headers["x-cascade-claim"], []).append(
+                r.headers["x-cascade-id"])
+    won = {m: (c[0] if mode == "keep" else c[-1]) for m, c in claims.items()}
+    ends = {r.headers["x-cascade-id"]: r.type for r in events(d1)
+            if r.type in ("delivered", "duplicate", "cancelled")}
+    for mid in pairs:
+        assert ends.get(won[mid]) == "delivered", (mid, claims[mid], ends)
+    # Every loser is recorded as such.
+    lost = [t for t in ends.values()
+            if t == ("duplicate" if mode == "keep" else "cancelled")]
+    assert len(lost) == len(pairs), ends

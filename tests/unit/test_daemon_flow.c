@@ -93,6 +93,15 @@ daemon_requests(struct daemon *dd, struct message *m)
 	return 1;
 }
 
+/* No unique ids here (claims.h has its own tests). */
+int
+daemon_unique(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	(void)m;
+	return 0;
+}
+
 /* Messages routed to "request" are cancellation requests. */
 int
 daemon_cancel_request(struct daemon *dd, struct message *m)
