@@ -42,6 +42,7 @@ enum event_kind {
 	EVENT_RESCHEDULE, /* a request, in P.cancels: a new due time */
 	EVENT_CLAIM,      /* in P.cancels: a message with x-cascade-unique */
 	EVENT_DUPLICATE,  /* in P.events: one not scheduled (unique keep) */
+	EVENT_SERIES,     /* in P.cancels: a repeat's live copy (series.h) */
 	EVENT_KINDS
 };
 
@@ -79,6 +80,10 @@ struct event {
 	int replace;
 	/* cancel, made by a daemon from a claim (cancels.h): why; 0 asked */
 	int cancel_reason;
+	/* series: id is the series' (x-cascade-series), with the live
+	 * copy's occurrence and token */
+	int64_t occurrence;
+	amqp_bytes_t token;
 	/* marker */
 	amqp_bytes_t marker; /* x-cascade-marker: the writer's token */
 };

@@ -31,7 +31,10 @@ struct message {
 	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */
 	int stream;            /* a record from P.cancels (events.h) */
-	int synthetic;  /* made by the daemon (a refusal to park): no ack */
+	int synthetic; /* made by the daemon (a refusal to park): no ack */
+	/* A repeat's delivery (series.h): 1 delivered, its next copy is
+	 * going out; 2 that copy is out, its record is going out. */
+	int series_step;
 	int unrecorded; /* given an id; its scheduled record is written when
 	                  its first hop is confirmed */
 	uint64_t delivery_tag;

@@ -58,8 +58,9 @@ struct metrics {
 	/* cancels.h: waiting messages given a new due time, and requests
 	 * refused (their requester may not change the message) */
 	uint64_t rescheduled;
-	uint64_t duplicates; /* x-cascade-unique keep: not scheduled */
-	uint64_t replaced;   /* x-cascade-unique replace: dropped */
+	uint64_t duplicates;   /* x-cascade-unique keep: not scheduled */
+	uint64_t replaced;     /* x-cascade-unique replace: dropped */
+	uint64_t series_stale; /* a repeat's stale copy, dropped */
 	uint64_t requests_refused;
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */

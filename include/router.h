@@ -78,6 +78,9 @@ enum route_action {
 	ROUTE_RECORD,  /* a cancellation request: record it (events.h) */
 	ROUTE_WAIT,    /* wait in shard's holding queue until due (native) */
 	ROUTE_CLAIM,   /* x-cascade-unique: record its claim first (claims.h) */
+	ROUTE_SERIES,  /* a repeat's next copy is out: record it (series.h) */
+	ROUTE_RETURN,  /* to its shard's return queue: a repeat's next copy
+	                  due within a resolution step, held from there */
 };
 
 /* x-cascade-unique (claims.h). */
@@ -143,6 +146,13 @@ struct route {
 	/* ROUTE_RECORD of a reschedule request: the new due time, Unix ms */
 	int64_t request_due;
 	enum route_unique unique; /* x-cascade-unique, kept while it waits */
+	/*
+	 * A repeat (series.h), every > 0: the k-th copy (occurrence) is due
+	 * at first + (k - 1) * every; times (0: no limit) and until (0: none)
+	 * end it.  token tells this copy from a stale one.
+	 */
+	int64_t every, times, until, first, occurrence;
+	amqp_bytes_t token;
 };
 
 /*
@@ -152,6 +162,12 @@ struct route {
 void router_decide(const struct router_params *p, enum route_source src,
                    const amqp_basic_properties_t *props,
                    amqp_bytes_t routing_key, int64_t now, struct route *r);
+
+/*
+ * A repeat's next occurrence after r->occurrence: 1 with its due time,
+ * or 0 when r is not a repeat or the series ends (times, until).
+ */
+int router_next_occurrence(struct route *r, int64_t *due);
 
 /*
  * The delay headers of a first sight (x-deliver-at, x-remaining-delay,

@@ -263,6 +263,7 @@ daemon_run(const struct config *cfg)
 	acks_init(&d->acks);
 	cancels_init(&d->cancels);
 	claims_init(&d->claims);
+	series_init(&d->series);
 	if (config_broker_user(cfg, d->own_user, sizeof(d->own_user)) < 0)
 		d->own_user[0] = '\0';
 	srand((unsigned)(duration_wall_ms() ^ (int64_t)getpid()));
@@ -328,6 +329,7 @@ daemon_run(const struct config *cfg)
 	targets_free(&d->targets);
 	cancels_free(&d->cancels);
 	claims_free(&d->claims);
+	series_free(&d->series);
 	message_spare_free();
 	topology_free(&d->topo);
 	rc = d->exit_code;

@@ -107,6 +107,13 @@ daemon_scheduled(struct daemon *d, struct message *m)
 	struct route *r = &m->route;
 	char id[17];
 
+	/* A repeat needs an id (its series') whenever it is first seen. */
+	if (r->every > 0 && r->action != ROUTE_PARK && r->id.len == 0 &&
+	    config_events(d->cfg) &&
+	    (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD)) {
+		events_new_id(id);
+		r->id = message_dup(m, amqp_cstring_bytes(id));
+	}
 	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD &&
 	    r->action != ROUTE_WAIT)
 		return;
@@ -262,6 +269,67 @@ daemon_unique(struct daemon *d, struct message *m)
 	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT))
 		r->action = ROUTE_CLAIM;
 	return 0;
+}
+
+int
+daemon_series_stale(struct daemon *d, struct message *m)
+{
+	const struct route *r = &m->route;
+
+	if (r->every <= 0 || r->id.len == 0 ||
+	    !series_stale(&d->series, r->id, r->occurrence, r->token))
+		return 0;
+	d->m.series_stale++;
+	log_info("series_stale",
+	         " id=\"%.*s\" occurrence=%" PRId64 " source=%s",
+	         (int)r->id.len, (const char *)r->id.bytes, r->occurrence,
+	         d->consumers[m->consumer].queue);
+	daemon_ack(d, m);
+	return 1;
+}
+
+int
+daemon_series_event(const struct daemon *d, const struct message *m,
+                    struct event *e)
+{
+	const struct route *r = &m->route;
+
+	memset(e, 0, sizeof(*e));
+	e->kind = EVENT_SERIES;
+	e->at = r->since;
+	e->id = r->id;
+	e->occurrence = r->occurrence;
+	e->token = r->token;
+	e->until = r->due + 86400000LL;
+	e->writer = amqp_cstring_bytes(d->own_user);
+	return 0;
+}
+
+int
+daemon_series_next(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	int64_t next, now = duration_wall_ms();
+	char token[17];
+
+	if (m->series_step != 0 || r->id.len == 0 || !config_events(d->cfg) ||
+	    !router_next_occurrence(r, &next))
+		return 0;
+	events_new_id(token);
+	r->token = message_dup(m, amqp_cstring_bytes(token));
+	r->occurrence++;
+	r->due = next;
+	r->since = now;
+	r->fresh = 0;
+	r->has_expiration = r->has_expiration; /* kept for every copy */
+	router_step(&d->rp, r, now);
+	/* Due within a step (or missed): through the return queue, where a
+	 * daemon holds it; the copy must be in the broker before the ack. */
+	if (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD)
+		r->action = ROUTE_RETURN;
+	m->series_step = 1;
+	m->unrecorded = 1; /* its scheduled record: the new due time */
+	return 1;
 }
 
 int
@@ -477,6 +545,17 @@ daemon_record(struct daemon *d, struct message *m)
 		if (d->claims.map.n >= d->claims_prune_at)
 			d->claims_prune_at =
 			    2 * claims_prune(&d->claims, duration_wall_ms()) +
+			    64;
+	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
+		if (series_add(&d->series, e.id, e.occurrence, e.token,
+		               e.until) < 0) {
+			message_free(m);
+			daemon_fail(d, "out of memory for series");
+			return;
+		}
+		if (d->series.map.n >= d->series_prune_at)
+			d->series_prune_at =
+			    2 * series_prune(&d->series, duration_wall_ms()) +
 			    64;
 	} else if (e.kind == EVENT_MARKER && d->replaying &&
 	           headers_key_is(e.marker, d->marker)) {

@@ -69,7 +69,7 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	enum plan_next next;
 
 	/* Already in its holding queue: back there until due. */
-	if (m->route.action == ROUTE_WAIT && m->amqp1) {
+	if (m->route.action == ROUTE_WAIT && m->amqp1 && !m->series_step) {
 		daemon_wait_again(d, m);
 		return;
 	}
@@ -142,7 +142,7 @@ daemon_route(struct daemon *d, struct message *m)
 		m->route.since = duration_wall_ms();
 	m->routed = 1;
 	if (m->route.action != ROUTE_PARK) {
-		if (daemon_requests(d, m) == 1)
+		if (daemon_requests(d, m) == 1 || daemon_series_stale(d, m))
 			return;
 		router_step(&d->rp, &m->route, duration_wall_ms());
 	}

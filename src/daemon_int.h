@@ -31,6 +31,7 @@
 #include "amqp1.h"
 #include "cancels.h"
 #include "claims.h"
+#include "series.h"
 #include "config.h"
 #include "events.h"
 #include "ladder.h"
@@ -130,6 +131,8 @@ struct daemon {
 	/* daemon_events.c: records and cancellations. */
 	struct cancels cancels; /* requests read from P.cancels */
 	struct claims claims;   /* unique ids' holders, from P.cancels */
+	struct series series;   /* repeats' live copies, from P.cancels */
+	size_t series_prune_at; /* prune when this many are held */
 	size_t claims_prune_at; /* prune when this many are held */
 	/*
 	 * Reading P.cancels from the start after connecting: the queues are
@@ -272,6 +275,16 @@ int daemon_requests(struct daemon *d, struct message *m);
  * be recorded first when it will wait (ROUTE_CLAIM), 0.
  */
 int daemon_unique(struct daemon *d, struct message *m);
+/* A stale copy of a repeat (series.h): acked, 1; else 0. */
+int daemon_series_stale(struct daemon *d, struct message *m);
+/* The series record of m (ROUTE_SERIES): the same every time. */
+int daemon_series_event(const struct daemon *d, const struct message *m,
+                        struct event *e);
+/*
+ * m's occurrence was delivered: when the series goes on, route m as the
+ * copy for the next one and return 1 (the caller dispatches it); else 0.
+ */
+int daemon_series_next(struct daemon *d, struct message *m);
 /* The claim record of m (ROUTE_CLAIM): the same every time. */
 int daemon_claim_event(const struct daemon *d, const struct message *m,
                        struct event *e);

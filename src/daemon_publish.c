@@ -38,8 +38,10 @@ daemon_props(struct daemon *d, const struct message *m,
 {
 	struct event e;
 
-	if (m->route.action == ROUTE_CLAIM) {
-		if (daemon_claim_event(d, m, &e) < 0)
+	if (m->route.action == ROUTE_CLAIM || m->route.action == ROUTE_SERIES) {
+		if ((m->route.action == ROUTE_CLAIM
+		         ? daemon_claim_event(d, m, &e)
+		         : daemon_series_event(d, m, &e)) < 0)
 			return -1;
 		return events_props(&e, &d->scratch, props);
 	}
@@ -196,7 +198,9 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		/* The due time may have come meanwhile: step afresh. */
 		if (m->route.action != ROUTE_PARK &&
 		    m->route.action != ROUTE_RECORD &&
-		    m->route.action != ROUTE_CLAIM)
+		    m->route.action != ROUTE_CLAIM &&
+		    m->route.action != ROUTE_SERIES &&
+		    m->route.action != ROUTE_RETURN)
 			router_step(&d->rp, &m->route, duration_wall_ms());
 		daemon_dispatch(d, m);
 	}
@@ -236,6 +240,28 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 		daemon_dispatch(d, m);
 		return;
 	}
+	if (!m->out.returned && m->series_step == 1 &&
+	    m->route.action != ROUTE_DELIVER) {
+		/* The next copy is in the broker: record it, then ack. */
+		if (m->route.action == ROUTE_HOP)
+			d->m.hops[m->route.shard * d->ladder.levels +
+			          (unsigned)m->route.level]++;
+		else if (m->route.action == ROUTE_WAIT)
+			d->m.waits[m->route.shard]++;
+		if (m->unrecorded) {
+			daemon_event(d, m, EVENT_SCHEDULED);
+			m->unrecorded = 0;
+		}
+		plan_accepted(&d->plan, &m->route, m->out.routing_key);
+		m->series_step = 2;
+		m->route.action = ROUTE_SERIES;
+		daemon_dispatch(d, m);
+		return;
+	}
+	if (!m->out.returned && m->route.action == ROUTE_SERIES) {
+		daemon_ack(d, m);
+		return;
+	}
 	if (!m->out.returned) {
 		if (m->route.action == ROUTE_PARK) {
 			d->m.parked[m->route.park]++;
@@ -267,6 +293,13 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
 			                                    m->route.due);
+			/* A repeat goes on: its next copy, before the ack. */
+			if (daemon_series_next(d, m)) {
+				plan_accepted(&d->plan, &m->route,
+				              m->out.routing_key);
+				daemon_dispatch(d, m);
+				return;
+			}
 			daemon_event(d, m, EVENT_DELIVERED);
 		}
 		plan_accepted(&d->plan, &m->route, m->out.routing_key);
@@ -314,10 +347,11 @@ return_same(const struct outbox_item *it, void *ctx)
 {
 	const struct return_match *rm = ctx;
 	const struct message *m = MESSAGE_OF(it), *r = rm->r;
-	amqp_bytes_t body =
-	    m->route.action == ROUTE_RECORD || m->route.action == ROUTE_CLAIM
-	        ? amqp_empty_bytes
-	        : m->body;
+	amqp_bytes_t body = m->route.action == ROUTE_RECORD ||
+	                            m->route.action == ROUTE_CLAIM ||
+	                            m->route.action == ROUTE_SERIES
+	                        ? amqp_empty_bytes
+	                        : m->body;
 	amqp_basic_properties_t props;
 	int same;
 
@@ -415,9 +449,9 @@ daemon_publish(struct daemon *d, struct message *m)
 	}
 	/* Whatever way a delivery came here (a retry, a resume, a probe, a
 	 * lookup), a cancellation in force stops it. */
-	if (r->action == ROUTE_DELIVER && !m->synthetic) {
+	if (r->action == ROUTE_DELIVER && !m->synthetic && !m->series_step) {
 		int rq = daemon_requests(d, m);
-		if (rq == 1)
+		if (rq == 1 || (rq == 0 && daemon_series_stale(d, m)))
 			return;
 		if (rq == 2) {
 			/* Rescheduled later while about to go: wait again. */
@@ -442,8 +476,13 @@ daemon_publish(struct daemon *d, struct message *m)
 		exchange = r->exchange;
 		routing_key = r->routing_key;
 		break;
+	case ROUTE_RETURN:
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.ret[r->shard]);
+		break;
 	case ROUTE_RECORD:
 	case ROUTE_CLAIM:
+	case ROUTE_SERIES:
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(d->topo.cancels);
 		break;
@@ -472,7 +511,8 @@ daemon_publish(struct daemon *d, struct message *m)
 		daemon_unpublishable(d, m, PARK_too_large, why);
 		return;
 	}
-	body = r->action == ROUTE_RECORD || r->action == ROUTE_CLAIM
+	body = r->action == ROUTE_RECORD || r->action == ROUTE_CLAIM ||
+	               r->action == ROUTE_SERIES
 	           ? amqp_empty_bytes
 	           : m->body;
 	/* A request's record has no body, whatever the publisher sent; a

@@ -11,7 +11,7 @@
 
 static const char *const kind_names[EVENT_KINDS] = {
     "scheduled", "delivered",  "parked", "cancelled", "cancel",
-    "marker",    "reschedule", "claim",  "duplicate",
+    "marker",    "reschedule", "claim",  "duplicate", "series",
 };
 
 const char *
@@ -99,6 +99,12 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		break;
 	case EVENT_DUPLICATE:
 		headers_put_bytes(t, "x-cascade-id", e->id);
+		break;
+	case EVENT_SERIES:
+		headers_put_bytes(t, "x-cascade-series", e->id);
+		headers_put_i64(t, "x-cascade-occurrence", e->occurrence);
+		headers_put_bytes(t, "x-cascade-token", e->token);
+		headers_put_i64(t, "x-cascade-until", e->until);
 		break;
 	default:
 		return -1;
@@ -206,6 +212,14 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 	}
 	case EVENT_DUPLICATE:
 		(void)get_str(h, "x-cascade-id", &e->id);
+		return 0;
+	case EVENT_SERIES:
+		if (get_str(h, "x-cascade-series", &e->id) < 0 ||
+		    e->id.len == 0 ||
+		    get_i64(h, "x-cascade-occurrence", &e->occurrence) < 0 ||
+		    get_str(h, "x-cascade-token", &e->token) < 0 ||
+		    get_i64(h, "x-cascade-until", &e->until) < 0)
+			return -1;
 		return 0;
 	default:
 		return -1;

@@ -236,6 +236,10 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Waiting messages dropped because a message with "
 	        "x-cascade-unique: replace took their message-id.",
 	        m->replaced);
+	out_one(&o, "cascade_series_stale_total", "counter",
+	        "Stale copies of a repeat (left by a crash) dropped, so that "
+	        "the series does not fork.",
+	        m->series_stale);
 	out_one(&o, "cascade_requests_refused_total", "counter",
 	        "Requests (cancel, reschedule, replace) refused because the "
 	        "requester may not change the message; each is parked.",

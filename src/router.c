@@ -181,6 +181,87 @@ router_read_unique(const amqp_basic_properties_t *props, const amqp_table_t *h,
 	return 0;
 }
 
+/*
+ * A repeat's headers: on first sight the publisher's x-cascade-every
+ * (at least 1 s), x-cascade-times, x-cascade-until; while it waits our own
+ * state.  -1 after parking.
+ */
+static int
+router_read_repeat(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-every");
+	const char *why;
+
+	r->every = 0;
+	if (v == NULL)
+		return 0;
+	if (!r->fresh) {
+		if (headers_integer(v, &r->every) != 1 || r->every < 1000) {
+			r->every = 0;
+			return 0;
+		}
+		v = headers_find(h, "x-cascade-times");
+		if (v == NULL || headers_integer(v, &r->times) != 1)
+			r->times = 0;
+		v = headers_find(h, "x-cascade-until");
+		if (v == NULL || headers_integer(v, &r->until) != 1)
+			r->until = 0;
+		v = headers_find(h, "x-cascade-first");
+		if (v == NULL || headers_integer(v, &r->first) != 1)
+			r->first = r->due;
+		v = headers_find(h, "x-cascade-occurrence");
+		if (v == NULL || headers_integer(v, &r->occurrence) != 1)
+			r->occurrence = 1;
+		v = headers_find(h, "x-cascade-token");
+		if (v == NULL || headers_string(v, &r->token) < 0)
+			r->token = amqp_empty_bytes;
+		return 0;
+	}
+	if (headers_delay(v, &r->every, &why) < 0) {
+		r->every = 0;
+		router_park(r, PARK_bad_header, "x-cascade-every: %s", why);
+		return -1;
+	}
+	if (r->every < 1000) {
+		r->every = 0;
+		router_park(r, PARK_bad_header,
+		            "x-cascade-every: must be at least 1s");
+		return -1;
+	}
+	r->times = 0;
+	v = headers_find(h, "x-cascade-times");
+	if (v != NULL && (headers_integer(v, &r->times) != 1 || r->times < 1)) {
+		r->every = 0;
+		router_park(r, PARK_bad_header,
+		            "x-cascade-times: must be an integer of 1 or more");
+		return -1;
+	}
+	r->until = 0;
+	v = headers_find(h, "x-cascade-until");
+	if (v != NULL && headers_epoch_ms(v, &r->until, &why) < 0) {
+		r->every = 0;
+		router_park(r, PARK_bad_header, "x-cascade-until: %s", why);
+		return -1;
+	}
+	r->first = r->due;
+	r->occurrence = 1;
+	r->token = amqp_empty_bytes;
+	return 0;
+}
+
+int
+router_next_occurrence(struct route *r, int64_t *due)
+{
+	if (r->every <= 0)
+		return 0;
+	if (r->times > 0 && r->occurrence >= r->times)
+		return 0;
+	*due = r->first + r->occurrence * r->every;
+	if (r->until > 0 && *due > r->until)
+		return 0;
+	return 1;
+}
+
 /* A string header into *out, or the fallback; -1 after parking. */
 static int
 router_string(const amqp_table_t *h, const char *key, amqp_bytes_t fallback,
@@ -287,7 +368,8 @@ router_decide(const struct router_params *p, enum route_source src,
 		                  &r->exchange, r) < 0 ||
 		    router_string(h, "x-target-routing-key", routing_key,
 		                  &r->routing_key, r) < 0 ||
-		    router_read_unique(props, h, r) < 0)
+		    router_read_unique(props, h, r) < 0 ||
+		    router_read_repeat(h, r) < 0)
 			return;
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
@@ -341,6 +423,7 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (v == NULL || headers_integer(v, &r->since) != 1)
 			r->since = 0;
 		(void)router_read_unique(props, h, r);
+		(void)router_read_repeat(h, r);
 	}
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
@@ -525,7 +608,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-	                                      (size_t)(n + 16));
+	                                      (size_t)(n + 24));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -565,6 +648,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		break;
 	case ROUTE_HOP:
 	case ROUTE_WAIT:
+	case ROUTE_RETURN:
 		headers_put_i64(&t, "x-cascade-due", r->due);
 		headers_put_bytes(&t, "x-cascade-exchange", r->exchange);
 		headers_put_bytes(&t, "x-cascade-routing-key", r->routing_key);
@@ -590,6 +674,21 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			    &t, "x-cascade-unique",
 			    amqp_cstring_bytes(
 			        r->unique == UNIQUE_KEEP ? "keep" : "replace"));
+		if (r->every > 0) {
+			headers_put_i64(&t, "x-cascade-every", r->every);
+			if (r->times > 0)
+				headers_put_i64(&t, "x-cascade-times",
+				                r->times);
+			if (r->until > 0)
+				headers_put_i64(&t, "x-cascade-until",
+				                r->until);
+			headers_put_i64(&t, "x-cascade-first", r->first);
+			headers_put_i64(&t, "x-cascade-occurrence",
+			                r->occurrence);
+			if (r->token.len > 0)
+				headers_put_bytes(&t, "x-cascade-token",
+				                  r->token);
+		}
 		break;
 	case ROUTE_DELIVER:
 	default:
@@ -602,6 +701,10 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_value(&t, "CC", cc);
 		if (r->attempt > 0)
 			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
+		/* A repeat's copy says which it is. */
+		if (r->every > 0)
+			headers_put_i64(&t, "x-cascade-occurrence",
+			                r->occurrence);
 		break;
 	}
 	if (move_uid)

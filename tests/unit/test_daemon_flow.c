@@ -93,6 +93,15 @@ daemon_requests(struct daemon *dd, struct message *m)
 	return 1;
 }
 
+/* No repeats here (series.h has its own tests). */
+int
+daemon_series_stale(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	(void)m;
+	return 0;
+}
+
 /* No unique ids here (claims.h has its own tests). */
 int
 daemon_unique(struct daemon *dd, struct message *m)
