@@ -321,7 +321,6 @@ daemon_series_next(struct daemon *d, struct message *m)
 	r->due = next;
 	r->since = now;
 	r->fresh = 0;
-	r->has_expiration = r->has_expiration; /* kept for every copy */
 	router_step(&d->rp, r, now);
 	/* Due within a step (or missed): through the return queue, where a
 	 * daemon holds it; the copy must be in the broker before the ack. */

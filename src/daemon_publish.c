@@ -293,11 +293,22 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			d->m.delivered++;
 			metrics_observe_lateness(&d->m, m->published_at -
 			                                    m->route.due);
-			/* A repeat goes on: its next copy, before the ack. */
-			if (daemon_series_next(d, m)) {
+			/* A repeat goes on: its next copy, before the ack.
+			 * The target took this one: say so before the route
+			 * turns into the copy's. */
+			if (m->route.every > 0) {
 				plan_accepted(&d->plan, &m->route,
 				              m->out.routing_key);
-				daemon_dispatch(d, m);
+				/* A next copy that went straight to the target
+				 * (its hop refused, and due by then) was that
+				 * occurrence's delivery: go on from it. */
+				m->series_step = 0;
+				if (daemon_series_next(d, m)) {
+					daemon_dispatch(d, m);
+					return;
+				}
+				daemon_event(d, m, EVENT_DELIVERED);
+				daemon_ack(d, m);
 				return;
 			}
 			daemon_event(d, m, EVENT_DELIVERED);
