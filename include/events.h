@@ -88,6 +88,13 @@ struct event {
 	amqp_bytes_t marker; /* x-cascade-marker: the writer's token */
 };
 
+/*
+ * Who published a message (cancels.h): the user-id RabbitMQ checked, kept
+ * in x-cascade-user-id while it waits; on first sight (fresh) the
+ * property only.  Empty: published without one.
+ */
+amqp_bytes_t events_owner(const amqp_basic_properties_t *p, int fresh);
+
 /* The type property's value for kind ("scheduled", ...). */
 const char *events_kind_name(enum event_kind kind);
 

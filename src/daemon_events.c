@@ -130,28 +130,6 @@ daemon_scheduled(struct daemon *d, struct message *m)
 	m->unrecorded = 1;
 }
 
-/* Who published m: its checked user-id, kept in x-cascade-user-id. */
-static amqp_bytes_t
-message_owner(const struct message *m)
-{
-	const amqp_field_value_t *v;
-	amqp_bytes_t owner = amqp_empty_bytes;
-
-	if (m->route.fresh) {
-		if (m->props._flags & AMQP_BASIC_USER_ID_FLAG)
-			owner = m->props.user_id;
-		return owner;
-	}
-	v = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
-	        ? headers_find(&m->props.headers, "x-cascade-user-id")
-	        : NULL;
-	if (v != NULL && headers_string(v, &owner) < 0)
-		owner = amqp_empty_bytes;
-	if (v == NULL && (m->props._flags & AMQP_BASIC_USER_ID_FLAG))
-		owner = m->props.user_id;
-	return owner;
-}
-
 /*
  * Park a copy of request k, which its requester may not apply to the
  * message named id (owned by owner): once per request and daemon.
@@ -393,7 +371,7 @@ daemon_requests(struct daemon *d, struct message *m)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
-	owner = message_owner(m);
+	owner = events_owner(&m->props, m->route.fresh);
 	if (!cancels_match(&d->cancels, mid, m->route.id, owner, m->route.since,
 	                   duration_wall_ms(), &cm))
 		return 0;

@@ -135,6 +135,21 @@ props_headers_of(const amqp_basic_properties_t *p)
 	return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
 }
 
+amqp_bytes_t
+events_owner(const amqp_basic_properties_t *p, int fresh)
+{
+	amqp_bytes_t owner = amqp_empty_bytes;
+
+	/* On first sight a publisher's own x-cascade-user-id proves
+	 * nothing: only the user-id RabbitMQ checked counts. */
+	if (!fresh &&
+	    get_str(props_headers_of(p), "x-cascade-user-id", &owner) == 0)
+		return owner;
+	if (p->_flags & AMQP_BASIC_USER_ID_FLAG)
+		owner = p->user_id;
+	return owner;
+}
+
 int
 events_parse(const amqp_basic_properties_t *p, struct event *e)
 {
@@ -242,11 +257,7 @@ events_of(enum event_kind kind, const struct route *r,
 		e->exchange = r->exchange;
 		e->routing_key = r->routing_key;
 		e->size = (int64_t)body_len;
-		if (props->_flags & AMQP_BASIC_USER_ID_FLAG)
-			e->owner = props->user_id;
-		else if (get_str(props_headers_of(props), "x-cascade-user-id",
-		                 &e->owner) < 0)
-			e->owner = amqp_empty_bytes;
+		e->owner = events_owner(props, r->fresh);
 	} else if (kind == EVENT_PARKED) {
 		e->reason = amqp_cstring_bytes(r->reason);
 	}
