@@ -47,6 +47,14 @@ struct cancel {
 	int64_t due;   /* reschedule: the new due time, Unix ms */
 	int64_t at;    /* when it was recorded, Unix ms */
 	int64_t until; /* it lapses then, Unix ms */
+	/*
+	 * Reschedules that published copies (events.h): the cascade ids
+	 * copied, each with the time of the
+	 * latest request that copied it (cancels.c).  An instance of one
+	 * of them copied before that time is superseded.
+	 */
+	char *superseded;
+	size_t superseded_len;
 	size_t by_len;
 	char by[]; /* the requester's user-id; empty: none */
 };
@@ -89,6 +97,20 @@ int cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 int cancels_match(struct cancels *c, amqp_bytes_t message_id,
                   amqp_bytes_t cascade_id, amqp_bytes_t owner, int64_t since,
                   int64_t now, struct cancel_match *out);
+
+/*
+ * Whether the instance of cascade_id copied at copied (x-cascade-copied;
+ * 0: the original), published by owner, is superseded at now: a
+ * reschedule its requester may make, named by its message_id or
+ * cascade_id, published a newer copy of it, due at the new time.  The
+ * caller drops it.
+ */
+int cancels_superseded(struct cancels *c, amqp_bytes_t message_id,
+                       amqp_bytes_t cascade_id, amqp_bytes_t owner,
+                       int64_t copied, int64_t now);
+
+/* Whether request k may change a message published by owner. */
+int cancels_permitted(const struct cancel *k, amqp_bytes_t owner);
 
 /* Forget the requests that lapsed by now; how many ids are left. */
 size_t cancels_prune(struct cancels *c, int64_t now);

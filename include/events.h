@@ -57,11 +57,27 @@ struct event {
 	amqp_bytes_t routing_key; /* target (x-cascade-routing-key) */
 	int64_t size;             /* body bytes (x-cascade-size) */
 	amqp_bytes_t owner;       /* its checked user-id (x-cascade-user-id) */
+	/*
+	 * x-cascade-message (bytes, optional): the message as its first hop
+	 * published it, an envelope (envelope.h), for cascade-ctl
+	 * reschedule to publish again when it moves a message earlier.
+	 * Only up to EVENTS_COPY_MAX bytes, and never a repeat's.
+	 */
+	amqp_bytes_t copy;
 	/* parked */
 	amqp_bytes_t reason; /* x-cascade-error */
 	/* cancel and reschedule: x-cascade-cancel or x-cascade-reschedule
 	 * names a message-id or a cascade id (due: the new due time) */
 	amqp_bytes_t cancel;
+	/*
+	 * reschedule, x-cascade-superseded (optional): the cascade ids,
+	 * separated by commas, of which the requester published a copy due
+	 * at the new time, with x-cascade-copied = at.  Every instance of
+	 * them copied before at (the original: never) is dropped on sight.
+	 * A string, not an array: RabbitMQ streams before 4.x drop arrays
+	 * on the way through.
+	 */
+	amqp_bytes_t superseded;
 	int park;      /* x-cascade-cancel-park: park rather than drop */
 	int64_t until; /* x-cascade-until: the request lapses then, Unix ms */
 	/*
@@ -129,6 +145,9 @@ void events_of(enum event_kind kind, const struct route *r,
  */
 int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);
+
+/* A scheduled record carries a copy of its message up to this size. */
+#define EVENTS_COPY_MAX (64 * 1024)
 
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"

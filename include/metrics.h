@@ -58,6 +58,7 @@ struct metrics {
 	/* cancels.h: waiting messages given a new due time, and requests
 	 * refused (their requester may not change the message) */
 	uint64_t rescheduled;
+	uint64_t superseded;   /* an instance a moved copy replaced, dropped */
 	uint64_t duplicates;   /* x-cascade-unique keep: not scheduled */
 	uint64_t replaced;     /* x-cascade-unique replace: dropped */
 	uint64_t series_stale; /* a repeat's stale copy, dropped */

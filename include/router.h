@@ -143,6 +143,9 @@ struct route {
 	/* x-cascade-since: first seen, Unix ms, while it waits; 0 unknown.
 	 * A reschedule applies to messages first seen before it. */
 	int64_t since;
+	/* x-cascade-copied: this instance is a copy cascade-ctl reschedule
+	 * published at this time, Unix ms (events.h); 0 the original */
+	int64_t copied;
 	/* ROUTE_RECORD of a reschedule request: the new due time, Unix ms */
 	int64_t request_due;
 	enum route_unique unique; /* x-cascade-unique, kept while it waits */

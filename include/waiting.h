@@ -20,8 +20,12 @@ struct waiting {
 	int64_t due, size, seen; /* seen: x-cascade-at, 0 unknown */
 	amqp_bytes_t id, message_id, exchange, routing_key; /* in data */
 	amqp_bytes_t owner;                                 /* in data */
-	int cancel_pending; /* set by waiting_select */
-	int rescheduled;    /* due is a reschedule's (waiting_select) */
+	/* The message, as its scheduled record carries it, when its id is
+	 * one the fold was asked to keep (want): in data; else empty. */
+	amqp_bytes_t copy;
+	int64_t recorded_due; /* the scheduled record's due time */
+	int cancel_pending;   /* set by waiting_select */
+	int rescheduled;      /* due is a reschedule's (waiting_select) */
 	char data[];
 };
 
@@ -34,6 +38,9 @@ struct waiting_fold {
 	/* Who may change what (cancels.h): NULL, every request counts. */
 	const struct config *cfg;
 	char own_user[256];
+	/* Keep the copies of the messages these ids name (NULL: none). */
+	const amqp_bytes_t *want;
+	size_t nwant;
 };
 
 void waiting_fold_init(struct waiting_fold *f);
@@ -97,5 +104,30 @@ int waiting_exchange_is_default(amqp_bytes_t b);
  */
 uint64_t waiting_count_id(struct waiting_fold *f, amqp_bytes_t id,
                           int64_t *last_due);
+
+/*
+ * A message due within this many ms of a reschedule is not copied: it
+ * comes back to a daemon by then, which reads the request first (within
+ * milliseconds of its confirm) and gives it the new time.
+ */
+#define WAITING_COPY_MARGIN_MS 1000
+
+/*
+ * Whether a reschedule of w to due, recorded at `at` by `by` (control:
+ * one of [events] control_users), publishes a copy of it due then
+ * (events.h): when its record carries one, the requester may change it,
+ * and the instance waiting would come back to a daemon after due and
+ * not within WAITING_COPY_MARGIN_MS.
+ */
+int waiting_needs_copy(struct waiting_fold *f, const struct waiting *w,
+                       int64_t due, int64_t at, amqp_bytes_t by, int control);
+
+/*
+ * The waiting messages id names (as message-id or cascade id) in a
+ * malloc'd array of the fold's own in *out (free only the array); how
+ * many.  -1 out of memory.
+ */
+long waiting_named(struct waiting_fold *f, amqp_bytes_t id,
+                   struct waiting ***out);
 
 #endif

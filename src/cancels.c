@@ -17,6 +17,7 @@ free_set(void *value)
 
 	for (k = set->head; k != NULL; k = next) {
 		next = k->next;
+		free(k->superseded);
 		free(k);
 	}
 	free(set);
@@ -52,6 +53,97 @@ cancels_requester(const struct config *cfg, const struct event *e,
 	*control = config_control_user(cfg, *by);
 }
 
+/*
+ * A superseded list: entries of [length byte][id][8 bytes: the time of
+ * the latest request that copied it, Unix ms, host order].
+ */
+#define SUPERSEDED_AT 8
+
+/* When list (of len bytes) says id was last copied; 0: it does not. */
+static int64_t
+superseded_at(const char *list, size_t len, amqp_bytes_t id)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		size_t n = (unsigned char)list[off];
+		int64_t at;
+		if (off + 1 + n + SUPERSEDED_AT > len)
+			return 0;
+		if (n == id.len && memcmp(list + off + 1, id.bytes, n) == 0) {
+			memcpy(&at, list + off + 1 + n, sizeof(at));
+			return at;
+		}
+		off += 1 + n + SUPERSEDED_AT;
+	}
+	return 0;
+}
+
+/* The next id of a comma-separated list from *off; 0 at its end. */
+static int
+superseded_next(amqp_bytes_t list, size_t *off, amqp_bytes_t *id)
+{
+	const char *p = list.bytes;
+
+	while (*off < list.len) {
+		size_t start = *off;
+		while (*off < list.len && p[*off] != ',')
+			(*off)++;
+		id->bytes = (void *)(p + start);
+		id->len = *off - start;
+		if (*off < list.len)
+			(*off)++;
+		if (id->len > 0 && id->len < 256)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Take the cascade ids of e's x-cascade-superseded into k's list, each
+ * with e's time when it is later than the one held.  -1 out of memory.
+ */
+static int
+superseded_add(struct cancel *k, const struct event *e)
+{
+	size_t need = k->superseded_len, off = 0;
+	amqp_bytes_t id;
+	char *list;
+
+	while (superseded_next(e->superseded, &off, &id))
+		need += 1 + id.len + SUPERSEDED_AT;
+	if (need == k->superseded_len)
+		return 0;
+	if ((list = realloc(k->superseded, need)) == NULL)
+		return -1;
+	k->superseded = list;
+	off = 0;
+	while (superseded_next(e->superseded, &off, &id)) {
+		size_t at_off = 0;
+		/* Held already: the later time. */
+		while (at_off < k->superseded_len) {
+			size_t n = (unsigned char)list[at_off];
+			if (n == id.len &&
+			    memcmp(list + at_off + 1, id.bytes, n) == 0)
+				break;
+			at_off += 1 + n + SUPERSEDED_AT;
+		}
+		if (at_off < k->superseded_len) {
+			int64_t at;
+			memcpy(&at, list + at_off + 1 + id.len, sizeof(at));
+			if (e->at > at)
+				memcpy(list + at_off + 1 + id.len, &e->at,
+				       sizeof(e->at));
+			continue;
+		}
+		list[at_off] = (char)id.len;
+		memcpy(list + at_off + 1, id.bytes, id.len);
+		memcpy(list + at_off + 1 + id.len, &e->at, sizeof(e->at));
+		k->superseded_len += 1 + id.len + SUPERSEDED_AT;
+	}
+	return 0;
+}
+
 int
 cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
             int control)
@@ -71,7 +163,7 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 		}
 		if (e->until > k->until)
 			k->until = e->until;
-		return 0;
+		return e->kind == EVENT_RESCHEDULE ? superseded_add(k, e) : 0;
 	}
 	if ((n = malloc(sizeof(*n) + by.len + 1)) == NULL)
 		return -1;
@@ -87,6 +179,11 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 	if (by.len > 0)
 		memcpy(n->by, by.bytes, by.len);
 	n->by[by.len] = '\0';
+	if (e->kind == EVENT_RESCHEDULE && superseded_add(n, e) < 0) {
+		free(n->superseded);
+		free(n);
+		return -1;
+	}
 	if (set == NULL) {
 		if ((set = malloc(sizeof(*set))) == NULL) {
 			free(n);
@@ -95,6 +192,7 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 		set->head = NULL;
 		if (idmap_put(&c->map, e->cancel, set, &prev) < 0) {
 			free(set);
+			free(n->superseded);
 			free(n);
 			return -1;
 		}
@@ -120,8 +218,7 @@ match_list(const struct cancel_set *set, amqp_bytes_t owner, int64_t since,
 		applies = k->kind == EVENT_CANCEL || k->at >= since;
 		if (!applies)
 			continue;
-		permitted = k->control || owner.len == 0 ||
-		            same_bytes(owner, k->by, k->by_len);
+		permitted = cancels_permitted(k, owner);
 		if (!permitted) {
 			if (!k->refusal_parked && out->refused == NULL)
 				out->refused = k;
@@ -157,6 +254,42 @@ cancels_match(struct cancels *c, amqp_bytes_t message_id,
 	       out->refused != NULL;
 }
 
+static int
+superseded_in(const struct cancel_set *set, amqp_bytes_t cascade_id,
+              amqp_bytes_t owner, int64_t copied, int64_t now)
+{
+	for (const struct cancel *k = set != NULL ? set->head : NULL; k != NULL;
+	     k = k->next)
+		if (k->until > now &&
+		    (k->control || owner.len == 0 ||
+		     same_bytes(owner, k->by, k->by_len)) &&
+		    copied < superseded_at(k->superseded, k->superseded_len,
+		                           cascade_id))
+			return 1;
+	return 0;
+}
+
+int
+cancels_superseded(struct cancels *c, amqp_bytes_t message_id,
+                   amqp_bytes_t cascade_id, amqp_bytes_t owner, int64_t copied,
+                   int64_t now)
+{
+	if (c->map.n == 0 || cascade_id.len == 0)
+		return 0;
+	if (message_id.len > 0 && superseded_in(idmap_get(&c->map, message_id),
+	                                        cascade_id, owner, copied, now))
+		return 1;
+	return superseded_in(idmap_get(&c->map, cascade_id), cascade_id, owner,
+	                     copied, now);
+}
+
+int
+cancels_permitted(const struct cancel *k, amqp_bytes_t owner)
+{
+	return k->control || owner.len == 0 ||
+	       same_bytes(owner, k->by, k->by_len);
+}
+
 /* Drop the lapsed requests of one id; 1 when none is left. */
 static int
 lapsed(amqp_bytes_t key, void *value, void *ctx)
@@ -169,6 +302,7 @@ lapsed(amqp_bytes_t key, void *value, void *ctx)
 	while ((k = *pp) != NULL) {
 		if (k->until <= now) {
 			*pp = k->next;
+			free(k->superseded);
 			free(k);
 		} else {
 			pp = &k->next;

@@ -22,6 +22,7 @@
 
 #include "broker.h"
 #include "duration.h"
+#include "envelope.h"
 #include "headers.h"
 #include "log.h"
 
@@ -72,6 +73,34 @@ daemon_request_copy(struct daemon *d, const struct message *m)
 		daemon_fail(d, amqp_error_string2(st));
 }
 
+/*
+ * The message m as its first hop published it, an envelope from
+ * d->scratch (which daemon_write recycles), for its scheduled record:
+ * cascade-ctl reschedule publishes it again when it moves m earlier
+ * (events.h).  Empty for a repeat (its copies are the series') and when
+ * it would exceed EVENTS_COPY_MAX.
+ */
+static amqp_bytes_t
+daemon_copy(struct daemon *d, const struct message *m)
+{
+	amqp_basic_properties_t out;
+	size_t cap, len;
+	char *buf;
+
+	if (m->route.every > 0 || m->body.len >= EVENTS_COPY_MAX ||
+	    router_props(&m->props, &m->route, &d->scratch, &out) < 0)
+		return amqp_empty_bytes;
+	cap = envelope_bound(&out, m->body.len);
+	if (cap > EVENTS_COPY_MAX + 1024)
+		cap = EVENTS_COPY_MAX + 1024;
+	if ((buf = amqp_pool_alloc(&d->scratch, cap)) == NULL)
+		return amqp_empty_bytes;
+	len = envelope_encode(&out, m->body, buf, cap);
+	if (len == 0 || len > EVENTS_COPY_MAX)
+		return amqp_empty_bytes;
+	return (amqp_bytes_t){len, buf};
+}
+
 /* Record what became of m, when it was recorded as waiting. */
 void
 daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
@@ -92,6 +121,8 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 		return;
 	}
 	events_of(kind, r, &m->props, m->body.len, duration_wall_ms(), &e);
+	if (kind == EVENT_SCHEDULED)
+		e.copy = daemon_copy(d, m);
 	st = daemon_write(d, d->topo.events, &e);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -366,21 +397,40 @@ daemon_requests(struct daemon *d, struct message *m)
 	amqp_bytes_t mid = amqp_empty_bytes, owner;
 	struct cancel_match cm;
 	const struct cancel *k;
+	int64_t since;
 
 	if (d->cancels.map.n == 0)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
 	owner = events_owner(&m->props, m->route.fresh);
-	if (!cancels_match(&d->cancels, mid, m->route.id, owner, m->route.since,
+	/* A copy due at the new time took its place (cancels.h). */
+	if (cancels_superseded(&d->cancels, mid, m->route.id, owner,
+	                       m->route.copied, duration_wall_ms())) {
+		d->m.superseded++;
+		log_info("superseded",
+		         " message_id=\"%.*s\" id=\"%.*s\" copied=%" PRId64
+		         " source=%s",
+		         (int)mid.len, (const char *)mid.bytes,
+		         (int)m->route.id.len, (const char *)m->route.id.bytes,
+		         m->route.copied, d->consumers[m->consumer].queue);
+		daemon_ack(d, m);
+		return 1;
+	}
+	/* A copy has the due time of the request that made it: only later
+	 * requests apply to it, even when that one is not read yet. */
+	since = m->route.since;
+	if (m->route.copied > 0 && m->route.copied >= since)
+		since = m->route.copied + 1;
+	if (!cancels_match(&d->cancels, mid, m->route.id, owner, since,
 	                   duration_wall_ms(), &cm))
 		return 0;
 	/* Every refused request at once (each is parked once). */
 	while (cm.refused != NULL && !d->broken) {
 		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
 		              owner);
-		(void)cancels_match(&d->cancels, mid, m->route.id, owner,
-		                    m->route.since, duration_wall_ms(), &cm);
+		(void)cancels_match(&d->cancels, mid, m->route.id, owner, since,
+		                    duration_wall_ms(), &cm);
 	}
 	if ((k = cm.cancel) != NULL && k->reason != CANCEL_ASKED) {
 		daemon_claim_lost(d, m, k->reason, owner);

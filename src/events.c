@@ -56,6 +56,11 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		headers_put_i64(t, "x-cascade-size", e->size);
 		if (e->owner.len > 0)
 			headers_put_bytes(t, "x-cascade-user-id", e->owner);
+		if (e->copy.len > 0) {
+			amqp_field_value_t copy = {AMQP_FIELD_KIND_BYTES, {0}};
+			copy.value.bytes = e->copy;
+			headers_put_value(t, "x-cascade-message", &copy);
+		}
 		break;
 	case EVENT_PARKED:
 		headers_put_bytes(t, "x-cascade-id", e->id);
@@ -83,6 +88,9 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		if (e->has_requester)
 			headers_put_bytes(t, "x-cascade-requester",
 			                  e->requester);
+		if (e->superseded.len > 0)
+			headers_put_bytes(t, "x-cascade-superseded",
+			                  e->superseded);
 		break;
 	case EVENT_MARKER:
 		headers_put_bytes(t, "x-cascade-marker", e->marker);
@@ -182,6 +190,7 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 		(void)get_str(h, "x-cascade-routing-key", &e->routing_key);
 		(void)get_i64(h, "x-cascade-size", &e->size);
 		(void)get_str(h, "x-cascade-user-id", &e->owner);
+		(void)get_str(h, "x-cascade-message", &e->copy);
 		return 0;
 	case EVENT_PARKED:
 		(void)get_str(h, "x-cascade-error", &e->reason);
@@ -208,6 +217,7 @@ events_parse(const amqp_basic_properties_t *p, struct event *e)
 			return -1;
 		e->has_requester =
 		    get_str(h, "x-cascade-requester", &e->requester) == 0;
+		(void)get_str(h, "x-cascade-superseded", &e->superseded);
 		return 0;
 	case EVENT_MARKER:
 		return get_str(h, "x-cascade-marker", &e->marker);

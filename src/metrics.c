@@ -228,6 +228,11 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Waiting messages given a new due time by a reschedule "
 	        "request.",
 	        m->rescheduled);
+	out_one(&o, "cascade_superseded_total", "counter",
+	        "Instances of rescheduled messages dropped because "
+	        "cascade-ctl reschedule published a copy due at the new "
+	        "time.",
+	        m->superseded);
 	out_one(&o, "cascade_duplicates_total", "counter",
 	        "Messages with x-cascade-unique: keep not scheduled, because "
 	        "a message with their message-id was waiting.",

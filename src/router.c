@@ -422,6 +422,9 @@ router_decide(const struct router_params *p, enum route_source src,
 		v = headers_find(h, "x-cascade-since");
 		if (v == NULL || headers_integer(v, &r->since) != 1)
 			r->since = 0;
+		v = headers_find(h, "x-cascade-copied");
+		if (v == NULL || headers_integer(v, &r->copied) != 1)
+			r->copied = 0;
 		(void)router_read_unique(props, h, r);
 		(void)router_read_repeat(h, r);
 	}
@@ -669,6 +672,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_bytes(&t, "x-cascade-id", r->id);
 		if (r->since > 0)
 			headers_put_i64(&t, "x-cascade-since", r->since);
+		if (r->copied > 0)
+			headers_put_i64(&t, "x-cascade-copied", r->copied);
 		if (r->unique != UNIQUE_NONE)
 			headers_put_bytes(
 			    &t, "x-cascade-unique",

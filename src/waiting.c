@@ -37,12 +37,27 @@ waiting_copy(char **p, amqp_bytes_t b)
 	return out;
 }
 
+/* Whether the fold keeps the copy of the message e records. */
+static int
+waiting_wanted(const struct waiting_fold *f, const struct event *e)
+{
+	for (size_t i = 0; i < f->nwant; i++)
+		if (headers_bytes_eq(f->want[i], e->id) ||
+		    (e->message_id.len > 0 &&
+		     headers_bytes_eq(f->want[i], e->message_id)))
+			return 1;
+	return 0;
+}
+
 /* A scheduled record as one allocation, its strings after it. */
 static struct waiting *
-waiting_new(const struct event *e)
+waiting_new(const struct waiting_fold *f, const struct event *e)
 {
+	amqp_bytes_t copy = e->copy.len > 0 && waiting_wanted(f, e)
+	                        ? e->copy
+	                        : amqp_empty_bytes;
 	size_t n = e->id.len + e->message_id.len + e->exchange.len +
-	           e->routing_key.len + e->owner.len;
+	           e->routing_key.len + e->owner.len + copy.len;
 	struct waiting *w = malloc(sizeof(*w) + n + 1);
 	char *p;
 
@@ -59,6 +74,8 @@ waiting_new(const struct event *e)
 	w->exchange = waiting_copy(&p, e->exchange);
 	w->routing_key = waiting_copy(&p, e->routing_key);
 	w->owner = waiting_copy(&p, e->owner);
+	w->copy = waiting_copy(&p, copy);
+	w->recorded_due = e->due;
 	return w;
 }
 
@@ -83,7 +100,7 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
 			return 0;
-		if ((w = waiting_new(e)) == NULL)
+		if ((w = waiting_new(f, e)) == NULL)
 			return -1;
 		if (idmap_put(&f->waiting, e->id, w, &old) < 0) {
 			free(w);
@@ -295,4 +312,75 @@ waiting_count_id(struct waiting_fold *f, amqp_bytes_t id, int64_t *last_due)
 	idmap_each(&f->waiting, waiting_count_one, &m);
 	*last_due = m.last_due;
 	return m.n;
+}
+
+struct waiting_names {
+	amqp_bytes_t id;
+	struct waiting **w;
+	size_t n, cap;
+	int oom;
+};
+
+static int
+waiting_name_one(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct waiting_names *m = ctx;
+	struct waiting *w = value, **grown;
+
+	(void)key;
+	if (m->oom || !(headers_bytes_eq(w->id, m->id) ||
+	                (w->message_id.len > 0 &&
+	                 headers_bytes_eq(w->message_id, m->id))))
+		return 0;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 8;
+		if ((grown = realloc(m->w, cap * sizeof(*grown))) == NULL) {
+			m->oom = 1;
+			return 0;
+		}
+		m->w = grown;
+		m->cap = cap;
+	}
+	m->w[m->n++] = w;
+	return 0;
+}
+
+long
+waiting_named(struct waiting_fold *f, amqp_bytes_t id, struct waiting ***out)
+{
+	struct waiting_names m = {id, NULL, 0, 0, 0};
+
+	idmap_each(&f->waiting, waiting_name_one, &m);
+	if (m.oom) {
+		free(m.w);
+		*out = NULL;
+		return -1;
+	}
+	*out = m.w;
+	return (long)m.n;
+}
+
+int
+waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
+                   int64_t at, amqp_bytes_t by, int control)
+{
+	struct cancel_match cm;
+	int copied;
+	int64_t back = w->recorded_due;
+
+	if (w->copy.len == 0 ||
+	    !(control || w->owner.len == 0 || headers_bytes_eq(w->owner, by)))
+		return 0;
+	/* A copy of it is out already: the instance that waits is that
+	 * copy, due at the time the latest request gave. */
+	copied = cancels_superseded(&f->cancels, w->message_id, w->id, w->owner,
+	                            0, at);
+	if (copied &&
+	    cancels_match(&f->cancels, w->message_id, w->id, w->owner, w->seen,
+	                  at, &cm) &&
+	    cm.reschedule != NULL)
+		back = cm.reschedule->due;
+	/* Due by the new time, or so soon that it comes back before the
+	 * request could be missed: the request alone will do. */
+	return !(!copied && due >= back) && back > at + WAITING_COPY_MARGIN_MS;
 }

@@ -67,6 +67,52 @@ def test_reschedule_later_with_ctl_is_not_delivered_at_the_old_time(
 
 
 @pytest.mark.slow
+def test_reschedule_earlier_with_ctl_arrives_at_the_new_time(
+        client, daemon_factory):
+    """A message deep in a long delay level, moved earlier twice: a copy
+    due at the new time goes out each time, and the instances it
+    replaces (the first copy, the original in its 16 s level) are
+    dropped when they come back, so it arrives once, whole, on time."""
+    # 1s, 2s, 4s, 8s, 16s: 30 s takes the 16 s level first.
+    d = daemon_factory(ladder("1s", 2, 5))
+    q = client.queue()
+    mid, other = uid("sooner"), uid("other")
+    t0, _ = publish(client, d, q, mid, 30, body=b"the body",
+                    **{"x-app": "kept"})
+    publish(client, d, q, other, 30)
+    wait_listed(d, [mid, other])
+
+    r = ctl(d, "reschedule", "--delay", "10s", mid)
+    assert "rescheduled 1 waiting message" in r.stdout, r.stdout
+    r = ctl(d, "reschedule", "--delay", "3s", mid)
+    asked = time.time()
+    assert "rescheduled 1 waiting message" in r.stdout, r.stdout
+    assert asked < t0 + 6, "the machine was too slow for this test"
+    row = [m for m in listing(d)["messages"] if m["id"] == mid][0]
+    assert abs(row["due_ms"] / 1000.0 - (asked + 3)) < 1.0, row
+
+    got = client.collect(q, 1, 6)
+    assert [p.message_id for _, p, _ in got] == [mid], got
+    on_time({mid: got[0][0]}, mid, asked - 0.5 + 3)
+    _, props, body = got[0]
+    assert body == b"the body" and props.headers == {"x-app": "kept"}, \
+        (body, props.headers)
+    # The first copy (back by asked + 8) and the original (back by
+    # t0 + 16) are dropped; the other message keeps its time.
+    expect_nothing(client, [q], t0 + 18)
+    wait_for(lambda: total(d.metrics(), "cascade_superseded_total") == 2,
+             5, "both superseded instances dropped")
+    assert mid not in [m["id"] for m in listing(d)["messages"]]
+    rs = [r for r in requests(d) if r.type == "reschedule"]
+    cid = rs[0].headers.get("x-cascade-superseded")
+    assert cid and [r.headers.get("x-cascade-superseded") for r in rs] == \
+        [cid, cid], [vars(r) for r in rs]
+    got = arrivals(client, q, 1, t0 + 30 + 3 - time.time())
+    assert list(got) == [other], got
+    assert status(d)["error"]["messages"] == 0
+
+
+@pytest.mark.slow
 def test_reschedule_earlier_with_the_header(client, daemon_factory):
     """Earlier than planned: met exactly when the message comes back from
     its delay level before the new time (here every 4 s at most)."""

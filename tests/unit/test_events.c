@@ -126,7 +126,9 @@ Test(events, scheduled_record_carries_what_list_shows)
 	e.exchange = b("orders");
 	e.routing_key = b("new");
 	e.size = 1234;
+	e.copy = b("CSCE\001 the message, whole");
 	roundtrip(&e, &r);
+	cr_assert(same(r.copy, "CSCE\001 the message, whole"));
 	cr_assert(same(r.id, "0123456789abcdef"));
 	cr_assert(same(r.message_id, "order-42"));
 	cr_assert_eq(r.due, 1700000090000);
@@ -337,6 +339,92 @@ Test(cancels, a_reschedule_moves_messages_first_seen_before_it)
 	cancels_match(&c, b("r-1"), b(""), b(""), 999, 1500, &m);
 	cr_assert_not_null(m.cancel);
 	cancels_free(&c);
+}
+
+/* A reschedule by `by` at `at` that published copies of ids (a, b). */
+static int
+add_copies(struct cancels *c, const char *id, int64_t at, const char *by,
+           int control, const char *ids)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_RESCHEDULE;
+	e.cancel = b(id);
+	e.due = at + 100;
+	e.at = at;
+	e.until = 1000000;
+	e.superseded = b(ids);
+	return cancels_add(c, &e, b(by), control);
+}
+
+Test(cancels, a_copy_supersedes_the_instances_copied_before_it)
+{
+	struct cancels c;
+
+	cancels_init(&c);
+	cr_assert_eq(add_copies(&c, "order-1", 1000, "ctl", 1, "c1"), 0);
+	/* The original (never copied) is superseded, the copy is not. */
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 0, 5000));
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 1000, 5000));
+	/* Another cascade id under the same message-id: not copied. */
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c2"), b(""), 0, 5000));
+	/* Named by its cascade id alone too. */
+	cr_assert(cancels_superseded(&c, b(""), b("c1"), b(""), 0, 5000) == 0,
+	          "held under order-1: a message without it is not named");
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 999, 5000));
+	/* A later request without copies keeps what the first said. */
+	add(&c, "order-1", EVENT_RESCHEDULE, 0, 9000, 2000, 1000000, "ctl", 1);
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 1000, 5000));
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 0, 5000));
+	/* A later copy supersedes the first copy, and not itself. */
+	cr_assert_eq(add_copies(&c, "order-1", 3000, "ctl", 1, "c1,,c2,"), 0);
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 1000, 5000));
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 3000, 5000));
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c2"), b(""), 0, 5000));
+	/* Lapsed: nothing is superseded any more. */
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b(""), 0, 1000000));
+	cancels_free(&c);
+}
+
+Test(cancels, copies_supersede_what_their_requester_may_change)
+{
+	struct cancels c;
+
+	cancels_init(&c);
+	cr_assert_eq(add_copies(&c, "order-1", 1000, "bob", 0, "c1"), 0);
+	cr_assert(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b("bob"), 0, 5000));
+	cr_assert_not(
+	    cancels_superseded(&c, b("order-1"), b("c1"), b("alice"), 0, 5000));
+	cancels_free(&c);
+}
+
+Test(events, a_reschedule_names_the_copies_it_published)
+{
+	struct event e = {0}, r;
+
+	e.kind = EVENT_RESCHEDULE;
+	e.cancel = b("order-1");
+	e.due = 1700000009000;
+	e.until = 1800000000000;
+	e.superseded = b("0123456789abcdef,fedcba9876543210");
+	roundtrip(&e, &r);
+	cr_assert(same(r.superseded, "0123456789abcdef,fedcba9876543210"));
+	/* Without copies, no header. */
+	e.superseded = amqp_empty_bytes;
+	roundtrip(&e, &r);
+	cr_assert_eq(r.superseded.len, 0);
 }
 
 Test(cancels, a_relayed_requester_is_believed_from_a_trusted_writer_only)

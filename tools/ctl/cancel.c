@@ -3,14 +3,21 @@
  * names a waiting message (its message-id or cascade id).  cancel: no
  * daemon delivers it (with --park the daemons park it instead);
  * reschedule: the daemons give it the new due time when they next see it.
+ * A message moved earlier than it would come back to a daemon is
+ * published again first, due at the new time, from the copy its
+ * scheduled record carries; the request then names it superseded, and
+ * the daemons drop the instance still waiting (events.h).
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
 #include "duration.h"
+#include "envelope.h"
+#include "headers.h"
 #include "when.h"
 
 /* A cancellation of waiting messages holds this long past their due time. */
@@ -118,6 +125,106 @@ reschedule_operands(int n, char **v)
 	return request_operands("reschedule", n, v);
 }
 
+/* Whether headers key is one a copy gets afresh. */
+static int
+copy_drops(amqp_bytes_t key)
+{
+	return headers_key_is(key, "x-cascade-due") ||
+	       headers_key_is(key, "x-cascade-copied") ||
+	       headers_key_is(key, "x-remaining-delay");
+}
+
+/*
+ * Publish w again from its copy, due at due, as a copy made at `at`, into
+ * the first shard's return queue: a daemon routes it from there as a
+ * message back from a delay level.  0, or -1 with c->err.
+ */
+static int
+publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
+{
+	amqp_basic_properties_t props;
+	amqp_bytes_t body;
+	amqp_table_t h;
+	amqp_pool_t pool;
+	const char *why;
+	int rc = -1;
+
+	init_amqp_pool(&pool, 4096);
+	if (envelope_decode(w->copy, &pool, &props, &body, &why) < 0) {
+		snprintf(c->err, sizeof(c->err),
+		         "the copy of %.*s in %s does not decode: %s",
+		         (int)w->id.len, (const char *)w->id.bytes,
+		         c->topo.events, why);
+		goto out;
+	}
+	if (headers_filter((props._flags & AMQP_BASIC_HEADERS_FLAG)
+	                       ? &props.headers
+	                       : NULL,
+	                   copy_drops, 2, &pool, &h) < 0) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		goto out;
+	}
+	headers_put_i64(&h, "x-cascade-due", due);
+	headers_put_i64(&h, "x-cascade-copied", at);
+	props.headers = h;
+	props._flags |= AMQP_BASIC_HEADERS_FLAG;
+	rc = session_publish(c, c->topo.ret[0], &props, body);
+out:
+	empty_amqp_pool(&pool);
+	return rc;
+}
+
+/*
+ * A reschedule of id to due, recorded at `at`: publish a copy, due then,
+ * of each waiting message it names that would come back to a daemon after
+ * due (it waits in a delay level or holding queue until its own time),
+ * when its scheduled record carries one.  Their cascade ids go into
+ * e->superseded, from pool: only messages ctl's user may change
+ * (cancels.h).  0, or -1 with c->err.
+ */
+static int
+reschedule_copies(struct ctl *c, struct waiting_fold *f, amqp_bytes_t id,
+                  int64_t due, struct event *e, amqp_pool_t *pool)
+{
+	char user[256];
+	struct waiting **ws;
+	char *ids;
+	size_t len = 0;
+	long n;
+	int rc = 0, control;
+
+	if (config_broker_user(&c->cfg, user, sizeof(user)) < 0)
+		return 0;
+	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
+	if ((n = waiting_named(f, id, &ws)) <= 0) {
+		if (n < 0)
+			snprintf(c->err, sizeof(c->err), "out of memory");
+		return n < 0 ? -1 : 0;
+	}
+	if ((ids = amqp_pool_alloc(pool, (size_t)n * 256)) == NULL) {
+		free(ws);
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return -1;
+	}
+	for (long i = 0; i < n && rc == 0; i++) {
+		const struct waiting *w = ws[i];
+
+		if (!waiting_needs_copy(f, w, due, e->at,
+		                        amqp_cstring_bytes(user), control))
+			continue;
+		if ((rc = publish_copy(c, w, due, e->at)) < 0)
+			break;
+		/* Cascade ids are 16 hex digits: no commas. */
+		if (len > 0)
+			ids[len++] = ',';
+		memcpy(ids + len, w->id.bytes, w->id.len);
+		len += w->id.len;
+	}
+	e->superseded = (amqp_bytes_t){len, ids};
+	free(ws);
+	return rc;
+}
+
 /*
  * Record a request in P.cancels for each id that names a waiting message
  * (or for every id, with --force).  0 every id recorded, 1 an id named
@@ -128,11 +235,25 @@ request_run(struct ctl *c)
 {
 	struct waiting_fold f;
 	struct event e;
+	amqp_bytes_t *want = NULL;
+	amqp_pool_t pool;
 	int rc = -1, unmatched = 0;
 	int64_t due = 0;
 	const char *what = opts.reschedule ? "reschedule" : "cancel";
 
+	init_amqp_pool(&pool, 1024);
 	session_fold_init(c, &f);
+	if (opts.reschedule) {
+		/* The copies of the messages these ids name, and no more. */
+		if ((want = calloc((size_t)opts.nids, sizeof(*want))) == NULL) {
+			snprintf(c->err, sizeof(c->err), "out of memory");
+			goto out;
+		}
+		for (int i = 0; i < opts.nids; i++)
+			want[i] = amqp_cstring_bytes(opts.ids[i]);
+		f.want = want;
+		f.nwant = (size_t)opts.nids;
+	}
 	if (stream_fold(c, &f) < 0 || stream_exists(c, c->topo.cancels) < 0)
 		goto out;
 	if (opts.reschedule) {
@@ -181,6 +302,11 @@ request_run(struct ctl *c)
 		e.until = m.n > 0 ? (m.last_due > e.at ? m.last_due : e.at) +
 		                        CANCEL_MARGIN_MS
 		                  : e.at + config_events_max_age(&c->cfg);
+		/* The copies first: once the request is read, the daemons
+		 * drop the instances they supersede. */
+		if (opts.reschedule && m.n > 0 &&
+		    reschedule_copies(c, &f, m.id, due, &e, &pool) < 0)
+			goto out;
 		if (session_record(c, c->topo.cancels, &e) < 0)
 			goto out;
 		/* A copy in P.events, for list's "cancel pending": list does
@@ -206,6 +332,8 @@ request_run(struct ctl *c)
 	rc = unmatched;
 out:
 	waiting_fold_free(&f);
+	empty_amqp_pool(&pool);
+	free(want);
 	return rc;
 }
 

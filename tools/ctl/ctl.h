@@ -147,6 +147,12 @@ int session_give_back(struct ctl *c, uint64_t tag, uint64_t held);
  */
 int session_record(struct ctl *c, const char *stream, const struct event *e);
 /*
+ * Publish props and body to queue through the default exchange, with a
+ * publisher confirm.  -1 with c->err.
+ */
+int session_publish(struct ctl *c, const char *queue,
+                    const amqp_basic_properties_t *props, amqp_bytes_t body);
+/*
  * A fold of P.events that judges requests as the daemons do (cancels.h):
  * by the config's control_users and the broker user ctl logs in as.
  */

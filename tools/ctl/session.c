@@ -292,8 +292,53 @@ session_record_returned(void *arg, const amqp_basic_return_t *r)
 	struct ctl *c = arg;
 
 	snprintf(c->unroutable, sizeof(c->unroutable),
-	         "unroutable: %.*s (was the stream deleted?)",
-	         (int)r->reply_text.len, (const char *)r->reply_text.bytes);
+	         "unroutable: %.*s (was it deleted?)", (int)r->reply_text.len,
+	         (const char *)r->reply_text.bytes);
+}
+
+/*
+ * Publish props and body to queue (exchange "", mandatory) and wait for
+ * the broker's confirm: then it is in the queue, durably.  -1 with
+ * c->err.
+ */
+int
+session_publish(struct ctl *c, const char *queue,
+                const amqp_basic_properties_t *props, amqp_bytes_t body)
+{
+	uint64_t nacked, returned;
+	int st;
+
+	if (c->confirms.ch != BROKER_CH_PUB) {
+		if (broker_confirm_select(c->conn, BROKER_CH_PUB, &c->confirms,
+		                          c->err, sizeof(c->err)) < 0)
+			return -1;
+		c->confirms.on_return = session_record_returned;
+		c->confirms.arg = c;
+	}
+	nacked = c->confirms.nacked;
+	returned = c->confirms.returned;
+	st = broker_confirm_publish(c->conn, &c->confirms, amqp_empty_bytes,
+	                            amqp_cstring_bytes(queue), 1, props, body);
+	if (st != AMQP_STATUS_OK) {
+		snprintf(c->err, sizeof(c->err), "publish to %s: %s", queue,
+		         amqp_error_string2(st));
+		return -1;
+	}
+	if (broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
+	                        sizeof(c->err)) < 0)
+		return -1;
+	amqp_maybe_release_buffers(c->conn);
+	if (c->confirms.returned > returned) {
+		snprintf(c->err, sizeof(c->err), "%s: %s", queue,
+		         c->unroutable);
+		return -1;
+	}
+	if (c->confirms.nacked > nacked) {
+		snprintf(c->err, sizeof(c->err),
+		         "%s: the broker refused the message (nack)", queue);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -308,18 +353,8 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 	struct event own;
 	amqp_basic_properties_t props;
 	amqp_pool_t pool;
-	uint64_t nacked, returned;
-	int st;
+	int rc;
 
-	if (c->confirms.ch != BROKER_CH_PUB) {
-		if (broker_confirm_select(c->conn, BROKER_CH_PUB, &c->confirms,
-		                          c->err, sizeof(c->err)) < 0)
-			return -1;
-		c->confirms.on_return = session_record_returned;
-		c->confirms.arg = c;
-	}
-	nacked = c->confirms.nacked;
-	returned = c->confirms.returned;
 	/* Written as the user ctl logs in as, which RabbitMQ checks: the
 	 * daemons judge the request by it (cancels.h). */
 	own = *e;
@@ -334,30 +369,9 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 		snprintf(c->err, sizeof(c->err), "out of memory");
 		return -1;
 	}
-	st = broker_confirm_publish(c->conn, &c->confirms, amqp_empty_bytes,
-	                            amqp_cstring_bytes(stream), 1, &props,
-	                            amqp_empty_bytes);
+	rc = session_publish(c, stream, &props, amqp_empty_bytes);
 	empty_amqp_pool(&pool);
-	if (st != AMQP_STATUS_OK) {
-		snprintf(c->err, sizeof(c->err), "publish to %s: %s", stream,
-		         amqp_error_string2(st));
-		return -1;
-	}
-	if (broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
-	                        sizeof(c->err)) < 0)
-		return -1;
-	amqp_maybe_release_buffers(c->conn);
-	if (c->confirms.returned > returned) {
-		snprintf(c->err, sizeof(c->err), "%s: %s", stream,
-		         c->unroutable);
-		return -1;
-	}
-	if (c->confirms.nacked > nacked) {
-		snprintf(c->err, sizeof(c->err),
-		         "%s: the broker refused the record (nack)", stream);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 void
