@@ -37,6 +37,16 @@ struct message {
 	int series_step;
 	int unrecorded; /* given an id; its scheduled record is written when
 	                  its first hop is confirmed */
+	/*
+	 * A reschedule published to P that moves messages earlier
+	 * (daemon_scan.c): scan is a record read from P.events for it;
+	 * scan_serial names a request waiting for its copies, and a copy
+	 * (scan_copy) names its request; superseded is the request's list.
+	 */
+	int scan, scan_copy;
+	uint64_t scan_serial;
+	unsigned copies_pending;
+	amqp_bytes_t superseded;
 	uint64_t delivery_tag;
 	uint64_t ack_index; /* in the daemon's acks */
 	/* From a holding queue over AMQP 1.0: settled there, not acked. */

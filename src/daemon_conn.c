@@ -104,6 +104,7 @@ daemon_drop_state(struct daemon *d)
 	xcheck_drop(&d->xc, message_free_item, NULL);
 	daemon_drop_held(d);
 	daemon_events_drop(d);
+	daemon_scan_drop(d);
 	ev_timer_stop(d->loop, &d->retry_timer);
 }
 

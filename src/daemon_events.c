@@ -33,9 +33,6 @@
 #define BATCH_RECORDS 1000
 #define BATCH_BYTES (64 * 1024)
 
-static int daemon_write(struct daemon *d, const char *stream,
-                        const struct event *e);
-
 /*
  * The record of the cancellation request m (ROUTE_RECORD): the same every
  * time, for a basic.return to match it and for its copy in P.events.
@@ -51,6 +48,7 @@ daemon_request_event(const struct daemon *d, const struct message *m,
 	                   &why) < 0)
 		return -1;
 	e->due = m->route.request_due;
+	e->superseded = m->superseded; /* its copies (daemon_scan.c) */
 	/* Written as ourselves, naming who asked (cancels.h). */
 	e->writer = amqp_cstring_bytes(d->own_user);
 	return 0;
@@ -398,12 +396,27 @@ daemon_requests(struct daemon *d, struct message *m)
 	struct cancel_match cm;
 	const struct cancel *k;
 	int64_t since;
+	int matched;
 
 	if (d->cancels.map.n == 0)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
 	owner = events_owner(&m->props, m->route.fresh);
+	/* A copy has the due time of the request that made it: only later
+	 * requests apply to it, even when that one is not read yet. */
+	since = m->route.since;
+	if (m->route.copied > 0 && m->route.copied >= since)
+		since = m->route.copied + 1;
+	matched = cancels_match(&d->cancels, mid, m->route.id, owner, since,
+	                        duration_wall_ms(), &cm);
+	/* Every refused request at once (each is parked once). */
+	while (matched && cm.refused != NULL && !d->broken) {
+		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
+		              owner);
+		matched = cancels_match(&d->cancels, mid, m->route.id, owner,
+		                        since, duration_wall_ms(), &cm);
+	}
 	/* A copy due at the new time took its place (cancels.h). */
 	if (cancels_superseded(&d->cancels, mid, m->route.id, owner,
 	                       m->route.copied, duration_wall_ms())) {
@@ -417,21 +430,8 @@ daemon_requests(struct daemon *d, struct message *m)
 		daemon_ack(d, m);
 		return 1;
 	}
-	/* A copy has the due time of the request that made it: only later
-	 * requests apply to it, even when that one is not read yet. */
-	since = m->route.since;
-	if (m->route.copied > 0 && m->route.copied >= since)
-		since = m->route.copied + 1;
-	if (!cancels_match(&d->cancels, mid, m->route.id, owner, since,
-	                   duration_wall_ms(), &cm))
+	if (!matched)
 		return 0;
-	/* Every refused request at once (each is parked once). */
-	while (cm.refused != NULL && !d->broken) {
-		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
-		              owner);
-		(void)cancels_match(&d->cancels, mid, m->route.id, owner, since,
-		                    duration_wall_ms(), &cm);
-	}
 	if ((k = cm.cancel) != NULL && k->reason != CANCEL_ASKED) {
 		daemon_claim_lost(d, m, k->reason, owner);
 		return 1;
@@ -502,6 +502,11 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		r->request_due = r->due;
 		r->action = ROUTE_RECORD;
 		r->due = now + config_events_max_age(d->cfg);
+		/* Copies of what it moves earlier go out first. */
+		if (e.kind == EVENT_RESCHEDULE) {
+			daemon_scan_request(d, m);
+			return 1;
+		}
 	}
 	daemon_dispatch(d, m);
 	return 1;
@@ -658,7 +663,7 @@ on_batch(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* A record: into the batch for P.events, on its own for P.cancels. */
-static int
+int
 daemon_write(struct daemon *d, const char *stream, const struct event *e)
 {
 	amqp_basic_properties_t props;
@@ -729,23 +734,30 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 int
-daemon_replay(struct daemon *d, char *err, size_t errsize)
+daemon_consume_stream(struct daemon *d, const char *stream, const char *tag)
 {
 	amqp_table_entry_t arg;
 	amqp_basic_consume_t c;
-	char id[17];
-	int st;
 
 	memset(&c, 0, sizeof(c));
 	arg.key = amqp_cstring_bytes("x-stream-offset");
 	arg.value.kind = AMQP_FIELD_KIND_UTF8;
 	arg.value.value.bytes = amqp_cstring_bytes("first");
-	c.queue = amqp_cstring_bytes(d->topo.cancels);
-	c.consumer_tag = amqp_cstring_bytes(CANCELS_TAG);
+	c.queue = amqp_cstring_bytes(stream);
+	c.consumer_tag = amqp_cstring_bytes(tag);
 	c.arguments.num_entries = 1;
 	c.arguments.entries = &arg;
-	st = amqp_send_method(d->conn, BROKER_CH_WORK,
-	                      AMQP_BASIC_CONSUME_METHOD, &c);
+	return amqp_send_method(d->conn, BROKER_CH_WORK,
+	                        AMQP_BASIC_CONSUME_METHOD, &c);
+}
+
+int
+daemon_replay(struct daemon *d, char *err, size_t errsize)
+{
+	char id[17];
+	int st;
+
+	st = daemon_consume_stream(d, d->topo.cancels, CANCELS_TAG);
 	if (st == AMQP_STATUS_OK) {
 		events_new_id(id);
 		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
@@ -770,4 +782,5 @@ daemon_events_init(struct daemon *d)
 {
 	ev_init(&d->batch_timer, on_batch);
 	ev_init(&d->replay, on_replay);
+	daemon_scan_init(d);
 }

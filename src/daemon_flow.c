@@ -161,7 +161,11 @@ daemon_message_done(struct daemon *d, struct message *m)
 		daemon_record(d, m);
 		return;
 	}
-	if (!m->is_return && !m->stream)
+	if (m->scan && !m->discard) {
+		daemon_scan_message(d, m);
+		return;
+	}
+	if (!m->is_return && !m->stream && !m->scan)
 		d->m.received[m->consumer]++;
 	if (m->is_return) {
 		d->m.returns++;

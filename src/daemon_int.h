@@ -43,6 +43,7 @@
 #include "router.h"
 #include "targets.h"
 #include "topology.h"
+#include "waiting.h"
 #include "xcheck.h"
 
 /* The struct that embeds member `member`, at `p`, is a `type`. */
@@ -144,6 +145,21 @@ struct daemon {
 	size_t cancels_prune_at; /* prune when this many are held */
 	uint64_t replayed;       /* records read while replaying */
 	ev_timer replay;         /* writes the marker again (on_replay) */
+	/*
+	 * daemon_scan.c: P.events read from its first record to a marker
+	 * for the reschedules published to P that wait for it (reading),
+	 * then their copies published (copying); queued wait for the next
+	 * reading.
+	 */
+	struct {
+		int active;
+		char marker[40];
+		struct waiting_fold fold;
+		amqp_bytes_t *want;
+		struct message_list queued, reading, copying;
+		uint64_t serial;
+		ev_timer remark;
+	} scan;
 	/* P.events records not written yet, one message per batch */
 	char *batch;
 	size_t batch_len, batch_cap;
@@ -298,6 +314,28 @@ int daemon_events_flush(struct daemon *d);
 void daemon_events_drop(struct daemon *d);
 /* Read P.cancels from the start and write the marker.  0, or -1 with err. */
 int daemon_replay(struct daemon *d, char *err, size_t errsize);
+/* basic.consume of stream from its first record, on the work channel,
+ * without waiting for the reply. */
+int daemon_consume_stream(struct daemon *d, const char *stream,
+                          const char *tag);
+/* Write a record into P.events (batched) or P.cancels. */
+int daemon_write(struct daemon *d, const char *stream, const struct event *e);
+
+/*
+ * daemon_scan.c
+ */
+
+#define SCAN_TAG "cascade.scan"
+
+void daemon_scan_init(struct daemon *d);
+/* Reschedule request m (ROUTE_RECORD set): copies first, then recorded. */
+void daemon_scan_request(struct daemon *d, struct message *m);
+/* A delivery from P.events for the reading under way. */
+void daemon_scan_message(struct daemon *d, struct message *m);
+/* The copy m was confirmed (ok) or refused. */
+void daemon_scan_copied(struct daemon *d, struct message *m, int ok);
+/* The connection is gone: drop what waits (the broker redelivers). */
+void daemon_scan_drop(struct daemon *d);
 
 /*
  * daemon_hold.c

@@ -229,6 +229,10 @@ daemon_nacked(struct daemon *d, struct message *m)
 static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
+	if (m->scan_copy) {
+		daemon_scan_copied(d, m, !nack && !m->out.returned);
+		return;
+	}
 	if (nack) {
 		daemon_nacked(d, m);
 		return;

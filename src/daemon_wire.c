@@ -174,6 +174,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		m->src = ROUTE_FROM_INGRESS;
 		m->consumer = 0; /* ingress */
 		m->stream = headers_key_is(dv->consumer_tag, CANCELS_TAG);
+		m->scan = headers_key_is(dv->consumer_tag, SCAN_TAG);
 		for (unsigned i = 0; i < d->nconsumers; i++) {
 			const struct consumer *c = &d->consumers[i];
 			if (!headers_key_is(dv->consumer_tag, c->tag))
@@ -221,6 +222,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		/* The queues' consumers, all registered (not P.cancels'). */
 		if (ch == BROKER_CH_WORK &&
 		    !headers_key_is(ok->consumer_tag, CANCELS_TAG) &&
+		    !headers_key_is(ok->consumer_tag, SCAN_TAG) &&
 		    d->consume_oks > 0 && --d->consume_oks == 0)
 			daemon_ready(d);
 		return;

@@ -114,30 +114,34 @@ def test_reschedule_earlier_with_ctl_arrives_at_the_new_time(
 
 @pytest.mark.slow
 def test_reschedule_earlier_with_the_header(client, daemon_factory):
-    """Earlier than planned: met exactly when the message comes back from
-    its delay level before the new time (here every 4 s at most)."""
-    d = daemon_factory(ladder(*SHORT))
+    """The same from any client: the daemon that takes the request reads
+    P.events as cascade-ctl does and publishes the copy itself."""
+    d = daemon_factory(ladder("1s", 2, 5))
     q = client.queue()
     mid, other = uid("sooner"), uid("other")
-    t0, _ = publish(client, d, q, mid, 14)
-    publish(client, d, q, other, 14)
+    t0, _ = publish(client, d, q, mid, 30)
+    publish(client, d, q, other, 30)
     wait_listed(d, [mid, other])
     asked = client.publish(d.prefix, q, b"ignored",
                            {"x-cascade-reschedule": mid,
-                            "x-remaining-delay": "6s"})
-    assert asked < t0 + 2, "the machine was too slow for this test"
-    got = arrivals(client, q, 1, 10)
+                            "x-remaining-delay": "4s"})
+    assert asked < t0 + 6, "the machine was too slow for this test"
+    got = arrivals(client, q, 1, 7)
     assert list(got) == [mid], got
-    on_time(got, mid, asked + 6)
-    # The other one keeps its time, and nothing arrives twice.
-    got = arrivals(client, q, 1, t0 + 14 + 3 - time.time())
+    on_time(got, mid, asked + 4)
+    # The original comes back from its 16 s level and is dropped; the
+    # other one keeps its time, and nothing arrives twice.
+    expect_nothing(client, [q], t0 + 18)
+    assert total(d.metrics(), "cascade_superseded_total") == 1
+    got = arrivals(client, q, 1, t0 + 30 + 3 - time.time())
     assert list(got) == [other], got
-    expect_nothing(client, [q], time.time() + 2)
     rs = requests(d)
     assert [r.headers["x-cascade-reschedule"] for r in rs] == [mid]
-    # Written by the daemon as itself, naming who asked (nobody here).
+    # Written by the daemon as itself, naming who asked (nobody here),
+    # with the cascade id it copied.
     assert rs[0].user_id == "guest" and \
         rs[0].headers["x-cascade-requester"] == "", vars(rs[0])
+    assert len(rs[0].headers["x-cascade-superseded"]) == 16, vars(rs[0])
     assert status(d)["error"]["messages"] == 0
 
 

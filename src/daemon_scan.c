@@ -1,0 +1,388 @@
+/*
+ * A reschedule published to P that moves messages earlier (CONTRACT
+ * section 7.5), done as cascade-ctl reschedule does it.
+ *
+ * A message in a long delay level comes back to a daemon only when the
+ * level's TTL runs out.  To have it arrive at an earlier time, the daemon
+ * that takes the request reads P.events from its first record up to a
+ * marker of its own, finds the scheduled records of the messages the
+ * request names, and publishes the copy each carries (events.h) into the
+ * first shard's return queue, due at the new time and stamped
+ * x-cascade-copied with the request's time.  Once the broker confirmed
+ * every copy it records the request, naming the cascade ids copied in
+ * x-cascade-superseded, and only then acks it: the daemons drop the
+ * instances those copies replace when they come back (cancels.h).
+ *
+ * Requests that arrive while P.events is being read wait for the next
+ * reading; one reading serves every request waiting when it starts.  A
+ * lost connection drops them all unacked, and the broker delivers them
+ * again: copies published before are then superseded by the new ones.
+ */
+#include "daemon_int.h"
+
+#include "amqp_compat.h"
+#include <ev.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "duration.h"
+#include "envelope.h"
+#include "headers.h"
+#include "log.h"
+
+/* s: the marker is written without a confirm; write it again until it
+ * comes back (as for P.cancels, daemon_events.c). */
+#define SCAN_REMARK 5.
+
+static void on_remark(struct ev_loop *loop, ev_timer *w, int revents);
+
+void
+daemon_scan_init(struct daemon *d)
+{
+	TAILQ_INIT(&d->scan.queued);
+	TAILQ_INIT(&d->scan.reading);
+	TAILQ_INIT(&d->scan.copying);
+	ev_init(&d->scan.remark, on_remark);
+}
+
+/* The request m names: its id, and who asks (empty: anonymous). */
+static int
+scan_request(const struct message *m, amqp_bytes_t *id, amqp_bytes_t *by)
+{
+	const char *why;
+	struct event e;
+
+	if (events_request(&m->props, 0, 0, &e, &why) < 0)
+		return -1;
+	*id = e.cancel;
+	*by = e.requester;
+	return 0;
+}
+
+/* When m's record says it was made: the copies carry that time. */
+static int64_t
+scan_at(const struct daemon *d, const struct message *m)
+{
+	return m->route.due - config_events_max_age(d->cfg);
+}
+
+static int
+scan_marker(struct daemon *d)
+{
+	struct event e;
+	int st;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.at = duration_wall_ms();
+	e.marker = amqp_cstring_bytes(d->scan.marker);
+	if ((st = daemon_write(d, d->topo.events, &e)) == AMQP_STATUS_OK)
+		st = daemon_events_flush(d);
+	return st;
+}
+
+/* Read P.events for the requests queued. */
+static void
+scan_start(struct daemon *d)
+{
+	struct message *m;
+	size_t n = 0;
+	char id[17];
+	int st;
+
+	if (d->scan.active || TAILQ_EMPTY(&d->scan.queued) || d->broken ||
+	    d->conn == NULL)
+		return;
+	TAILQ_CONCAT(&d->scan.reading, &d->scan.queued, link);
+	TAILQ_FOREACH(m, &d->scan.reading, link)
+		n++;
+	free(d->scan.want);
+	if ((d->scan.want = calloc(n, sizeof(*d->scan.want))) == NULL) {
+		daemon_fail(d, "out of memory for a reschedule");
+		return;
+	}
+	n = 0;
+	TAILQ_FOREACH(m, &d->scan.reading, link) {
+		amqp_bytes_t by;
+		if (scan_request(m, &d->scan.want[n], &by) == 0)
+			n++;
+	}
+	waiting_fold_init(&d->scan.fold);
+	d->scan.fold.cfg = d->cfg;
+	snprintf(d->scan.fold.own_user, sizeof(d->scan.fold.own_user), "%s",
+	         d->own_user);
+	d->scan.fold.want = d->scan.want;
+	d->scan.fold.nwant = n;
+	d->scan.active = 1;
+
+	events_new_id(id);
+	snprintf(d->scan.marker, sizeof(d->scan.marker), "scan-%d-%s",
+	         (int)getpid(), id);
+	st = daemon_consume_stream(d, d->topo.events, SCAN_TAG);
+	if (st == AMQP_STATUS_OK)
+		st = scan_marker(d);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	ev_timer_set(&d->scan.remark, SCAN_REMARK, SCAN_REMARK);
+	ev_timer_start(d->loop, &d->scan.remark);
+	log_info("reschedule_reading", " stream=%s requests=%zu",
+	         d->topo.events, n);
+}
+
+static void
+on_remark(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, scan.remark);
+	int st;
+
+	(void)loop;
+	(void)revents;
+	if (!d->scan.active || d->broken || d->conn == NULL) {
+		ev_timer_stop(d->loop, &d->scan.remark);
+		return;
+	}
+	if ((st = scan_marker(d)) != AMQP_STATUS_OK)
+		daemon_fail(d, amqp_error_string2(st));
+}
+
+void
+daemon_scan_request(struct daemon *d, struct message *m)
+{
+	m->scan_serial = ++d->scan.serial;
+	TAILQ_INSERT_TAIL(&d->scan.queued, m, link);
+	scan_start(d);
+}
+
+/*
+ * A copy of w for request r, due at due: a message of the daemon's own,
+ * routed as one back from a delay level into the first shard's return
+ * queue.  0, 1 when it does not decode (nothing to copy), -1 out of
+ * memory.
+ */
+static int
+scan_copy(struct daemon *d, struct message *r, const struct waiting *w,
+          int64_t due, int64_t at)
+{
+	amqp_basic_properties_t props;
+	amqp_bytes_t body;
+	struct message *m;
+	const char *why;
+
+	if ((m = message_new()) == NULL)
+		return -1;
+	if (envelope_decode(w->copy, &d->scratch, &props, &body, &why) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		message_free(m);
+		log_warn("reschedule_copy_undecodable",
+		         " id=\"%.*s\" reason=\"%s\"", (int)w->id.len,
+		         (const char *)w->id.bytes, why);
+		return 1;
+	}
+	if (message_set_props(m, &props) < 0 || message_body(m, body.len) < 0 ||
+	    message_append(m, body) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		message_free(m);
+		return -1;
+	}
+	recycle_amqp_pool(&d->scratch);
+	m->synthetic = 1;
+	m->scan_copy = 1;
+	m->scan_serial = r->scan_serial;
+	m->src = ROUTE_FROM_RETURN;
+	m->routed = 1;
+	router_decide(&d->rp, ROUTE_FROM_RETURN, &m->props, amqp_empty_bytes,
+	              duration_wall_ms(), &m->route);
+	if (m->route.action == ROUTE_PARK) {
+		log_warn("reschedule_copy_unroutable",
+		         " id=\"%.*s\" reason=\"%s\"", (int)w->id.len,
+		         (const char *)w->id.bytes, m->route.reason);
+		message_free(m);
+		return 1;
+	}
+	m->route.due = due;
+	m->route.copied = at;
+	m->route.shard = 0;
+	m->route.level = -1;
+	m->route.action = ROUTE_RETURN;
+	r->copies_pending++;
+	daemon_dispatch(d, m);
+	return 0;
+}
+
+/* P.events is read: publish the copies each request needs. */
+static void
+scan_copies(struct daemon *d)
+{
+	struct message *r;
+
+	while ((r = TAILQ_FIRST(&d->scan.reading)) != NULL) {
+		amqp_bytes_t id, by;
+		struct waiting **ws = NULL;
+		char *list = NULL;
+		size_t len = 0;
+		long n = 0;
+		int64_t at = scan_at(d, r), due = r->route.request_due;
+		int control, rc = 0;
+
+		TAILQ_REMOVE(&d->scan.reading, r, link);
+		if (scan_request(r, &id, &by) == 0 &&
+		    (n = waiting_named(&d->scan.fold, id, &ws)) < 0)
+			rc = -1;
+		if (n > 0 && (list = malloc((size_t)n * 256)) == NULL)
+			rc = -1;
+		control = config_control_user(d->cfg, by);
+		for (long i = 0; i < n && rc == 0; i++) {
+			const struct waiting *w = ws[i];
+			if (!waiting_needs_copy(&d->scan.fold, w, due, at, by,
+			                        control))
+				continue;
+			if ((rc = scan_copy(d, r, w, due, at)) != 0) {
+				rc = rc < 0 ? -1 : 0;
+				continue;
+			}
+			/* Cascade ids are 16 hex digits: no commas. */
+			if (len > 0)
+				list[len++] = ',';
+			memcpy(list + len, w->id.bytes, w->id.len);
+			len += w->id.len;
+		}
+		free(ws);
+		if (rc == 0 && len > 0) {
+			r->superseded =
+			    message_dup(r, (amqp_bytes_t){len, list});
+			if (r->superseded.bytes == NULL)
+				rc = -1;
+		}
+		free(list);
+		if (rc < 0) {
+			message_free(r);
+			daemon_fail(d, "out of memory for a reschedule");
+			return;
+		}
+		log_info("reschedule_copies",
+		         " id=\"%.*s\" copies=%u due=%" PRId64, (int)id.len,
+		         (const char *)id.bytes, r->copies_pending, due);
+		if (r->copies_pending == 0)
+			daemon_dispatch(d, r);
+		else
+			TAILQ_INSERT_TAIL(&d->scan.copying, r, link);
+	}
+}
+
+static void
+scan_end(struct daemon *d)
+{
+	ev_timer_stop(d->loop, &d->scan.remark);
+	if (d->scan.active)
+		waiting_fold_free(&d->scan.fold);
+	free(d->scan.want);
+	d->scan.want = NULL;
+	d->scan.active = 0;
+}
+
+/* The marker came back: stop reading, copy, and read again if asked. */
+static void
+scan_reached(struct daemon *d)
+{
+	amqp_basic_cancel_t c;
+	int st;
+
+	memset(&c, 0, sizeof(c));
+	c.consumer_tag = amqp_cstring_bytes(SCAN_TAG);
+	st = amqp_send_method(d->conn, BROKER_CH_WORK, AMQP_BASIC_CANCEL_METHOD,
+	                      &c);
+	if (st != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	scan_copies(d);
+	scan_end(d);
+	scan_start(d);
+}
+
+/* One record of P.events into the fold; 1 at our marker. */
+static int
+scan_record(struct daemon *d, const amqp_basic_properties_t *p)
+{
+	struct event e;
+
+	if (events_parse(p, &e) < 0)
+		return 0;
+	if (e.kind == EVENT_MARKER)
+		return headers_key_is(e.marker, d->scan.marker);
+	return waiting_fold_event(&d->scan.fold, &e) < 0 ? -1 : 0;
+}
+
+void
+daemon_scan_message(struct daemon *d, struct message *m)
+{
+	amqp_basic_properties_t p;
+	size_t off = 0;
+	int rc = 0, got;
+
+	/* After the marker (or before a new reading): not wanted. */
+	if (!d->scan.active) {
+		daemon_ack(d, m);
+		return;
+	}
+	if (!events_is_batch(&m->props)) {
+		rc = scan_record(d, &m->props);
+	} else {
+		while (rc == 0 && (got = events_batch_next(
+		                       m->body, &off, &d->scratch, &p)) > 0)
+			rc = scan_record(d, &p);
+		recycle_amqp_pool(&d->scratch);
+	}
+	daemon_ack(d, m);
+	if (rc < 0)
+		daemon_fail(d, "out of memory reading P.events");
+	else if (rc > 0)
+		scan_reached(d);
+}
+
+void
+daemon_scan_copied(struct daemon *d, struct message *m, int ok)
+{
+	struct message *r;
+	uint64_t serial = m->scan_serial;
+
+	message_free(m);
+	if (!ok) {
+		/* The request is delivered again, and copied again. */
+		daemon_fail(d, "the broker refused a reschedule's copy");
+		return;
+	}
+	TAILQ_FOREACH(r, &d->scan.copying, link)
+		if (r->scan_serial == serial)
+			break;
+	if (r == NULL || --r->copies_pending > 0)
+		return;
+	TAILQ_REMOVE(&d->scan.copying, r, link);
+	daemon_dispatch(d, r);
+}
+
+static void
+scan_drop_list(struct message_list *l)
+{
+	struct message *m;
+
+	while ((m = TAILQ_FIRST(l)) != NULL) {
+		TAILQ_REMOVE(l, m, link);
+		message_free(m);
+	}
+}
+
+void
+daemon_scan_drop(struct daemon *d)
+{
+	scan_drop_list(&d->scan.queued);
+	scan_drop_list(&d->scan.reading);
+	scan_drop_list(&d->scan.copying);
+	scan_end(d);
+}
