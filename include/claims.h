@@ -63,11 +63,18 @@ int claims_add(struct claims *c, const struct event *e, amqp_bytes_t owner,
 const struct claim *claims_holder(const struct claims *c,
                                   amqp_bytes_t message_id, int64_t now);
 
-/* A cancel of message_id recorded at `at`: its holder holds it no more. */
-void claims_cancelled(struct claims *c, amqp_bytes_t message_id, int64_t at);
+/*
+ * A cancel of message_id recorded at `at` by `by` (control: one of
+ * [events] control_users): its holder holds it no more, when by may
+ * change it (cancels.h).
+ */
+void claims_cancelled(struct claims *c, amqp_bytes_t message_id, int64_t at,
+                      amqp_bytes_t by, int control);
 
-/* A reschedule of message_id: the holder holds it until due. */
-void claims_rescheduled(struct claims *c, amqp_bytes_t message_id, int64_t due);
+/* A reschedule of message_id by `by`: the holder holds it until due, when
+ * by may change it. */
+void claims_rescheduled(struct claims *c, amqp_bytes_t message_id, int64_t due,
+                        amqp_bytes_t by, int control);
 
 /* Forget holders past their time; how many are left. */
 size_t claims_prune(struct claims *c, int64_t now);

@@ -98,19 +98,34 @@ claims_holder(const struct claims *c, amqp_bytes_t message_id, int64_t now)
 	return k != NULL && k->due > now ? k : NULL;
 }
 
-void
-claims_cancelled(struct claims *c, amqp_bytes_t message_id, int64_t at)
+/* The holder of message_id, when by may change it (cancels.h). */
+static struct claim *
+claims_changed(struct claims *c, amqp_bytes_t message_id, amqp_bytes_t by,
+               int control)
 {
 	struct claim *k = c->map.n ? idmap_get(&c->map, message_id) : NULL;
+
+	if (k == NULL || control || k->owner_len == 0 ||
+	    (by.len == k->owner_len && memcmp(by.bytes, k->owner, by.len) == 0))
+		return k;
+	return NULL; /* refused: the holder stays as it is */
+}
+
+void
+claims_cancelled(struct claims *c, amqp_bytes_t message_id, int64_t at,
+                 amqp_bytes_t by, int control)
+{
+	struct claim *k = claims_changed(c, message_id, by, control);
 
 	if (k != NULL && k->due > at)
 		k->due = at;
 }
 
 void
-claims_rescheduled(struct claims *c, amqp_bytes_t message_id, int64_t due)
+claims_rescheduled(struct claims *c, amqp_bytes_t message_id, int64_t due,
+                   amqp_bytes_t by, int control)
 {
-	struct claim *k = c->map.n ? idmap_get(&c->map, message_id) : NULL;
+	struct claim *k = claims_changed(c, message_id, by, control);
 
 	if (k != NULL) {
 		k->due = due;

@@ -534,9 +534,11 @@ daemon_record(struct daemon *d, struct message *m)
 		                  &by, &control);
 		/* A unique id's holder holds it no more, or until later. */
 		if (e.kind == EVENT_CANCEL)
-			claims_cancelled(&d->claims, e.cancel, e.at);
+			claims_cancelled(&d->claims, e.cancel, e.at, by,
+			                 control);
 		else
-			claims_rescheduled(&d->claims, e.cancel, e.due);
+			claims_rescheduled(&d->claims, e.cancel, e.due, by,
+			                   control);
 		if (cancels_add(&d->cancels, &e, by, control) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");

@@ -79,10 +79,15 @@ Test(claims, cancel_and_reschedule_move_the_holder_s_end)
 	struct claim_verdict v;
 
 	claims_init(&c);
-	claim(&c, "r-1", "aaaa", 0, 100, 5000, "", 0);
-	claims_rescheduled(&c, b("r-1"), 8000);
+	claim(&c, "r-1", "aaaa", 0, 100, 5000, "alice", 0);
+	claims_rescheduled(&c, b("r-1"), 8000, b("alice"), 0);
 	cr_assert_not_null(claims_holder(&c, b("r-1"), 7000));
-	claims_cancelled(&c, b("r-1"), 7500);
+	/* bob may not change alice's message: neither request counts. */
+	claims_cancelled(&c, b("r-1"), 7500, b("bob"), 0);
+	claims_rescheduled(&c, b("r-1"), 1000, b("bob"), 0);
+	cr_assert_not_null(claims_holder(&c, b("r-1"), 7600));
+	/* A control user may. */
+	claims_cancelled(&c, b("r-1"), 7500, b("ops"), 1);
 	cr_assert_null(claims_holder(&c, b("r-1"), 7600));
 	v = claim(&c, "r-1", "bbbb", 0, 7600, 9000, "", 0);
 	cr_assert(v.won, "the id is free once its holder was cancelled");
