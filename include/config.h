@@ -124,6 +124,9 @@ enum tail_mode {
 	X(events, control_users, STR, "", 0, CONFIG_STR_MAX - 1, NULL,         \
 	  "users whose requests may change any message (, or space apart); "   \
 	  "empty: [broker] url's user")                                        \
+	X(events, copy_max_size, UINT, "65536", 0, 1048576, NULL,              \
+	  "bytes: a scheduled record carries a message up to this size, for "  \
+	  "an earlier reschedule to the millisecond; 0: no copies")            \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \

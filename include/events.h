@@ -61,7 +61,7 @@ struct event {
 	 * x-cascade-message (bytes, optional): the message as its first hop
 	 * published it, an envelope (envelope.h), for cascade-ctl
 	 * reschedule to publish again when it moves a message earlier.
-	 * Only up to EVENTS_COPY_MAX bytes, and never a repeat's.
+	 * Only up to [events] copy_max_size bytes, and never a repeat's.
 	 */
 	amqp_bytes_t copy;
 	/* parked */
@@ -145,9 +145,6 @@ void events_of(enum event_kind kind, const struct route *r,
  */
 int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);
-
-/* A scheduled record carries a copy of its message up to this size. */
-#define EVENTS_COPY_MAX (64 * 1024)
 
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"

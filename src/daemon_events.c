@@ -76,7 +76,7 @@ daemon_request_copy(struct daemon *d, const struct message *m)
  * d->scratch (which daemon_write recycles), for its scheduled record:
  * cascade-ctl reschedule publishes it again when it moves m earlier
  * (events.h).  Empty for a repeat (its copies are the series') and when
- * it would exceed EVENTS_COPY_MAX.
+ * it would exceed [events] copy_max_size.
  */
 static amqp_bytes_t
 daemon_copy(struct daemon *d, const struct message *m)
@@ -85,16 +85,18 @@ daemon_copy(struct daemon *d, const struct message *m)
 	size_t cap, len;
 	char *buf;
 
-	if (m->route.every > 0 || m->body.len >= EVENTS_COPY_MAX ||
+	size_t max = (size_t)d->cfg->events_copy_max_size;
+
+	if (m->route.every > 0 || m->body.len >= max ||
 	    router_props(&m->props, &m->route, &d->scratch, &out) < 0)
 		return amqp_empty_bytes;
 	cap = envelope_bound(&out, m->body.len);
-	if (cap > EVENTS_COPY_MAX + 1024)
-		cap = EVENTS_COPY_MAX + 1024;
+	if (cap > max + 1024)
+		cap = max + 1024;
 	if ((buf = amqp_pool_alloc(&d->scratch, cap)) == NULL)
 		return amqp_empty_bytes;
 	len = envelope_encode(&out, m->body, buf, cap);
-	if (len == 0 || len > EVENTS_COPY_MAX)
+	if (len == 0 || len > max)
 		return amqp_empty_bytes;
 	return (amqp_bytes_t){len, buf};
 }
