@@ -43,7 +43,8 @@ struct message {
 	 * scan_serial names a request waiting for its copies, and a copy
 	 * (scan_copy) names its request; superseded is the request's list.
 	 */
-	int scan, scan_copy;
+	int scan, scan_current, scan_copy;
+	int scan_counted; /* a request in the reading's recording count */
 	uint64_t scan_serial;
 	unsigned copies_pending;
 	amqp_bytes_t superseded;

@@ -186,6 +186,7 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 	}
 	if (set == NULL) {
 		if ((set = malloc(sizeof(*set))) == NULL) {
+			free(n->superseded);
 			free(n);
 			return -1;
 		}

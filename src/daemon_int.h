@@ -154,10 +154,13 @@ struct daemon {
 	struct {
 		int active;
 		char marker[40];
+		char tag[48]; /* this reading's consumer tag */
 		struct waiting_fold fold;
 		amqp_bytes_t *want;
 		struct message_list queued, reading, copying;
 		uint64_t serial;
+		int64_t last_at;    /* the latest request's time, Unix ms */
+		unsigned recording; /* requests copied, not yet acked */
 		ev_timer remark;
 	} scan;
 	/* P.events records not written yet, one message per batch */
@@ -325,6 +328,7 @@ int daemon_write(struct daemon *d, const char *stream, const struct event *e);
  * daemon_scan.c
  */
 
+/* Each reading's consumer tag: this, a dot and a serial. */
 #define SCAN_TAG "cascade.scan"
 
 void daemon_scan_init(struct daemon *d);
@@ -334,6 +338,10 @@ void daemon_scan_request(struct daemon *d, struct message *m);
 void daemon_scan_message(struct daemon *d, struct message *m);
 /* The copy m was confirmed (ok) or refused. */
 void daemon_scan_copied(struct daemon *d, struct message *m, int ok);
+/* A request it copied for is acked: the next reading may start. */
+void daemon_scan_settled(struct daemon *d);
+/* Whether consumer tag is a reading's; *current: this reading's. */
+int daemon_scan_tag(const struct daemon *d, amqp_bytes_t tag, int *current);
 /* The connection is gone: drop what waits (the broker redelivers). */
 void daemon_scan_drop(struct daemon *d);
 

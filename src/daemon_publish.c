@@ -66,6 +66,11 @@ daemon_ack(struct daemon *d, struct message *m)
 		amqp1_accept(d->a1, m->dv);
 	else if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
 		daemon_fail(d, "out of memory for acks");
+	if (m->scan_counted) {
+		message_free(m);
+		daemon_scan_settled(d);
+		return;
+	}
 	message_free(m);
 }
 
@@ -230,7 +235,9 @@ static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (m->scan_copy) {
-		daemon_scan_copied(d, m, !nack && !m->out.returned);
+		daemon_scan_copied(d, m,
+		                   !nack && !m->out.returned &&
+		                       m->route.action == ROUTE_RETURN);
 		return;
 	}
 	if (nack) {

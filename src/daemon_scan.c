@@ -14,9 +14,13 @@
  * instances those copies replace when they come back (cancels.h).
  *
  * Requests that arrive while P.events is being read wait for the next
- * reading; one reading serves every request waiting when it starts.  A
- * lost connection drops them all unacked, and the broker delivers them
- * again: copies published before are then superseded by the new ones.
+ * reading; one reading serves every request waiting when it starts, in
+ * order, each request's time later than the one before and each folded
+ * in before the next is judged.  The next reading starts once every
+ * request of the last one is acked (its record, and the record's copy
+ * in P.events, written), so it reads what they did.  A lost connection
+ * drops them all unacked, and the broker delivers them again: copies
+ * published before are then superseded by the new ones.
  */
 #include "daemon_int.h"
 
@@ -63,11 +67,17 @@ scan_request(const struct message *m, amqp_bytes_t *id, amqp_bytes_t *by)
 	return 0;
 }
 
-/* When m's record says it was made: the copies carry that time. */
-static int64_t
-scan_at(const struct daemon *d, const struct message *m)
+int
+daemon_scan_tag(const struct daemon *d, amqp_bytes_t tag, int *current)
 {
-	return m->route.due - config_events_max_age(d->cfg);
+	size_t n = sizeof(SCAN_TAG) - 1;
+	int ours = tag.len > n && memcmp(tag.bytes, SCAN_TAG, n) == 0 &&
+	           ((const char *)tag.bytes)[n] == '.';
+
+	if (current != NULL)
+		*current =
+		    ours && d->scan.active && headers_key_is(tag, d->scan.tag);
+	return ours;
 }
 
 static int
@@ -76,6 +86,9 @@ scan_marker(struct daemon *d)
 	struct event e;
 	int st;
 
+	/* A blocked connection stops reading: the remark writes it later. */
+	if (d->out.blocked)
+		return AMQP_STATUS_OK;
 	memset(&e, 0, sizeof(e));
 	e.kind = EVENT_MARKER;
 	e.at = duration_wall_ms();
@@ -94,8 +107,8 @@ scan_start(struct daemon *d)
 	char id[17];
 	int st;
 
-	if (d->scan.active || TAILQ_EMPTY(&d->scan.queued) || d->broken ||
-	    d->conn == NULL)
+	if (d->scan.active || d->scan.recording > 0 ||
+	    TAILQ_EMPTY(&d->scan.queued) || d->broken || d->conn == NULL)
 		return;
 	TAILQ_CONCAT(&d->scan.reading, &d->scan.queued, link);
 	TAILQ_FOREACH(m, &d->scan.reading, link)
@@ -122,7 +135,11 @@ scan_start(struct daemon *d)
 	events_new_id(id);
 	snprintf(d->scan.marker, sizeof(d->scan.marker), "scan-%d-%s",
 	         (int)getpid(), id);
-	st = daemon_consume_stream(d, d->topo.events, SCAN_TAG);
+	/* A tag per reading: deliveries of the last one still in flight
+	 * are told apart (and acked unread). */
+	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64, SCAN_TAG,
+	         d->scan.serial);
+	st = daemon_consume_stream(d, d->topo.events, d->scan.tag);
 	if (st == AMQP_STATUS_OK)
 		st = scan_marker(d);
 	if (st != AMQP_STATUS_OK) {
@@ -215,6 +232,64 @@ scan_copy(struct daemon *d, struct message *r, const struct waiting *w,
 	return 0;
 }
 
+/*
+ * Copy for request r: its time becomes now (later than the last), and
+ * the copies of what it names go out.  Then it joins the fold, so that
+ * the next request of this reading sees what it did.
+ */
+static int
+scan_copies_for(struct daemon *d, struct message *r)
+{
+	amqp_bytes_t id = amqp_empty_bytes, by = amqp_empty_bytes;
+	struct waiting **ws = NULL;
+	struct event e;
+	char *list = NULL;
+	size_t len = 0;
+	long n = 0;
+	int64_t now = duration_wall_ms(), due = r->route.request_due, at;
+	int control, rc = 0;
+
+	at = now > d->scan.last_at ? now : d->scan.last_at + 1;
+	d->scan.last_at = at;
+	/* The record's time (daemon_request_event): the copies carry it. */
+	r->route.due = at + config_events_max_age(d->cfg);
+	if (scan_request(r, &id, &by) == 0 &&
+	    (n = waiting_named(&d->scan.fold, id, &ws)) < 0)
+		return -1;
+	if (n > 0 && (list = malloc((size_t)n * 256)) == NULL)
+		rc = -1;
+	control = config_control_user(d->cfg, by);
+	for (long i = 0; i < n && rc == 0; i++) {
+		const struct waiting *w = ws[i];
+		/* The superseded list holds ids of up to 255 bytes. */
+		if (w->id.len == 0 || w->id.len > 255 ||
+		    !waiting_needs_copy(&d->scan.fold, w, due, at, by, control))
+			continue;
+		if ((rc = scan_copy(d, r, w, due, at)) != 0) {
+			rc = rc < 0 ? -1 : 0;
+			continue;
+		}
+		/* Cascade ids are 16 hex digits: no commas. */
+		if (len > 0)
+			list[len++] = ',';
+		memcpy(list + len, w->id.bytes, w->id.len);
+		len += w->id.len;
+	}
+	free(ws);
+	if (rc == 0 && len > 0) {
+		r->superseded = message_dup(r, (amqp_bytes_t){len, list});
+		if (r->superseded.bytes == NULL)
+			rc = -1;
+	}
+	free(list);
+	if (rc == 0 && daemon_request_event(d, r, &e) == 0 &&
+	    waiting_fold_event(&d->scan.fold, &e) < 0)
+		rc = -1;
+	log_info("reschedule_copies", " id=\"%.*s\" copies=%u due=%" PRId64,
+	         (int)id.len, (const char *)id.bytes, r->copies_pending, due);
+	return rc;
+}
+
 /* P.events is read: publish the copies each request needs. */
 static void
 scan_copies(struct daemon *d)
@@ -222,52 +297,14 @@ scan_copies(struct daemon *d)
 	struct message *r;
 
 	while ((r = TAILQ_FIRST(&d->scan.reading)) != NULL) {
-		amqp_bytes_t id, by;
-		struct waiting **ws = NULL;
-		char *list = NULL;
-		size_t len = 0;
-		long n = 0;
-		int64_t at = scan_at(d, r), due = r->route.request_due;
-		int control, rc = 0;
-
 		TAILQ_REMOVE(&d->scan.reading, r, link);
-		if (scan_request(r, &id, &by) == 0 &&
-		    (n = waiting_named(&d->scan.fold, id, &ws)) < 0)
-			rc = -1;
-		if (n > 0 && (list = malloc((size_t)n * 256)) == NULL)
-			rc = -1;
-		control = config_control_user(d->cfg, by);
-		for (long i = 0; i < n && rc == 0; i++) {
-			const struct waiting *w = ws[i];
-			if (!waiting_needs_copy(&d->scan.fold, w, due, at, by,
-			                        control))
-				continue;
-			if ((rc = scan_copy(d, r, w, due, at)) != 0) {
-				rc = rc < 0 ? -1 : 0;
-				continue;
-			}
-			/* Cascade ids are 16 hex digits: no commas. */
-			if (len > 0)
-				list[len++] = ',';
-			memcpy(list + len, w->id.bytes, w->id.len);
-			len += w->id.len;
-		}
-		free(ws);
-		if (rc == 0 && len > 0) {
-			r->superseded =
-			    message_dup(r, (amqp_bytes_t){len, list});
-			if (r->superseded.bytes == NULL)
-				rc = -1;
-		}
-		free(list);
-		if (rc < 0) {
+		if (scan_copies_for(d, r) < 0) {
 			message_free(r);
 			daemon_fail(d, "out of memory for a reschedule");
 			return;
 		}
-		log_info("reschedule_copies",
-		         " id=\"%.*s\" copies=%u due=%" PRId64, (int)id.len,
-		         (const char *)id.bytes, r->copies_pending, due);
+		r->scan_counted = 1;
+		d->scan.recording++;
 		if (r->copies_pending == 0)
 			daemon_dispatch(d, r);
 		else
@@ -294,7 +331,7 @@ scan_reached(struct daemon *d)
 	int st;
 
 	memset(&c, 0, sizeof(c));
-	c.consumer_tag = amqp_cstring_bytes(SCAN_TAG);
+	c.consumer_tag = amqp_cstring_bytes(d->scan.tag);
 	st = amqp_send_method(d->conn, BROKER_CH_WORK, AMQP_BASIC_CANCEL_METHOD,
 	                      &c);
 	if (st != AMQP_STATUS_OK) {
@@ -326,8 +363,8 @@ daemon_scan_message(struct daemon *d, struct message *m)
 	size_t off = 0;
 	int rc = 0, got;
 
-	/* After the marker (or before a new reading): not wanted. */
-	if (!d->scan.active) {
+	/* After the marker, or a former reading's: not wanted. */
+	if (!d->scan.active || !m->scan_current) {
 		daemon_ack(d, m);
 		return;
 	}
@@ -346,25 +383,65 @@ daemon_scan_message(struct daemon *d, struct message *m)
 		scan_reached(d);
 }
 
+/* Take id out of r's list of copies: its copy did not go out. */
+static void
+scan_unlist(struct message *r, amqp_bytes_t id)
+{
+	const char *p = r->superseded.bytes;
+	char *out;
+	size_t off = 0, len = 0;
+
+	if (r->superseded.len == 0 || (out = malloc(r->superseded.len)) == NULL)
+		return;
+	while (off < r->superseded.len) {
+		size_t start = off;
+		while (off < r->superseded.len && p[off] != ',')
+			off++;
+		if (!(off - start == id.len &&
+		      memcmp(p + start, id.bytes, id.len) == 0)) {
+			if (len > 0)
+				out[len++] = ',';
+			memcpy(out + len, p + start, off - start);
+			len += off - start;
+		}
+		off++;
+	}
+	r->superseded = len > 0 ? message_dup(r, (amqp_bytes_t){len, out})
+	                        : amqp_empty_bytes;
+	free(out);
+}
+
 void
 daemon_scan_copied(struct daemon *d, struct message *m, int ok)
 {
 	struct message *r;
-	uint64_t serial = m->scan_serial;
 
-	message_free(m);
-	if (!ok) {
-		/* The request is delivered again, and copied again. */
-		daemon_fail(d, "the broker refused a reschedule's copy");
-		return;
-	}
 	TAILQ_FOREACH(r, &d->scan.copying, link)
-		if (r->scan_serial == serial)
+		if (r->scan_serial == m->scan_serial)
 			break;
+	if (!ok) {
+		/* Not superseded, then: the instance waiting takes the new
+		 * time when it comes back. */
+		log_warn("reschedule_copy_failed",
+		         " id=\"%.*s\" action=%d returned=%d",
+		         (int)m->route.id.len, (const char *)m->route.id.bytes,
+		         (int)m->route.action, m->out.returned);
+		if (r != NULL)
+			scan_unlist(r, m->route.id);
+	}
+	message_free(m);
 	if (r == NULL || --r->copies_pending > 0)
 		return;
 	TAILQ_REMOVE(&d->scan.copying, r, link);
 	daemon_dispatch(d, r);
+}
+
+void
+daemon_scan_settled(struct daemon *d)
+{
+	if (d->scan.recording > 0)
+		d->scan.recording--;
+	scan_start(d);
 }
 
 static void
@@ -384,5 +461,6 @@ daemon_scan_drop(struct daemon *d)
 	scan_drop_list(&d->scan.queued);
 	scan_drop_list(&d->scan.reading);
 	scan_drop_list(&d->scan.copying);
+	d->scan.recording = 0;
 	scan_end(d);
 }

@@ -174,7 +174,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		m->src = ROUTE_FROM_INGRESS;
 		m->consumer = 0; /* ingress */
 		m->stream = headers_key_is(dv->consumer_tag, CANCELS_TAG);
-		m->scan = headers_key_is(dv->consumer_tag, SCAN_TAG);
+		m->scan =
+		    daemon_scan_tag(d, dv->consumer_tag, &m->scan_current);
 		for (unsigned i = 0; i < d->nconsumers; i++) {
 			const struct consumer *c = &d->consumers[i];
 			if (!headers_key_is(dv->consumer_tag, c->tag))
@@ -222,7 +223,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		/* The queues' consumers, all registered (not P.cancels'). */
 		if (ch == BROKER_CH_WORK &&
 		    !headers_key_is(ok->consumer_tag, CANCELS_TAG) &&
-		    !headers_key_is(ok->consumer_tag, SCAN_TAG) &&
+		    !daemon_scan_tag(d, ok->consumer_tag, NULL) &&
 		    d->consume_oks > 0 && --d->consume_oks == 0)
 			daemon_ready(d);
 		return;

@@ -365,20 +365,27 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
                    int64_t at, amqp_bytes_t by, int control)
 {
 	struct cancel_match cm;
-	int copied;
+	int copied, moved;
 	int64_t back = w->recorded_due;
 
-	if (w->copy.len == 0 ||
+	/* First seen after the request: not for it (cancels.h). */
+	if (w->copy.len == 0 || w->seen > at ||
 	    !(control || w->owner.len == 0 || headers_bytes_eq(w->owner, by)))
 		return 0;
-	/* A copy of it is out already: the instance that waits is that
-	 * copy, due at the time the latest request gave. */
 	copied = cancels_superseded(&f->cancels, w->message_id, w->id, w->owner,
 	                            0, at);
-	if (copied &&
-	    cancels_match(&f->cancels, w->message_id, w->id, w->owner, w->seen,
-	                  at, &cm) &&
-	    cm.reschedule != NULL)
+	moved = cancels_match(&f->cancels, w->message_id, w->id, w->owner,
+	                      w->seen, at, &cm) &&
+	        cm.reschedule != NULL;
+	/*
+	 * When the instance waiting comes back to a daemon, at the latest.
+	 * A copy of it is out already: that copy, due at the latest
+	 * request's time.  Else the original, by its recorded time, or by
+	 * the time a later move (without a copy) gave it.
+	 */
+	if (copied)
+		back = moved ? cm.reschedule->due : back;
+	else if (moved && cm.reschedule->due > back)
 		back = cm.reschedule->due;
 	/* Due by the new time, or so soon that it comes back before the
 	 * request could be missed: the request alone will do. */

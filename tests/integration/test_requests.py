@@ -123,6 +123,10 @@ def test_reschedule_earlier_with_the_header(client, daemon_factory):
     t0, _ = publish(client, d, q, mid, 30)
     publish(client, d, q, other, 19)
     wait_listed(d, [mid, other])
+    # Sent twice, as a publisher that retries would: the second one, a
+    # moment later, wins, and the message arrives once.
+    client.publish(d.prefix, q, b"ignored",
+                   {"x-cascade-reschedule": mid, "x-remaining-delay": "8s"})
     asked = client.publish(d.prefix, q, b"ignored",
                            {"x-cascade-reschedule": mid,
                             "x-remaining-delay": "4s"})
@@ -130,20 +134,24 @@ def test_reschedule_earlier_with_the_header(client, daemon_factory):
     got = arrivals(client, q, 1, 7)
     assert list(got) == [mid], got
     on_time(got, mid, asked + 4)
-    # The original comes back from its 16 s level and is dropped; the
-    # other one keeps its time, and nothing arrives twice.
+    # The first copy (back by + 8 s) and the original (back from its
+    # 16 s level) are dropped; the other one keeps its time, and nothing
+    # arrives twice.
     expect_nothing(client, [q], t0 + 18)
-    assert total(d.metrics(), "cascade_superseded_total") == 1
+    assert total(d.metrics(), "cascade_superseded_total") == 2
     got = arrivals(client, q, 1, t0 + 19 + 3 - time.time())
     assert list(got) == [other], got
     on_time(got, other, t0 + 19)
     rs = requests(d)
-    assert [r.headers["x-cascade-reschedule"] for r in rs] == [mid]
+    assert [r.headers["x-cascade-reschedule"] for r in rs] == [mid, mid]
     # Written by the daemon as itself, naming who asked (nobody here),
-    # with the cascade id it copied.
-    assert rs[0].user_id == "guest" and \
-        rs[0].headers["x-cascade-requester"] == "", vars(rs[0])
-    assert len(rs[0].headers["x-cascade-superseded"]) == 16, vars(rs[0])
+    # each with the cascade id it copied, in the order they came.
+    assert all(r.user_id == "guest" and
+               r.headers["x-cascade-requester"] == "" for r in rs), \
+        [vars(r) for r in rs]
+    assert [len(r.headers["x-cascade-superseded"]) for r in rs] == \
+        [16, 16], [vars(r) for r in rs]
+    assert rs[0].headers["x-cascade-at"] < rs[1].headers["x-cascade-at"]
     assert status(d)["error"]["messages"] == 0
 
 

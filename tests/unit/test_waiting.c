@@ -246,3 +246,84 @@ Test(waiting, name_is_message_id_else_cascade_id)
 	    waiting_exchange_is_default(amqp_cstring_bytes("amq.default")));
 	cr_assert(!waiting_exchange_is_default(amqp_cstring_bytes("x")));
 }
+
+/* A scheduled record with a copy, kept for id "order-1". */
+static const struct waiting *
+copied(int64_t due)
+{
+	static const amqp_bytes_t want[] = {{7, "order-1"}};
+	struct waiting **ws;
+	const struct waiting *w;
+	struct event e;
+
+	f.want = want;
+	f.nwant = 1;
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_SCHEDULED;
+	e.id = amqp_cstring_bytes("c1");
+	e.message_id = amqp_cstring_bytes("order-1");
+	e.due = due;
+	e.at = 1000;
+	e.copy = amqp_cstring_bytes("the message");
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-1"), &ws), 1);
+	w = ws[0];
+	free(ws);
+	cr_assert_eq(w->copy.len, 11);
+	return w;
+}
+
+static void
+request(int64_t due, int64_t at, const char *superseded)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_RESCHEDULE;
+	e.cancel = amqp_cstring_bytes("order-1");
+	e.due = due;
+	e.at = at;
+	e.until = 1000000;
+	e.superseded = amqp_cstring_bytes(superseded);
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+}
+
+Test(waiting, a_copy_is_made_when_the_instance_comes_back_after_the_new_time)
+{
+	const struct waiting *w = copied(60000);
+	amqp_bytes_t ctl = amqp_cstring_bytes("ctl");
+
+	/* Earlier than it comes back, and not within a second: yes. */
+	cr_assert(waiting_needs_copy(&f, w, 20000, 5000, ctl, 1));
+	/* Later, or due within the margin: the request alone will do. */
+	cr_assert_not(waiting_needs_copy(&f, w, 70000, 5000, ctl, 1));
+	cr_assert_not(waiting_needs_copy(&f, w, 20000, 59500, ctl, 1));
+	/* First seen after the request: not for it. */
+	cr_assert_not(waiting_needs_copy(&f, w, 20000, 999, ctl, 1));
+	/* Another user's message (it has none here: anyone may). */
+	cr_assert(waiting_needs_copy(&f, w, 20000, 5000, amqp_empty_bytes, 0));
+}
+
+Test(waiting, a_message_moved_later_without_a_copy_comes_back_by_its_new_time)
+{
+	const struct waiting *w = copied(60000);
+	amqp_bytes_t ctl = amqp_cstring_bytes("ctl");
+
+	/* Moved to 90 s: it comes back by 60 s and waits again until 90. */
+	request(90000, 2000, "");
+	cr_assert(waiting_needs_copy(&f, w, 70000, 5000, ctl, 1));
+	cr_assert_not(waiting_needs_copy(&f, w, 95000, 5000, ctl, 1));
+}
+
+Test(waiting, once_copied_the_copy_decides)
+{
+	const struct waiting *w = copied(60000);
+	amqp_bytes_t ctl = amqp_cstring_bytes("ctl");
+
+	/* Copied to 30 s at 2 s: a later move copies again (the copy
+	 * would come back at 30 s), unless the copy is due within 1 s. */
+	request(30000, 2000, "c1");
+	cr_assert(waiting_needs_copy(&f, w, 40000, 5000, ctl, 1));
+	cr_assert(waiting_needs_copy(&f, w, 10000, 5000, ctl, 1));
+	cr_assert_not(waiting_needs_copy(&f, w, 10000, 29500, ctl, 1));
+}

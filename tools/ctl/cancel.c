@@ -209,7 +209,9 @@ reschedule_copies(struct ctl *c, struct waiting_fold *f, amqp_bytes_t id,
 	for (long i = 0; i < n && rc == 0; i++) {
 		const struct waiting *w = ws[i];
 
-		if (!waiting_needs_copy(f, w, due, e->at,
+		/* The superseded list holds ids of up to 255 bytes. */
+		if (w->id.len == 0 || w->id.len > 255 ||
+		    !waiting_needs_copy(f, w, due, e->at,
 		                        amqp_cstring_bytes(user), control))
 			continue;
 		if ((rc = publish_copy(c, w, due, e->at)) < 0)
@@ -237,12 +239,15 @@ request_run(struct ctl *c)
 	struct event e;
 	amqp_bytes_t *want = NULL;
 	amqp_pool_t pool;
+	char ctl_user[256];
 	int rc = -1, unmatched = 0;
-	int64_t due = 0;
+	int64_t due = 0, last_at = 0;
 	const char *what = opts.reschedule ? "reschedule" : "cancel";
 
 	init_amqp_pool(&pool, 1024);
 	session_fold_init(c, &f);
+	if (config_broker_user(&c->cfg, ctl_user, sizeof(ctl_user)) < 0)
+		ctl_user[0] = '\0';
 	if (opts.reschedule) {
 		/* The copies of the messages these ids name, and no more. */
 		if ((want = calloc((size_t)opts.nids, sizeof(*want))) == NULL) {
@@ -286,7 +291,12 @@ request_run(struct ctl *c)
 		}
 		memset(&e, 0, sizeof(e));
 		e.kind = opts.reschedule ? EVENT_RESCHEDULE : EVENT_CANCEL;
+		/* Each request later than the one before: a copy of the
+		 * next is then never taken for one of this one's. */
 		e.at = duration_wall_ms();
+		if (e.at <= last_at)
+			e.at = last_at + 1;
+		last_at = e.at;
 		e.cancel = m.id;
 		e.park = opts.park;
 		e.due = due;
@@ -303,12 +313,32 @@ request_run(struct ctl *c)
 		                        CANCEL_MARGIN_MS
 		                  : e.at + config_events_max_age(&c->cfg);
 		/* The copies first: once the request is read, the daemons
-		 * drop the instances they supersede. */
+		 * drop the instances they supersede.  When one fails, the
+		 * request is still recorded with those that went out, which
+		 * would be delivered twice otherwise. */
 		if (opts.reschedule && m.n > 0 &&
-		    reschedule_copies(c, &f, m.id, due, &e, &pool) < 0)
+		    reschedule_copies(c, &f, m.id, due, &e, &pool) < 0) {
+			char why[sizeof(c->err)];
+			snprintf(why, sizeof(why), "%s", c->err);
+			if (e.superseded.len > 0 &&
+			    session_record(c, c->topo.cancels, &e) == 0)
+				(void)session_record(c, c->topo.events, &e);
+			snprintf(c->err, sizeof(c->err), "%s", why);
 			goto out;
+		}
 		if (session_record(c, c->topo.cancels, &e) < 0)
 			goto out;
+		/* Folded in: a second id naming the same message sees the
+		 * copy this request made. */
+		if (opts.reschedule && ctl_user[0] != '\0') {
+			struct event own = e;
+			own.writer = amqp_cstring_bytes(ctl_user);
+			if (waiting_fold_event(&f, &own) < 0) {
+				snprintf(c->err, sizeof(c->err),
+				         "out of memory");
+				goto out;
+			}
+		}
 		/* A copy in P.events, for list's "cancel pending": list does
 		 * not read P.cancels, which every daemon replays. */
 		if (session_record(c, c->topo.events, &e) < 0)
