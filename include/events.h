@@ -146,6 +146,17 @@ void events_of(enum event_kind kind, const struct route *r,
 int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);
 
+/*
+ * x-cascade-superseded, a list of cascade ids separated by commas: the
+ * next id of list from *off (1, with *id; empty ids and ids over 255
+ * bytes are skipped), 0 at its end.
+ */
+int events_superseded_next(amqp_bytes_t list, size_t *off, amqp_bytes_t *id);
+
+/* Append id to the list of *len bytes in buf, which has room for it and
+ * a comma. */
+void events_superseded_append(char *buf, size_t *len, amqp_bytes_t id);
+
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"
 

@@ -115,7 +115,8 @@ uint64_t waiting_count_id(struct waiting_fold *f, amqp_bytes_t id,
 /*
  * Whether a reschedule of w to due, recorded at `at` by `by` (control:
  * one of [events] control_users), publishes a copy of it due then
- * (events.h): when its record carries one, the requester may change it,
+ * (events.h): when its record carries one, its cascade id fits in
+ * x-cascade-superseded (1 to 255 bytes), the requester may change it,
  * and the instance waiting would come back to a daemon after due and
  * not within WAITING_COPY_MARGIN_MS.
  */

@@ -79,26 +79,6 @@ superseded_at(const char *list, size_t len, amqp_bytes_t id)
 	return 0;
 }
 
-/* The next id of a comma-separated list from *off; 0 at its end. */
-static int
-superseded_next(amqp_bytes_t list, size_t *off, amqp_bytes_t *id)
-{
-	const char *p = list.bytes;
-
-	while (*off < list.len) {
-		size_t start = *off;
-		while (*off < list.len && p[*off] != ',')
-			(*off)++;
-		id->bytes = (void *)(p + start);
-		id->len = *off - start;
-		if (*off < list.len)
-			(*off)++;
-		if (id->len > 0 && id->len < 256)
-			return 1;
-	}
-	return 0;
-}
-
 /*
  * Take the cascade ids of e's x-cascade-superseded into k's list, each
  * with e's time when it is later than the one held.  -1 out of memory.
@@ -110,7 +90,7 @@ superseded_add(struct cancel *k, const struct event *e)
 	amqp_bytes_t id;
 	char *list;
 
-	while (superseded_next(e->superseded, &off, &id))
+	while (events_superseded_next(e->superseded, &off, &id))
 		need += 1 + id.len + SUPERSEDED_AT;
 	if (need == k->superseded_len)
 		return 0;
@@ -118,7 +98,7 @@ superseded_add(struct cancel *k, const struct event *e)
 		return -1;
 	k->superseded = list;
 	off = 0;
-	while (superseded_next(e->superseded, &off, &id)) {
+	while (events_superseded_next(e->superseded, &off, &id)) {
 		size_t at_off = 0;
 		/* Held already: the later time. */
 		while (at_off < k->superseded_len) {

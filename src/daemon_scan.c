@@ -261,19 +261,13 @@ scan_copies_for(struct daemon *d, struct message *r)
 	control = config_control_user(d->cfg, by);
 	for (long i = 0; i < n && rc == 0; i++) {
 		const struct waiting *w = ws[i];
-		/* The superseded list holds ids of up to 255 bytes. */
-		if (w->id.len == 0 || w->id.len > 255 ||
-		    !waiting_needs_copy(&d->scan.fold, w, due, at, by, control))
+		if (!waiting_needs_copy(&d->scan.fold, w, due, at, by, control))
 			continue;
 		if ((rc = scan_copy(d, r, w, due, at)) != 0) {
 			rc = rc < 0 ? -1 : 0;
 			continue;
 		}
-		/* Cascade ids are 16 hex digits: no commas. */
-		if (len > 0)
-			list[len++] = ',';
-		memcpy(list + len, w->id.bytes, w->id.len);
-		len += w->id.len;
+		events_superseded_append(list, &len, w->id);
 	}
 	free(ws);
 	if (rc == 0 && len > 0) {
@@ -387,25 +381,15 @@ daemon_scan_message(struct daemon *d, struct message *m)
 static void
 scan_unlist(struct message *r, amqp_bytes_t id)
 {
-	const char *p = r->superseded.bytes;
+	amqp_bytes_t each;
 	char *out;
 	size_t off = 0, len = 0;
 
 	if (r->superseded.len == 0 || (out = malloc(r->superseded.len)) == NULL)
 		return;
-	while (off < r->superseded.len) {
-		size_t start = off;
-		while (off < r->superseded.len && p[off] != ',')
-			off++;
-		if (!(off - start == id.len &&
-		      memcmp(p + start, id.bytes, id.len) == 0)) {
-			if (len > 0)
-				out[len++] = ',';
-			memcpy(out + len, p + start, off - start);
-			len += off - start;
-		}
-		off++;
-	}
+	while (events_superseded_next(r->superseded, &off, &each))
+		if (!headers_bytes_eq(each, id))
+			events_superseded_append(out, &len, each);
 	r->superseded = len > 0 ? message_dup(r, (amqp_bytes_t){len, out})
 	                        : amqp_empty_bytes;
 	free(out);

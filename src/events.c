@@ -381,3 +381,32 @@ events_batch_next(amqp_bytes_t body, size_t *off, amqp_pool_t *pool,
 	*off += used;
 	return 1;
 }
+
+int
+events_superseded_next(amqp_bytes_t list, size_t *off, amqp_bytes_t *id)
+{
+	const char *p = list.bytes;
+
+	while (*off < list.len) {
+		size_t start = *off;
+		while (*off < list.len && p[*off] != ',')
+			(*off)++;
+		id->bytes = (void *)(p + start);
+		id->len = *off - start;
+		if (*off < list.len)
+			(*off)++;
+		if (id->len > 0 && id->len < 256)
+			return 1;
+	}
+	return 0;
+}
+
+void
+events_superseded_append(char *buf, size_t *len, amqp_bytes_t id)
+{
+	/* Cascade ids are 16 hex digits: no commas. */
+	if (*len > 0)
+		buf[(*len)++] = ',';
+	memcpy(buf + *len, id.bytes, id.len);
+	*len += id.len;
+}

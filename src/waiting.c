@@ -212,6 +212,25 @@ waiting_cmp(const void *pa, const void *pb)
 	return waiting_bytes_cmp(a->id, b->id);
 }
 
+/* Append w to the array *a of *n (room for *cap; first: the first
+ * room).  -1 out of memory, *a untouched. */
+static int
+waiting_push(struct waiting ***a, size_t *n, size_t *cap, size_t first,
+             struct waiting *w)
+{
+	struct waiting **grown;
+
+	if (*n == *cap) {
+		size_t more = *cap ? *cap * 2 : first;
+		if ((grown = realloc(*a, more * sizeof(*grown))) == NULL)
+			return -1;
+		*a = grown;
+		*cap = more;
+	}
+	(*a)[(*n)++] = w;
+	return 0;
+}
+
 struct waiting_gather {
 	const struct waiting_filter *flt;
 	struct cancels *cancels;
@@ -226,7 +245,7 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 {
 	struct waiting_gather *g = ctx;
 	struct waiting_rows *r = g->r;
-	struct waiting *w = value, **grown;
+	struct waiting *w = value;
 	struct cancel_match cm;
 
 	(void)key;
@@ -243,18 +262,9 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 			w->rescheduled = 1;
 		}
 	}
-	if (!waiting_match(g->flt, w))
-		return 0;
-	if (r->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 256;
-		if ((grown = realloc(r->w, cap * sizeof(*grown))) == NULL) {
-			g->oom = 1;
-			return 0;
-		}
-		r->w = grown;
-		g->cap = cap;
-	}
-	r->w[r->n++] = w;
+	if (waiting_match(g->flt, w) &&
+	    waiting_push(&r->w, &r->n, &g->cap, 256, w) < 0)
+		g->oom = 1;
 	return 0;
 }
 
@@ -282,6 +292,14 @@ waiting_name(const struct waiting *w)
 	return w->message_id.len > 0 ? w->message_id : w->id;
 }
 
+/* Whether id names w: its message-id or its cascade id. */
+static int
+waiting_is_named(const struct waiting *w, amqp_bytes_t id)
+{
+	return headers_bytes_eq(w->id, id) ||
+	       (w->message_id.len > 0 && headers_bytes_eq(w->message_id, id));
+}
+
 struct waiting_count {
 	amqp_bytes_t id;
 	uint64_t n;
@@ -295,8 +313,7 @@ waiting_count_one(amqp_bytes_t key, void *value, void *ctx)
 	const struct waiting *w = value;
 
 	(void)key;
-	if (waiting_bytes_cmp(w->message_id, m->id) == 0 ||
-	    waiting_bytes_cmp(w->id, m->id) == 0) {
+	if (waiting_is_named(w, m->id)) {
 		m->n++;
 		if (w->due > m->last_due)
 			m->last_due = w->due;
@@ -325,23 +342,12 @@ static int
 waiting_name_one(amqp_bytes_t key, void *value, void *ctx)
 {
 	struct waiting_names *m = ctx;
-	struct waiting *w = value, **grown;
+	struct waiting *w = value;
 
 	(void)key;
-	if (m->oom || !(headers_bytes_eq(w->id, m->id) ||
-	                (w->message_id.len > 0 &&
-	                 headers_bytes_eq(w->message_id, m->id))))
-		return 0;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 8;
-		if ((grown = realloc(m->w, cap * sizeof(*grown))) == NULL) {
-			m->oom = 1;
-			return 0;
-		}
-		m->w = grown;
-		m->cap = cap;
-	}
-	m->w[m->n++] = w;
+	if (!m->oom && waiting_is_named(w, m->id) &&
+	    waiting_push(&m->w, &m->n, &m->cap, 8, w) < 0)
+		m->oom = 1;
 	return 0;
 }
 
@@ -368,8 +374,10 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
 	int copied, moved;
 	int64_t back = w->recorded_due;
 
-	/* First seen after the request: not for it (cancels.h). */
-	if (w->copy.len == 0 || w->seen > at ||
+	/* First seen after the request: not for it (cancels.h).  An id
+	 * x-cascade-superseded cannot hold: never copied. */
+	if (w->copy.len == 0 || w->seen > at || w->id.len == 0 ||
+	    w->id.len > 255 ||
 	    !(control || w->owner.len == 0 || headers_bytes_eq(w->owner, by)))
 		return 0;
 	copied = cancels_superseded(&f->cancels, w->message_id, w->id, w->owner,

@@ -179,21 +179,21 @@ out:
  * of each waiting message it names that would come back to a daemon after
  * due (it waits in a delay level or holding queue until its own time),
  * when its scheduled record carries one.  Their cascade ids go into
- * e->superseded, from pool: only messages ctl's user may change
- * (cancels.h).  0, or -1 with c->err.
+ * e->superseded, from pool: only messages user (ctl's; empty: none)
+ * may change (cancels.h).  0, or -1 with c->err.
  */
 static int
-reschedule_copies(struct ctl *c, struct waiting_fold *f, amqp_bytes_t id,
-                  int64_t due, struct event *e, amqp_pool_t *pool)
+reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,
+                  amqp_bytes_t id, int64_t due, struct event *e,
+                  amqp_pool_t *pool)
 {
-	char user[256];
 	struct waiting **ws;
 	char *ids;
 	size_t len = 0;
 	long n;
 	int rc = 0, control;
 
-	if (config_broker_user(&c->cfg, user, sizeof(user)) < 0)
+	if (user[0] == '\0')
 		return 0;
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	if ((n = waiting_named(f, id, &ws)) <= 0) {
@@ -209,18 +209,12 @@ reschedule_copies(struct ctl *c, struct waiting_fold *f, amqp_bytes_t id,
 	for (long i = 0; i < n && rc == 0; i++) {
 		const struct waiting *w = ws[i];
 
-		/* The superseded list holds ids of up to 255 bytes. */
-		if (w->id.len == 0 || w->id.len > 255 ||
-		    !waiting_needs_copy(f, w, due, e->at,
+		if (!waiting_needs_copy(f, w, due, e->at,
 		                        amqp_cstring_bytes(user), control))
 			continue;
 		if ((rc = publish_copy(c, w, due, e->at)) < 0)
 			break;
-		/* Cascade ids are 16 hex digits: no commas. */
-		if (len > 0)
-			ids[len++] = ',';
-		memcpy(ids + len, w->id.bytes, w->id.len);
-		len += w->id.len;
+		events_superseded_append(ids, &len, w->id);
 	}
 	e->superseded = (amqp_bytes_t){len, ids};
 	free(ws);
@@ -317,7 +311,8 @@ request_run(struct ctl *c)
 		 * request is still recorded with those that went out, which
 		 * would be delivered twice otherwise. */
 		if (opts.reschedule && m.n > 0 &&
-		    reschedule_copies(c, &f, m.id, due, &e, &pool) < 0) {
+		    reschedule_copies(c, &f, ctl_user, m.id, due, &e, &pool) <
+		        0) {
 			char why[sizeof(c->err)];
 			snprintf(why, sizeof(why), "%s", c->err);
 			if (e.superseded.len > 0 &&
