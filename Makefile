@@ -49,7 +49,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
-	test-rabbitmq43 test-native test-newcomer check run deps fuzz install \
+	test-rabbitmq43 test-native test-newcomer test-alerts check run deps \
+	fuzz install \
 	uninstall \
 	format format-check clean
 
@@ -178,6 +179,12 @@ test-newcomer:
 run: deps
 	$(MAKE) all
 	tools/cascade-run conf/cascade.ini
+
+# The alert rules (conf/prometheus) against their unit tests; promtool is
+# in Debian's prometheus package.
+test-alerts:
+	promtool check rules conf/prometheus/cascade.rules.yml
+	cd tests/prometheus && promtool test rules cascade.rules.test.yml
 
 deps:
 	@tools/install-deps
