@@ -180,11 +180,15 @@ run: deps
 	$(MAKE) all
 	tools/cascade-run conf/cascade.ini
 
-# The alert rules (conf/prometheus) against their unit tests; promtool is
-# in Debian's prometheus package.
+# The alert rules (conf/prometheus) against their unit tests, with the
+# promtool of Debian's prometheus package (unpacked, not installed:
+# tools/prometheus-bin).
 test-alerts:
-	promtool check rules conf/prometheus/cascade.rules.yml
-	cd tests/prometheus && promtool test rules cascade.rules.test.yml
+	@promtool=$$(PROMETHEUS_BIN_DIR=$(CURDIR)/$(BUILD)/prometheus \
+		tools/prometheus-bin promtool) && \
+		$$promtool check rules conf/prometheus/cascade.rules.yml && \
+		cd tests/prometheus && \
+		$$promtool test rules cascade.rules.test.yml
 
 deps:
 	@tools/install-deps
