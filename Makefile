@@ -97,9 +97,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_flow.o
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
-# the unit tests and the integration tests that need one broker.
+# the unit tests, the alert rules' tests and the integration tests that need
+# one broker.
 test: deps
-	$(MAKE) unit integration
+	$(MAKE) unit test-alerts integration
 
 # Every test: the fast tier, the slow single-broker tests and the tests that
 # start a RabbitMQ cluster on this machine's RabbitMQ, all three again on
@@ -110,7 +111,7 @@ test: deps
 TIMED = @t=$$(date +%s); $(1) || exit $$?; \
 	echo "check: $(2): $$(($$(date +%s) - t)) s"
 check: deps
-	$(call TIMED,$(MAKE) unit integration test-slow test-cluster,this machine)
+	$(call TIMED,$(MAKE) unit test-alerts integration test-slow test-cluster,this machine)
 	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
 	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
 	$(call TIMED,$(MAKE) test-native,RabbitMQ 4.3.6 native waiting)
