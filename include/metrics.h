@@ -73,6 +73,9 @@ struct metrics {
 	unsigned stuck;       /* not even a parked copy could be published */
 	unsigned backing_off; /* destinations backing off now */
 	unsigned cancel_requests; /* cancellations held in memory */
+	/* ms since the newest marker read back from P.cancels was written;
+	 * -1: [events] off, no P.cancels to read */
+	int64_t cancels_read_age_ms;
 	int connected, consuming, blocked;
 	int native; /* 1: native waiting; 0: the ladder; -1: not chosen */
 };

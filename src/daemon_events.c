@@ -27,6 +27,9 @@
 #include "log.h"
 
 #define REPLAY_REMARK 10. /* s: write the P.cancels marker again */
+/* s: once consuming, write a marker to time the reading; seldom, for
+ * P.cancels keeps every one for [events] max_age. */
+#define CANCELS_PROBE 120.
 /* P.events records go out in one message per batch (events.h): after
  * this long, or at this many records or bytes, whichever comes first. */
 #define BATCH_SECONDS 0.005
@@ -593,10 +596,19 @@ daemon_record(struct daemon *d, struct message *m)
 			d->series_prune_at =
 			    2 * series_prune(&d->series, duration_wall_ms()) +
 			    64;
-	} else if (e.kind == EVENT_MARKER && d->replaying &&
+	} else if (e.kind == EVENT_MARKER &&
 	           headers_key_is(e.marker, d->marker)) {
+		if (e.at > d->cancels_read_at)
+			d->cancels_read_at = e.at;
+		if (!d->replaying) {
+			daemon_ack(d, m);
+			return;
+		}
 		d->replaying = 0;
+		/* From now on the timer writes a probe marker. */
 		ev_timer_stop(d->loop, &d->replay);
+		ev_timer_set(&d->replay, CANCELS_PROBE, CANCELS_PROBE);
+		ev_timer_start(d->loop, &d->replay);
 		if (daemon_consume_queues(d, err, sizeof(err)) < 0) {
 			message_free(m);
 			daemon_fail(d, err);
@@ -715,7 +727,10 @@ daemon_write_marker(struct daemon *d)
 /*
  * The marker is written without a confirm, and a stream whose leader
  * moves may lose it: write it again every REPLAY_REMARK seconds until one
- * comes back, and say how far the reading got.
+ * comes back, and say how far the reading got.  Once consuming, write one
+ * every CANCELS_PROBE seconds: when it comes back tells how current the
+ * cancellations read are (cascade_cancellations_read_age_seconds), a
+ * reading that stalls included.
  */
 static void
 on_replay(struct ev_loop *loop, ev_timer *w, int revents)
@@ -725,8 +740,15 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	if (!d->replaying || d->broken || d->conn == NULL) {
+	if (d->broken || d->conn == NULL) {
 		ev_timer_stop(d->loop, &d->replay);
+		return;
+	}
+	if (!d->replaying) {
+		/* Nothing written while the broker blocks us. */
+		if (!d->out.blocked &&
+		    (st = daemon_write_marker(d)) != AMQP_STATUS_OK)
+			daemon_fail(d, amqp_error_string2(st));
 		return;
 	}
 	log_warn("reading_cancellations",
@@ -786,5 +808,6 @@ daemon_events_init(struct daemon *d)
 {
 	ev_init(&d->batch_timer, on_batch);
 	ev_init(&d->replay, on_replay);
+	d->cancels_read_at = duration_wall_ms();
 	daemon_scan_init(d);
 }

@@ -61,6 +61,10 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.cancel_requests = (unsigned)d->cancels.map.n;
+		d->m.cancels_read_age_ms =
+		    config_events(d->cfg)
+		        ? duration_wall_ms() - d->cancels_read_at
+		        : -1;
 		d->m.backing_off = (unsigned)targets_backing_off(
 		    &d->targets, duration_mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;

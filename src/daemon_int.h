@@ -145,6 +145,11 @@ struct daemon {
 	size_t cancels_prune_at; /* prune when this many are held */
 	uint64_t replayed;       /* records read while replaying */
 	ev_timer replay;         /* writes the marker again (on_replay) */
+	/* When the newest marker of ours read back from P.cancels was
+	 * written (wall ms; the start before the first): how current the
+	 * cancellations it knows are.  Once consuming, a marker is written
+	 * every CANCELS_PROBE seconds to keep measuring. */
+	int64_t cancels_read_at;
 	/*
 	 * daemon_scan.c: P.events read from its first record to a marker
 	 * for the reschedules published to P that wait for it (reading),

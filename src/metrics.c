@@ -252,6 +252,15 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);
+	if (m->cancels_read_age_ms >= 0) {
+		out_head(&o, "cascade_cancellations_read_age_seconds", "gauge",
+		         "How old the newest marker this daemon wrote into "
+		         "P.cancels and read back is: how far behind its "
+		         "view of cancellations may be (one is written every "
+		         "2 minutes).");
+		out_printf(&o, "cascade_cancellations_read_age_seconds %.3f\n",
+		           (double)m->cancels_read_age_ms / 1000.);
+	}
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",
 	         "How late each delivery was published, against its due "

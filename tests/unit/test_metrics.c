@@ -233,3 +233,18 @@ Test(metrics, largest_layout_fits)
 		                           names[i], i < 2 ? -1 : (int)i - 2};
 	cr_assert_gt(metrics_render(&m, &labels, big, sizeof(big)), 0);
 }
+
+/* How current the reading of P.cancels is, in seconds; no sample when
+ * there is no P.cancels ([events] enabled = no). */
+Test(metrics, cancellations_read_age)
+{
+	struct metrics m;
+
+	memset(&m, 0, sizeof(m));
+	m.cancels_read_age_ms = 125250;
+	cr_assert_gt(render(&m), 0);
+	expect_line("cascade_cancellations_read_age_seconds 125.250");
+	m.cancels_read_age_ms = -1;
+	cr_assert_gt(render(&m), 0);
+	cr_assert_null(strstr(out, "cascade_cancellations_read_age_seconds"));
+}
