@@ -49,7 +49,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
-	test-rabbitmq43 test-native test-newcomer test-alerts check run deps \
+	test-rabbitmq43 test-native test-newcomer test-alerts test-soak check \
+	run deps \
 	fuzz install \
 	uninstall \
 	format format-check clean
@@ -102,8 +103,9 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_flow.o
 test: deps
 	$(MAKE) unit test-alerts integration
 
-# Every test: the fast tier, the slow single-broker tests and the tests that
-# start a RabbitMQ cluster on this machine's RabbitMQ, all three again on
+# Every test: the fast tier, the slow single-broker tests, the tests that
+# start a RabbitMQ cluster and a one-minute soak on this machine's RabbitMQ,
+# the first three again on
 # Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15) and Debian 14 (RabbitMQ 4.3.6,
 # rabbitmq-c 0.18), the fast tier on 4.3.6 in native waiting, and a
 # newcomer's `make run` in a fresh Debian 12 root.
@@ -111,7 +113,8 @@ test: deps
 TIMED = @t=$$(date +%s); $(1) || exit $$?; \
 	echo "check: $(2): $$(($$(date +%s) - t)) s"
 check: deps
-	$(call TIMED,$(MAKE) unit test-alerts integration test-slow test-cluster,this machine)
+	$(call TIMED,$(MAKE) unit test-alerts integration test-slow test-cluster \
+		test-soak,this machine)
 	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
 	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
 	$(call TIMED,$(MAKE) test-native,RabbitMQ 4.3.6 native waiting)
@@ -126,7 +129,8 @@ unit: $(UNIT_BINS)
 PYTEST_ARGS ?=
 PYTEST := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx
 integration: all
-	$(PYTEST) -m "not cluster and not slow and not newcomer" $(PYTEST_ARGS) \
+	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak" \
+		$(PYTEST_ARGS) \
 		tests/integration
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
@@ -174,6 +178,12 @@ NEWCOMER_SUITE ?= bookworm
 test-newcomer:
 	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST) -m newcomer $(PYTEST_ARGS) \
 		tests/integration
+
+# tools/soak for one minute (random faults on a three-node cluster, and its
+# checker), on this machine's RabbitMQ; the long runs are by hand (README).
+test-soak: deps
+	$(MAKE) all
+	$(PYTEST) -m soak $(PYTEST_ARGS) tests/integration
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.

@@ -19,6 +19,9 @@ def pytest_configure(config):
         "markers", "slow: one broker, but over 10 s (make test-slow); make "
         "test leaves it out so that it stays a few minutes")
     config.addinivalue_line(
+        "markers", "soak: tools/soak for a minute on a cluster of its own "
+        "(make test-soak); needs root")
+    config.addinivalue_line(
         "markers", "newcomer: a fresh Debian root, make run in it (make "
         "test-newcomer); needs root and Debian's mirror")
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT
 
 
-@pytest.mark.cluster
+@pytest.mark.soak
 def test_a_one_minute_soak_loses_nothing_and_delivers_nothing_early(
         tmp_path):
     if os.geteuid() != 0:
