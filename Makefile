@@ -49,7 +49,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
-	test-rabbitmq43 test-native test-newcomer test-alerts test-soak check \
+	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
+	test-soak check \
 	run deps \
 	fuzz install \
 	uninstall \
@@ -113,8 +114,8 @@ test: deps
 TIMED = @t=$$(date +%s); $(1) || exit $$?; \
 	echo "check: $(2): $$(($$(date +%s) - t)) s"
 check: deps
-	$(call TIMED,$(MAKE) unit test-alerts integration test-slow test-cluster \
-		test-soak,this machine)
+	$(call TIMED,$(MAKE) unit test-alerts test-dashboard integration \
+		test-slow test-cluster test-soak,this machine)
 	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
 	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
 	$(call TIMED,$(MAKE) test-native,RabbitMQ 4.3.6 native waiting)
@@ -178,6 +179,15 @@ NEWCOMER_SUITE ?= bookworm
 test-newcomer:
 	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST) -m newcomer $(PYTEST_ARGS) \
 		tests/integration
+
+# The Grafana dashboard (conf/grafana) against Grafana's published schema
+# (the types of npm's @grafana/schema, checked by tsc), its queries parsed
+# by promtool and its metrics those of docs/CONTRACT.md: tools/check-dashboard.
+test-dashboard:
+	@command -v npm >/dev/null || tools/install-deps nodejs npm
+	@CASCADE_GRAFANA_CHECK_DIR=$(CURDIR)/$(BUILD)/grafana-check \
+		PROMETHEUS_BIN_DIR=$(CURDIR)/$(BUILD)/prometheus \
+		tools/check-dashboard
 
 # tools/soak for one minute (random faults on a three-node cluster, and its
 # checker), on this machine's RabbitMQ; the long runs are by hand (README).
