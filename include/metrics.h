@@ -73,6 +73,8 @@ struct metrics {
 	unsigned stuck;       /* not even a parked copy could be published */
 	unsigned backing_off; /* destinations backing off now */
 	unsigned cancel_requests; /* cancellations held in memory */
+	/* how far past its due time the most overdue message held is, ms */
+	int64_t overdue_ms;
 	/* ms since the newest marker read back from P.cancels was written;
 	 * -1: [events] off, no P.cancels to read */
 	int64_t cancels_read_age_ms;

@@ -17,6 +17,34 @@
  * /metrics and /healthz.  Healthy means what a load balancer or systemd
  * would want to know: connected and consuming, not stopping.
  */
+/*
+ * How far past its due time (ms) the most overdue message the daemon holds
+ * is: in the sub-resolution tail, or on the publish channel (queued, in
+ * flight, backing off, paused, stuck); 0 for none.  What waits in the
+ * broker is not seen until it comes back.
+ */
+static int64_t
+daemon_overdue_ms(const struct daemon *d, int64_t now)
+{
+	const struct outbox_list *lists[] = {&d->out.queued,   &d->out.inflight,
+	                                     &d->out.suspects, &d->out.retry,
+	                                     &d->out.paused,   &d->out.stuck};
+	const struct outbox_item *it;
+	const struct message *m;
+	int64_t worst = 0;
+
+	TAILQ_FOREACH(m, &d->held, link)
+		if (m->routed && now - m->route.due > worst)
+			worst = now - m->route.due;
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		TAILQ_FOREACH(it, lists[i], link) {
+			m = MESSAGE_OF(it);
+			if (m->routed && now - m->route.due > worst)
+				worst = now - m->route.due;
+		}
+	return worst;
+}
+
 int
 daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
             const char **content_type)
@@ -39,6 +67,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		struct metrics_queue q[METRICS_QUEUES_MAX];
+		int64_t now, recent;
 		struct metrics_labels l = {
 		    .ladder = &d->ladder,
 		    .shards = d->topo.shards,
@@ -61,6 +90,11 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.cancel_requests = (unsigned)d->cancels.map.n;
+		now = duration_wall_ms();
+		recent = daemon_overdue_recent(d, now);
+		d->m.overdue_ms = daemon_overdue_ms(d, now);
+		if (recent > d->m.overdue_ms)
+			d->m.overdue_ms = recent;
 		d->m.cancels_read_age_ms =
 		    config_events(d->cfg)
 		        ? duration_wall_ms() - d->cancels_read_at

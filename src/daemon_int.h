@@ -150,6 +150,10 @@ struct daemon {
 	 * cancellations it knows are.  Once consuming, a marker is written
 	 * every CANCELS_PROBE seconds to keep measuring. */
 	int64_t cancels_read_at;
+	/* The most overdue message published (ms past due), in this
+	 * OVERDUE_SLOT_MS slot of the wall clock and the one before: with what
+	 * it holds now, cascade_overdue_seconds. */
+	int64_t overdue_slot, overdue_max[2];
 	/*
 	 * daemon_scan.c: P.events read from its first record to a marker
 	 * for the reschedules published to P that wait for it (reading),
@@ -195,6 +199,12 @@ void daemon_conn_init(struct daemon *d);
 /* The connection is unusable: log why, drop state from a fresh iteration,
  * reconnect later.  Idempotent until the teardown ran. */
 void daemon_fail(struct daemon *d, const char *why);
+/* Note a message published past its due time (daemon_publish.c); how far
+ * past due the most overdue one of the last minute or so was (ms). */
+#define OVERDUE_SLOT_MS 30000
+void daemon_note_overdue(struct daemon *d, int64_t due, int64_t now);
+int64_t daemon_overdue_recent(struct daemon *d, int64_t now);
+
 /* Drop the held tail (the broker redelivers it). */
 void daemon_drop_held(struct daemon *d);
 /* Drop everything held in memory: it is all unacked. */

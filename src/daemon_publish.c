@@ -446,6 +446,35 @@ daemon_unpublishable(struct daemon *d, struct message *m, enum park_kind kind,
 	}
 }
 
+/* The window: OVERDUE_SLOT_MS slots, this one and the one before. */
+static void
+overdue_roll(struct daemon *d, int64_t now)
+{
+	int64_t slot = now / OVERDUE_SLOT_MS;
+
+	if (slot == d->overdue_slot)
+		return;
+	d->overdue_max[1] = slot == d->overdue_slot + 1 ? d->overdue_max[0] : 0;
+	d->overdue_max[0] = 0;
+	d->overdue_slot = slot;
+}
+
+void
+daemon_note_overdue(struct daemon *d, int64_t due, int64_t now)
+{
+	overdue_roll(d, now);
+	if (now - due > d->overdue_max[0])
+		d->overdue_max[0] = now - due;
+}
+
+int64_t
+daemon_overdue_recent(struct daemon *d, int64_t now)
+{
+	overdue_roll(d, now);
+	return d->overdue_max[0] > d->overdue_max[1] ? d->overdue_max[0]
+	                                             : d->overdue_max[1];
+}
+
 void
 daemon_publish(struct daemon *d, struct message *m)
 {
@@ -484,6 +513,11 @@ daemon_publish(struct daemon *d, struct message *m)
 			}
 		}
 	}
+	/* Late on its way: a refused delivery goes round the ladder
+	 * overdue, and is seen only as it passes through. */
+	if (r->action == ROUTE_HOP || r->action == ROUTE_WAIT ||
+	    r->action == ROUTE_DELIVER || r->action == ROUTE_RETURN)
+		daemon_note_overdue(d, r->due, duration_wall_ms());
 	switch (r->action) {
 	case ROUTE_HOP:
 		exchange = amqp_empty_bytes;

@@ -252,6 +252,12 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);
+	out_head(&o, "cascade_overdue_seconds", "gauge",
+	         "How far past its due time the most overdue message this "
+	         "daemon holds (publishing, backing off, paused, stuck) or "
+	         "published in the last 30 to 60 s is; 0: none.");
+	out_printf(&o, "cascade_overdue_seconds %.3f\n",
+	           (double)m->overdue_ms / 1000.);
 	if (m->cancels_read_age_ms >= 0) {
 		out_head(&o, "cascade_cancellations_read_age_seconds", "gauge",
 		         "How old the newest marker this daemon wrote into "

@@ -84,6 +84,8 @@ def test_full_target_holds_up_no_other_target(client, daemon_factory):
     assert m["cascade_target_diverted_total" + key] > 0
     assert m.get("cascade_target_refusals_total"
                  '{exchange="",routing_key="%s"}' % healthy) is None
+    # Overdue, going round the ladder: seen as they pass through.
+    assert m["cascade_overdue_seconds"] > 0
     # The refused ones wait in the ladder, not in the daemon.
     assert m["cascade_retrying_messages"] == 0
     assert m["cascade_paused_messages"] == 0

@@ -234,8 +234,9 @@ Test(metrics, largest_layout_fits)
 	cr_assert_gt(metrics_render(&m, &labels, big, sizeof(big)), 0);
 }
 
-/* How current the reading of P.cancels is, in seconds; no sample when
- * there is no P.cancels ([events] enabled = no). */
+/* How current the reading of P.cancels is, in seconds (no sample when
+ * there is no P.cancels: [events] enabled = no); how overdue the most
+ * overdue message is. */
 Test(metrics, cancellations_read_age)
 {
 	struct metrics m;
@@ -244,7 +245,9 @@ Test(metrics, cancellations_read_age)
 	m.cancels_read_age_ms = 125250;
 	cr_assert_gt(render(&m), 0);
 	expect_line("cascade_cancellations_read_age_seconds 125.250");
+	m.overdue_ms = 61500;
 	m.cancels_read_age_ms = -1;
 	cr_assert_gt(render(&m), 0);
 	cr_assert_null(strstr(out, "cascade_cancellations_read_age_seconds"));
+	expect_line("cascade_overdue_seconds 61.500");
 }
