@@ -740,7 +740,7 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	if (d->broken || d->conn == NULL) {
+	if (d->broken || d->conn == NULL || d->stopping) {
 		ev_timer_stop(d->loop, &d->replay);
 		return;
 	}

@@ -34,13 +34,13 @@ daemon_overdue_ms(const struct daemon *d, int64_t now)
 	int64_t worst = 0;
 
 	TAILQ_FOREACH(m, &d->held, link)
-		if (m->routed && now - m->route.due > worst)
-			worst = now - m->route.due;
+		if (daemon_overdue_of(m, now) > worst)
+			worst = daemon_overdue_of(m, now);
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
 		TAILQ_FOREACH(it, lists[i], link) {
 			m = MESSAGE_OF(it);
-			if (m->routed && now - m->route.due > worst)
-				worst = now - m->route.due;
+			if (daemon_overdue_of(m, now) > worst)
+				worst = daemon_overdue_of(m, now);
 		}
 	return worst;
 }
@@ -91,13 +91,14 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.stuck = outbox_count(&d->out.stuck);
 		d->m.cancel_requests = (unsigned)d->cancels.map.n;
 		now = duration_wall_ms();
-		recent = daemon_overdue_recent(d, now);
+		recent = daemon_overdue_recent(d);
 		d->m.overdue_ms = daemon_overdue_ms(d, now);
 		if (recent > d->m.overdue_ms)
 			d->m.overdue_ms = recent;
 		d->m.cancels_read_age_ms =
 		    config_events(d->cfg)
-		        ? duration_wall_ms() - d->cancels_read_at
+		        ? (now > d->cancels_read_at ? now - d->cancels_read_at
+		                                    : 0)
 		        : -1;
 		d->m.backing_off = (unsigned)targets_backing_off(
 		    &d->targets, duration_mono_ms());

@@ -199,11 +199,16 @@ void daemon_conn_init(struct daemon *d);
 /* The connection is unusable: log why, drop state from a fresh iteration,
  * reconnect later.  Idempotent until the teardown ran. */
 void daemon_fail(struct daemon *d, const char *why);
+/* How far past its due time (ms) a message on its way is, 0 when it is
+ * not; 0 too for what cannot be cascade's lateness: a park or a record
+ * (no due time of its own), and a message at first sight (its publisher's
+ * x-deliver-at may be long past). */
+int64_t daemon_overdue_of(const struct message *m, int64_t now);
 /* Note a message published past its due time (daemon_publish.c); how far
  * past due the most overdue one of the last minute or so was (ms). */
 #define OVERDUE_SLOT_MS 30000
-void daemon_note_overdue(struct daemon *d, int64_t due, int64_t now);
-int64_t daemon_overdue_recent(struct daemon *d, int64_t now);
+void daemon_note_overdue(struct daemon *d, int64_t late);
+int64_t daemon_overdue_recent(struct daemon *d);
 
 /* Drop the held tail (the broker redelivers it). */
 void daemon_drop_held(struct daemon *d);

@@ -446,11 +446,26 @@ daemon_unpublishable(struct daemon *d, struct message *m, enum park_kind kind,
 	}
 }
 
-/* The window: OVERDUE_SLOT_MS slots, this one and the one before. */
-static void
-overdue_roll(struct daemon *d, int64_t now)
+int64_t
+daemon_overdue_of(const struct message *m, int64_t now)
 {
-	int64_t slot = now / OVERDUE_SLOT_MS;
+	const struct route *r = &m->route;
+
+	if (!m->routed || r->fresh || r->due <= 0 || r->due >= now)
+		return 0;
+	if (r->action != ROUTE_HOP && r->action != ROUTE_WAIT &&
+	    r->action != ROUTE_HOLD && r->action != ROUTE_DELIVER &&
+	    r->action != ROUTE_RETURN)
+		return 0;
+	return now - r->due;
+}
+
+/* The window: OVERDUE_SLOT_MS slots of the monotonic clock, this one and
+ * the one before. */
+static void
+overdue_roll(struct daemon *d)
+{
+	int64_t slot = duration_mono_ms() / OVERDUE_SLOT_MS;
 
 	if (slot == d->overdue_slot)
 		return;
@@ -460,17 +475,17 @@ overdue_roll(struct daemon *d, int64_t now)
 }
 
 void
-daemon_note_overdue(struct daemon *d, int64_t due, int64_t now)
+daemon_note_overdue(struct daemon *d, int64_t late)
 {
-	overdue_roll(d, now);
-	if (now - due > d->overdue_max[0])
-		d->overdue_max[0] = now - due;
+	overdue_roll(d);
+	if (late > d->overdue_max[0])
+		d->overdue_max[0] = late;
 }
 
 int64_t
-daemon_overdue_recent(struct daemon *d, int64_t now)
+daemon_overdue_recent(struct daemon *d)
 {
-	overdue_roll(d, now);
+	overdue_roll(d);
 	return d->overdue_max[0] > d->overdue_max[1] ? d->overdue_max[0]
 	                                             : d->overdue_max[1];
 }
@@ -515,9 +530,7 @@ daemon_publish(struct daemon *d, struct message *m)
 	}
 	/* Late on its way: a refused delivery goes round the ladder
 	 * overdue, and is seen only as it passes through. */
-	if (r->action == ROUTE_HOP || r->action == ROUTE_WAIT ||
-	    r->action == ROUTE_DELIVER || r->action == ROUTE_RETURN)
-		daemon_note_overdue(d, r->due, duration_wall_ms());
+	daemon_note_overdue(d, daemon_overdue_of(m, duration_wall_ms()));
 	switch (r->action) {
 	case ROUTE_HOP:
 		exchange = amqp_empty_bytes;
