@@ -66,9 +66,10 @@ int amqp1_params_from_url(struct amqp1_params *p, const struct config *cfg,
 
 /*
  * Connect, log in, open a receiving link to each of the n queues with
- * `credit` deliveries of credit each, and wait until the broker attached
- * them all, for at most timeout_ms.  NULL with the reason in err.  The
- * handler runs from the loop once amqp1_start was called.
+ * `credit` deliveries of credit each (0: none until amqp1_grant), and wait
+ * until the broker attached them all, for at most timeout_ms.  NULL with
+ * the reason in err.  The handler runs from the loop once amqp1_start was
+ * called.
  */
 struct amqp1 *amqp1_open(const struct amqp1_params *p,
                          const char *const *queues, unsigned n, unsigned credit,
@@ -82,6 +83,9 @@ struct amqp1 *amqp1_open(const struct amqp1_params *p,
  */
 int amqp1_wait(struct amqp1 *c, const unsigned *count, unsigned want,
                int64_t timeout_ms, char *err, size_t errsize);
+
+/* Give each link credit deliveries more of credit. */
+void amqp1_grant(struct amqp1 *c, unsigned credit);
 
 /* Run on loop from now on. */
 void amqp1_start(struct amqp1 *c, struct ev_loop *loop);

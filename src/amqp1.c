@@ -651,7 +651,8 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 		pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
 		pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
 		pn_link_open(l);
-		pn_link_flow(l, (int)credit);
+		if (credit > 0)
+			pn_link_flow(l, (int)credit);
 		c->links[i].pn = l;
 	}
 	c->nlinks = n;
@@ -669,6 +670,16 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 fail:
 	amqp1_close(c);
 	return NULL;
+}
+
+void
+amqp1_grant(struct amqp1 *c, unsigned credit)
+{
+	if (c == NULL || c->failed || credit == 0)
+		return;
+	for (unsigned i = 0; i < c->nlinks; i++)
+		pn_link_flow(c->links[i].pn, (int)credit);
+	amqp1_flush(c);
 }
 
 void

@@ -189,6 +189,8 @@ daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 		}
 	}
 	d->consume_oks = n;
+	/* The holding queues' links, opened without credit, too. */
+	daemon_hold_consume(d);
 	return 0;
 }
 

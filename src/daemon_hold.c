@@ -377,9 +377,10 @@ daemon_hold_open(struct daemon *d, const char *url, char *err, size_t errsize)
 	}
 	if (amqp1_params_from_url(&p, d->cfg, url, err, errsize) < 0)
 		return -1;
-	d->a1 = amqp1_open(&p, queues, n, (unsigned)d->cfg->router_prefetch,
-	                   BROKER_SETUP_TIMEOUT * 1000, &hold_handler, d, err,
-	                   errsize);
+	/* No credit yet: nothing is routed before P.cancels is read (see
+	 * daemon_hold_consume). */
+	d->a1 = amqp1_open(&p, queues, n, 0, BROKER_SETUP_TIMEOUT * 1000,
+	                   &hold_handler, d, err, errsize);
 	if (d->a1 == NULL)
 		return -1;
 	d->rp.native_window = d->cfg->topology_native_window;
@@ -462,6 +463,12 @@ daemon_give_back(struct outbox_item *it, void *ctx)
 	if (m->amqp1)
 		amqp1_release(d->a1, m->dv);
 	message_free(m);
+}
+
+void
+daemon_hold_consume(struct daemon *d)
+{
+	amqp1_grant(d->a1, (unsigned)d->cfg->router_prefetch);
 }
 
 void

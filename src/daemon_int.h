@@ -382,6 +382,9 @@ int daemon_hold_connect(struct daemon *d, const char *url, char *err,
  * than with the connection, which would count it as failed.
  */
 void daemon_give_back(struct outbox_item *it, void *ctx);
+/* Give the holding queues' links their credit: once P.cancels is read,
+ * when the other queues are consumed. */
+void daemon_hold_consume(struct daemon *d);
 /* Run the AMQP 1.0 connection on the loop (after consuming). */
 void daemon_hold_start(struct daemon *d);
 /* At exit: settle what is settled and close the AMQP 1.0 connection

@@ -7,10 +7,11 @@ CASCADE_TEST_MODE=native (make test-native)."""
 import json
 import time
 
+import pika
 import pytest
 
-from helpers import (METRICS, Client, Daemon, fast_daemon, scrape, total,
-                     wait_for)
+from helpers import (METRICS, Client, Daemon, ctl, fast_daemon, scrape,
+                     total, wait_for)
 from test_rabbitmq43 import broker_version
 
 
@@ -196,6 +197,49 @@ def test_native_sigterm_while_delivering_duplicates_nothing(broker, needs_43,
     time.sleep(1)  # a duplicate would come now
     got += client.drain(t.queue)
     check_arrivals(got, due, 5000)
+    d.stop()
+
+
+FILLER_MARKERS = 30000
+
+
+def test_native_a_cancel_recorded_while_down_holds_at_start(broker, needs_43,
+                                                           tmp_path):
+    """Two messages wait in the holding queue; the daemon stops, one is
+    cancelled, and both come due before it starts again.  The holding
+    queue hands them over the moment the daemon connects: the cancelled
+    one must still be dropped, for nothing is routed before P.cancels is
+    read (the ladder's return queues are consumed only then, too)."""
+    d = fast_daemon(broker, tmp_path, topology={"mode": "native"},
+                    **METRICS)
+    d.start()
+    client = Client(broker)
+    q = client.queue()
+    keep, gone = "keep-%d" % time.time_ns(), "gone-%d" % time.time_ns()
+    for mid in (keep, gone):
+        client.publish(d.prefix, q, mid.encode(),
+                       {"x-remaining-delay": "2s"}, message_id=mid)
+    sent = time.time()
+    given_back(d, 2)
+    assert d.stop() == 0
+    # Other readers' markers before the request: reading up to it takes
+    # a while, and the holding queue hands over at once.
+    ch = client.conn.channel()
+    for i in range(FILLER_MARKERS):
+        ch.basic_publish("", d.prefix + ".cancels", b"", pika.BasicProperties(
+            type="marker", headers={"x-cascade-at": int(time.time() * 1000),
+                                    "x-cascade-marker": "elsewhere-%d" % i}))
+    ch.close()
+    r = ctl(d, "cancel", gone)
+    assert gone in r.stdout, (r.stdout, r.stderr)
+    time.sleep(max(0, sent + 2.5 - time.time()))
+    d.start()
+    got = client.collect(q, 1, 20)
+    time.sleep(1)  # the cancelled one would come now
+    got += client.drain(q)
+    assert [p.message_id for _, p, _ in got] == [keep]
+    wait_for(lambda: total(d.metrics(), "cascade_cancelled_total") == 1,
+             10, "the cancelled message dropped")
     d.stop()
 
 
