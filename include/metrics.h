@@ -63,6 +63,7 @@ struct metrics {
 	uint64_t replaced;     /* x-cascade-unique replace: dropped */
 	uint64_t series_stale; /* a repeat's stale copy, dropped */
 	uint64_t requests_refused;
+	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t lateness_count;

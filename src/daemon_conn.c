@@ -61,6 +61,7 @@ daemon_teardown_soon(struct daemon *d)
 	ev_idle_stop(d->loop, &d->more);
 	ev_timer_stop(d->loop, &d->heartbeat);
 	ev_timer_stop(d->loop, &d->replay);
+	ev_timer_stop(d->loop, &d->probe_check);
 	ev_timer_set(&d->teardown, 0., 0.);
 	ev_timer_start(d->loop, &d->teardown);
 }

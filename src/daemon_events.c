@@ -30,6 +30,15 @@
 /* s: once consuming, write a marker to time the reading; seldom, for
  * P.cancels keeps every one for [events] max_age. */
 #define CANCELS_PROBE 120.
+/* s: how long a probe marker may take to come back.  RabbitMQ 4.3 has been
+ * seen to stop feeding a stream consumer after a partition, without a
+ * word: a probe not back after CANCELS_PROBE_MISSES such waits (it is
+ * written again in between, as a marker may be lost) means the reading
+ * stalled, and the daemon connects again, which reads P.cancels afresh. */
+#define CANCELS_PROBE_BACK 15.
+#define CANCELS_PROBE_MISSES 2
+/* ms: a recorded request asks for a probe, at most this often. */
+#define CANCELS_PROBE_GAP 10000
 /* P.events records go out in one message per batch (events.h): after
  * this long, or at this many records or bytes, whichever comes first. */
 #define BATCH_SECONDS 0.005
@@ -600,6 +609,11 @@ daemon_record(struct daemon *d, struct message *m)
 	           headers_key_is(e.marker, d->marker)) {
 		if (e.at > d->cancels_read_at)
 			d->cancels_read_at = e.at;
+		if (d->probe_at > 0 && e.at >= d->probe_at) {
+			d->probe_at = 0;
+			d->probe_misses = 0;
+			ev_timer_stop(d->loop, &d->probe_check);
+		}
 		if (!d->replaying) {
 			daemon_ack(d, m);
 			return;
@@ -725,12 +739,82 @@ daemon_write_marker(struct daemon *d)
 }
 
 /*
+ * Once consuming: a marker that must come back within CANCELS_PROBE_BACK
+ * seconds (on_probe_check).  Nothing is written while the broker blocks
+ * us, and the check waits meanwhile.
+ */
+static void
+daemon_probe(struct daemon *d)
+{
+	int64_t at = duration_wall_ms();
+	int st;
+
+	if (d->out.blocked)
+		return;
+	if ((st = daemon_write_marker(d)) != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return;
+	}
+	d->probe_written = duration_mono_ms();
+	if (d->probe_at == 0)
+		d->probe_at = at;
+	if (!ev_is_active(&d->probe_check)) {
+		ev_timer_set(&d->probe_check, CANCELS_PROBE_BACK, 0.);
+		ev_timer_start(d->loop, &d->probe_check);
+	}
+}
+
+void
+daemon_probe_soon(struct daemon *d)
+{
+	if (!d->consuming || d->replaying || d->broken || d->stopping ||
+	    d->probe_at > 0 ||
+	    duration_mono_ms() - d->probe_written < CANCELS_PROBE_GAP)
+		return;
+	daemon_probe(d);
+}
+
+static void
+on_probe_check(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, probe_check);
+
+	(void)loop;
+	(void)revents;
+	if (d->broken || d->conn == NULL || d->stopping || d->probe_at == 0)
+		return;
+	if (d->out.blocked) {
+		/* Reading may wait on writing: judge once unblocked. */
+		ev_timer_set(&d->probe_check, CANCELS_PROBE_BACK, 0.);
+		ev_timer_start(d->loop, &d->probe_check);
+		return;
+	}
+	if (++d->probe_misses < CANCELS_PROBE_MISSES) {
+		log_warn("reading_cancellations",
+		         " stream=%s waited_ms=%" PRId64
+		         " reason=\"probe marker not back yet: written "
+		         "again\"",
+		         d->topo.cancels, duration_wall_ms() - d->probe_at);
+		daemon_probe(d);
+		return;
+	}
+	d->m.cancels_stalls++;
+	log_error("cancellations_stalled",
+	          " stream=%s waited_ms=%" PRId64
+	          " reason=\"no probe marker read back: the broker stopped "
+	          "feeding this reader; connecting again to read it afresh\"",
+	          d->topo.cancels, duration_wall_ms() - d->probe_at);
+	daemon_fail(d, "reading P.cancels stalled");
+}
+
+/*
  * The marker is written without a confirm, and a stream whose leader
  * moves may lose it: write it again every REPLAY_REMARK seconds until one
- * comes back, and say how far the reading got.  Once consuming, write one
- * every CANCELS_PROBE seconds: when it comes back tells how current the
- * cancellations read are (cascade_cancellations_read_age_seconds), a
- * reading that stalls included.
+ * comes back, and say how far the reading got.  Once consuming, probe
+ * every CANCELS_PROBE seconds: when the marker comes back tells how
+ * current the cancellations read are
+ * (cascade_cancellations_read_age_seconds), and one that does not come
+ * back at all is a stalled reading (on_probe_check).
  */
 static void
 on_replay(struct ev_loop *loop, ev_timer *w, int revents)
@@ -745,10 +829,7 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (!d->replaying) {
-		/* Nothing written while the broker blocks us. */
-		if (!d->out.blocked &&
-		    (st = daemon_write_marker(d)) != AMQP_STATUS_OK)
-			daemon_fail(d, amqp_error_string2(st));
+		daemon_probe(d);
 		return;
 	}
 	log_warn("reading_cancellations",
@@ -797,6 +878,8 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 	}
 	d->replaying = 1;
 	d->replayed = 0;
+	d->probe_at = 0;
+	d->probe_misses = 0;
 	ev_timer_set(&d->replay, REPLAY_REMARK, REPLAY_REMARK);
 	ev_timer_start(d->loop, &d->replay);
 	log_info("reading_cancellations", " stream=%s", d->topo.cancels);
@@ -808,6 +891,7 @@ daemon_events_init(struct daemon *d)
 {
 	ev_init(&d->batch_timer, on_batch);
 	ev_init(&d->replay, on_replay);
+	ev_init(&d->probe_check, on_probe_check);
 	d->cancels_read_at = duration_wall_ms();
 	daemon_scan_init(d);
 }

@@ -150,6 +150,13 @@ struct daemon {
 	 * cancellations it knows are.  Once consuming, a marker is written
 	 * every CANCELS_PROBE seconds to keep measuring. */
 	int64_t cancels_read_at;
+	/* The oldest probe marker written and not read back yet (its `at`,
+	 * wall ms; 0: none), how many checks it missed, the check's timer,
+	 * and when a probe was last written (monotonic ms). */
+	int64_t probe_at;
+	unsigned probe_misses;
+	ev_timer probe_check;
+	int64_t probe_written;
 	/* The most overdue message published (ms past due), in this
 	 * OVERDUE_SLOT_MS slot of the wall clock and the one before: with what
 	 * it holds now, cascade_overdue_seconds. */
@@ -329,6 +336,8 @@ int daemon_claim_event(const struct daemon *d, const struct message *m,
                        struct event *e);
 /* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
+/* A request was recorded in P.cancels: check soon that it is read back. */
+void daemon_probe_soon(struct daemon *d);
 /* A record read from P.cancels.  Takes m. */
 void daemon_record(struct daemon *d, struct message *m);
 /* Write the batch of P.events records now.  An AMQP status. */

@@ -287,6 +287,8 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			         d->topo.cancels, (int)m->routing_key.len,
 			         (const char *)m->routing_key.bytes);
 			daemon_request_copy(d, m);
+			/* It takes effect once read back: check that soon. */
+			daemon_probe_soon(d);
 		} else if (m->route.action == ROUTE_WAIT) {
 			d->m.waits[m->route.shard]++;
 			if (m->unrecorded) {

@@ -266,6 +266,11 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		         "2 minutes).");
 		out_printf(&o, "cascade_cancellations_read_age_seconds %.3f\n",
 		           (double)m->cancels_read_age_ms / 1000.);
+		out_one(&o, "cascade_cancellations_stalls_total", "counter",
+		        "Times a probe marker written into P.cancels did not "
+		        "come back within 30 s, so the daemon connected "
+		        "again to read the stream afresh.",
+		        m->cancels_stalls);
 	}
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",

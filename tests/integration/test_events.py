@@ -12,7 +12,8 @@ import pika
 import pika.exceptions
 import pytest
 
-from helpers import (METRICS, Daemon, ctl, parked, status, target, total,
+from helpers import (METRICS, Client, Daemon, ctl, fast_daemon, parked,
+                     start_cluster, status, stop_cluster, target, total,
                      wait_for, wait_parked, wait_status)
 
 SLACK = 0.002  # due times are whole ms: the daemon may round 1 ms down
@@ -624,3 +625,67 @@ def test_events_off_list_says_so_and_delays_still_work(client,
     mid = uid("m")
     sent = {mid: publish(client, d, q, mid, 1.5)}
     expect_on_time(client, q, sent)
+
+
+def stream_member(stream):
+    """Erlang: Pid, stream's member on the node that evaluates it."""
+    return ('{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, '
+            '<<"%s">>)), #{name := S} = amqqueue:get_type_state(Q), '
+            '{ok, Pid} = rabbit_stream_coordinator:local_pid(S)' % stream)
+
+
+def port_of(url):
+    return url.rsplit(":", 1)[1].split("/")[0]
+
+
+def connected_to(d, nodes):
+    """The node d's last ready line names."""
+    ready = [line for line in d.log().splitlines() if "msg=ready" in line]
+    return [b for b in nodes if ":%s/" % port_of(b.url) in ready[-1]][0]
+
+
+@pytest.mark.cluster
+def test_a_stalled_reading_of_cancellations_recovers(tmp_path):
+    """RabbitMQ can stop feeding a stream consumer without a word (seen on
+    4.3.6 after a partition: both daemons read no cancellation for minutes,
+    and cancelled messages were delivered).  Here the P.cancels member on
+    the daemon's node is suspended, so its reading stalls while the stream
+    goes on taking records on the other nodes.  A request recorded then
+    must still take effect before its message is due: the daemon's probe
+    marker does not come back, it says so, and connects to its next node,
+    where it reads the request."""
+    _, nodes = start_cluster()
+    try:
+        a, b, c = nodes
+        first = fast_daemon(a, tmp_path, broker={"url": a.url}, **METRICS)
+        first.start()  # every leader on a
+        assert first.stop() == 0
+        d = fast_daemon(b, tmp_path, prefix=first.prefix,
+                        broker={"url": "%s, %s" % (b.url, c.url)},
+                        **METRICS)
+        d.start()
+        on = connected_to(d, [b, c])
+        client = Client(a)
+        q = client.queue()
+        keep, gone = uid("keep"), uid("gone")
+        sent = {keep: publish(client, d, q, keep, 60),
+                gone: publish(client, d, q, gone, 60)}
+        member = stream_member(d.prefix + ".cancels")
+        on.ctl("eval", member + ", sys:suspend(Pid), ok.")
+        try:
+            client.publish(d.prefix, "", b"", {"x-cascade-cancel": gone})
+            d.wait_log("msg=cancellations_stalled", 60)
+            d.wait_log("msg=ready", 30, count=2)
+        finally:
+            on.ctl("eval", member + ", sys:resume(Pid), ok.", check=False)
+        assert connected_to(d, [b, c]) is not on
+        assert metric(d, "cascade_cancellations_stalls_total") == 1
+        assert metric(d, "cascade_cancel_requests") == 1
+        got = client.collect(q, 1, sent[keep][0] + 60 + LATE - time.time())
+        assert [p.message_id for _, p, _ in got] == [keep]
+        expect_nothing(client, [q], sent[gone][0] + 60 + 3)
+        assert metric(d, "cascade_cancelled_total") == 1
+        assert d.stop() == 0
+        client.close()
+    finally:
+        stop_cluster(nodes)
