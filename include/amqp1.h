@@ -87,6 +87,18 @@ int amqp1_wait(struct amqp1 *c, const unsigned *count, unsigned want,
 /* Give each link credit deliveries more of credit. */
 void amqp1_grant(struct amqp1 *c, unsigned credit);
 
+/*
+ * Detach, and attach again at once, each link that has been attached for
+ * at least age_ms and has no delivery of ours unsettled.  RabbitMQ 4.3 can
+ * check a delivery out to a consumer and lose it on its way between nodes
+ * (after a restart or a partition); it notices only when a later delivery
+ * comes, so on a quiet queue the message would stay checked out, for the
+ * 30-minute consumer timeout or for good.  A detach returns it to the
+ * queue.  What comes on the old link meanwhile is dropped: the broker
+ * returns that too.  Returns how many links were replaced.
+ */
+unsigned amqp1_relink_idle(struct amqp1 *c, int64_t age_ms);
+
 /* Run on loop from now on. */
 void amqp1_start(struct amqp1 *c, struct ev_loop *loop);
 

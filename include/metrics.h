@@ -40,6 +40,7 @@ struct metrics {
 	 * of those, released before it by the queue (clocks apart) */
 	uint64_t native_returns;
 	uint64_t native_early;
+	uint64_t native_relinks; /* holding queue links attached afresh */
 	uint64_t delivered;
 	uint64_t parked[PARK_KINDS];
 	uint64_t published; /* every publish, confirmed or not */

@@ -35,11 +35,14 @@
 /* The default CA store, when [broker] tls_ca_file is empty. */
 #define AMQP1_SYSTEM_CAS "/etc/ssl/certs/ca-certificates.crt"
 
-/* A delivery being read, frame by frame, on one link. */
+/* A receiving link, and the delivery being read on it, frame by frame. */
 struct amqp1_link {
 	pn_link_t *pn;
 	char *buf;
 	size_t len, cap;
+	unsigned unsettled; /* its deliveries handed on, not settled */
+	int64_t opened;     /* mono ms */
+	char address[600];
 };
 
 struct amqp1 {
@@ -51,6 +54,15 @@ struct amqp1 {
 	unsigned nlinks;
 	unsigned attached;
 	unsigned unsettled;
+	pn_session_t *session;
+	unsigned credit;  /* each link's, once granted */
+	unsigned relinks; /* links replaced so far (names stay unique) */
+	/* Links detached by us, until the broker's detach: what comes on
+	 * them meanwhile is dropped (the broker takes it back). */
+	pn_link_t *retiring[AMQP1_MAX_LINKS];
+	unsigned nretiring;
+	int detaching; /* amqp1_shutdown: links closed, awaiting the broker */
+	unsigned detached;
 	const struct amqp1_handler *h;
 	void *ctx;
 	struct ev_loop *loop;
@@ -153,6 +165,33 @@ amqp1_link_of(struct amqp1 *c, const pn_link_t *l, unsigned *index)
 	return NULL;
 }
 
+static int
+amqp1_retiring(struct amqp1 *c, const pn_link_t *l, int forget)
+{
+	for (unsigned i = 0; i < c->nretiring; i++)
+		if (c->retiring[i] == l) {
+			if (forget)
+				c->retiring[i] = c->retiring[--c->nretiring];
+			return 1;
+		}
+	return 0;
+}
+
+/* A delivery on a link we detached: dropped, the broker returns it. */
+static void
+amqp1_drop_delivery(pn_delivery_t *d)
+{
+	pn_link_t *l = pn_delivery_link(d);
+	char scratch[4096];
+
+	while (pn_link_recv(l, scratch, sizeof(scratch)) > 0)
+		;
+	if (pn_delivery_partial(d))
+		return;
+	pn_link_advance(l);
+	pn_delivery_settle(d);
+}
+
 /* Read what arrived of the current delivery; hand it on once whole. */
 static void
 amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
@@ -164,6 +203,10 @@ amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
 	size_t len;
 
 	lk = amqp1_link_of(c, l, &index);
+	if (lk == NULL && pn_delivery_readable(d) && amqp1_retiring(c, l, 0)) {
+		amqp1_drop_delivery(d);
+		return;
+	}
 	if (lk == NULL || !pn_delivery_readable(d))
 		return;
 	for (;;) {
@@ -198,6 +241,7 @@ amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
 		return;
 	}
 	c->unsettled++;
+	lk->unsettled++;
 	dv.pn = d;
 	dv.gen = c->gen;
 	len = lk->len;
@@ -229,6 +273,15 @@ amqp1_events(struct amqp1 *c)
 		case PN_LINK_REMOTE_CLOSE:
 		case PN_LINK_REMOTE_DETACH:
 			l = pn_event_link(e);
+			/* The broker's answer to a detach of ours. */
+			if (amqp1_retiring(c, l, 1)) {
+				pn_link_free(l);
+				break;
+			}
+			if (c->detaching) {
+				c->detached++;
+				break;
+			}
 			amqp1_fail_condition(c,
 			                     "AMQP 1.0 link closed by the "
 			                     "broker",
@@ -595,6 +648,63 @@ amqp1_wait(struct amqp1 *c, const unsigned *count, unsigned want,
 	return -1;
 }
 
+/* Link i, attached afresh to its queue, with the credit granted. */
+static void
+amqp1_link_open(struct amqp1 *c, unsigned i)
+{
+	struct amqp1_link *lk = &c->links[i];
+	char name[64];
+	pn_link_t *l;
+
+	snprintf(name, sizeof(name), "cascade-hold-%u-%u", i, c->relinks);
+	l = pn_receiver(c->session, name);
+	pn_terminus_set_address(pn_link_source(l), lk->address);
+	/* At least once: the broker sends unsettled, we settle. */
+	pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
+	pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
+	pn_link_open(l);
+	if (c->credit > 0)
+		pn_link_flow(l, (int)c->credit);
+	lk->pn = l;
+	lk->len = 0;
+	lk->unsettled = 0;
+	lk->opened = amqp1_now_ms();
+}
+
+unsigned
+amqp1_relink_idle(struct amqp1 *c, int64_t age_ms)
+{
+	int64_t now = amqp1_now_ms();
+	unsigned n = 0;
+
+	if (c == NULL || c->failed || c->detaching)
+		return 0;
+	for (unsigned i = 0; i < c->nlinks; i++) {
+		struct amqp1_link *lk = &c->links[i];
+
+		if (lk->unsettled > 0 || lk->len > 0 ||
+		    now - lk->opened < age_ms ||
+		    c->nretiring >= AMQP1_MAX_LINKS)
+			continue;
+		pn_link_close(lk->pn);
+		c->retiring[c->nretiring++] = lk->pn;
+		c->relinks++;
+		amqp1_link_open(c, i);
+		n++;
+	}
+	if (n > 0)
+		amqp1_flush(c);
+	return n;
+}
+
+static int
+amqp1_all_detached(const struct amqp1 *c, const unsigned *count, unsigned want)
+{
+	(void)count;
+	(void)want;
+	return c->detached >= c->nlinks && c->nretiring == 0;
+}
+
 struct amqp1 *
 amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
            unsigned credit, int64_t timeout_ms, const struct amqp1_handler *h,
@@ -603,7 +713,7 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 	int64_t deadline = amqp1_now_ms() + timeout_ms;
 	struct amqp1 *c;
 	pn_session_t *s;
-	char name[64], vhost[300], address[600];
+	char name[64], vhost[300];
 
 	if (n > AMQP1_MAX_LINKS) {
 		snprintf(err, errsize, "AMQP 1.0: too many queues");
@@ -640,20 +750,12 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 	pn_connection_open(c->drv.connection);
 	s = pn_session(c->drv.connection);
 	pn_session_open(s);
+	c->session = s;
+	c->credit = credit;
 	for (unsigned i = 0; i < n; i++) {
-		pn_link_t *l;
-
-		snprintf(name, sizeof(name), "cascade-hold-%u", i);
-		l = pn_receiver(s, name);
-		amqp1_address(queues[i], address, sizeof(address));
-		pn_terminus_set_address(pn_link_source(l), address);
-		/* At least once: the broker sends unsettled, we settle. */
-		pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
-		pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
-		pn_link_open(l);
-		if (credit > 0)
-			pn_link_flow(l, (int)credit);
-		c->links[i].pn = l;
+		amqp1_address(queues[i], c->links[i].address,
+		              sizeof(c->links[i].address));
+		amqp1_link_open(c, i);
 	}
 	c->nlinks = n;
 	c->fd = amqp1_connect_socket(p->host, p->port, deadline, err, errsize);
@@ -677,6 +779,7 @@ amqp1_grant(struct amqp1 *c, unsigned credit)
 {
 	if (c == NULL || c->failed || credit == 0)
 		return;
+	c->credit += credit;
 	for (unsigned i = 0; i < c->nlinks; i++)
 		pn_link_flow(c->links[i].pn, (int)credit);
 	amqp1_flush(c);
@@ -710,9 +813,22 @@ amqp1_shutdown(struct amqp1 *c, int64_t timeout_ms)
 		c->loop = NULL; /* from here on, no handler runs */
 	}
 	if (!c->failed) {
-		pn_connection_close(c->drv.connection);
-		amqp1_block(c, amqp1_closed, NULL, 0,
-		            amqp1_now_ms() + timeout_ms, "closing");
+		int64_t deadline = amqp1_now_ms() + timeout_ms;
+
+		/* Detach each link first and wait for the broker's detach:
+		 * RabbitMQ sends the settles it still holds back for a
+		 * consumer when the link goes, not when the session ends, and
+		 * returns the rest without counting a failed delivery. */
+		c->detaching = 1;
+		for (unsigned i = 0; i < c->nlinks; i++)
+			pn_link_close(c->links[i].pn);
+		amqp1_block(c, amqp1_all_detached, NULL, 0, deadline,
+		            "detaching");
+		if (!c->failed) {
+			pn_connection_close(c->drv.connection);
+			amqp1_block(c, amqp1_closed, NULL, 0, deadline,
+			            "closing");
+		}
 	}
 	amqp1_close(c);
 }
@@ -747,10 +863,14 @@ static void
 amqp1_settle(struct amqp1 *c, pn_delivery_t *d, uint64_t outcome)
 {
 	pn_link_t *l = pn_delivery_link(d);
+	struct amqp1_link *lk;
+	unsigned index;
 
 	pn_delivery_update(d, outcome);
 	pn_delivery_settle(d);
 	c->unsettled--;
+	if ((lk = amqp1_link_of(c, l, &index)) != NULL && lk->unsettled > 0)
+		lk->unsettled--;
 	pn_link_flow(l, 1);
 }
 

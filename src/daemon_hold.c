@@ -35,6 +35,11 @@
 
 /* RabbitMQ 4.3: quorum queues hold a modified message until its time. */
 #define NATIVE_MIN_VERSION 4003
+/* s: how long a link to a holding queue lives before it is replaced,
+ * once it has no delivery unsettled (amqp1_relink_idle). */
+#ifndef HOLD_RELINK_S
+#define HOLD_RELINK_S 60
+#endif
 /* The canary's wait, and how long it may take to come back. */
 #define CANARY_DELAY_MS 300
 #define CANARY_TIMEOUT_MS 10000
@@ -471,16 +476,36 @@ daemon_hold_consume(struct daemon *d)
 	amqp1_grant(d->a1, (unsigned)d->cfg->router_prefetch);
 }
 
+static void
+on_relink(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, relink);
+
+	(void)loop;
+	(void)revents;
+	if (d->broken || d->stopping)
+		return;
+	d->m.native_relinks += amqp1_relink_idle(d->a1, HOLD_RELINK_S * 1000);
+}
+
 void
 daemon_hold_start(struct daemon *d)
 {
-	if (d->a1 != NULL)
-		amqp1_start(d->a1, d->loop);
+	if (d->a1 == NULL)
+		return;
+	amqp1_start(d->a1, d->loop);
+	/* Checked more often than the links' age: a busy one waits for a
+	 * quiet moment. */
+	ev_init(&d->relink, on_relink);
+	ev_timer_set(&d->relink, HOLD_RELINK_S / 4.0, HOLD_RELINK_S / 4.0);
+	ev_timer_start(d->loop, &d->relink);
 }
 
 void
 daemon_hold_shutdown(struct daemon *d)
 {
+	if (ev_is_active(&d->relink))
+		ev_timer_stop(d->loop, &d->relink);
 	amqp1_shutdown(d->a1, 2000);
 	d->a1 = NULL;
 }
@@ -488,6 +513,10 @@ daemon_hold_shutdown(struct daemon *d)
 void
 daemon_hold_close(struct daemon *d)
 {
-	amqp1_close(d->a1);
+	if (ev_is_active(&d->relink))
+		ev_timer_stop(d->loop, &d->relink);
+	/* Detached cleanly when the AMQP 1.0 connection still works (the
+	 * 0-9-1 one failed): RabbitMQ then sends the settles it held back. */
+	amqp1_shutdown(d->a1, 1000);
 	d->a1 = NULL;
 }

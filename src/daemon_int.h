@@ -189,6 +189,7 @@ struct daemon {
 	int native;       /* -1: not decided yet; 0: the ladder; 1: native */
 	int native_tried; /* auto: the canary ran (once per process) */
 	struct amqp1 *a1; /* the holding queues' consumer, when native */
+	ev_timer relink;  /* replaces its quiet links now and then */
 	unsigned hold_link[AMQP1_MAX_LINKS]; /* link i's consumer index */
 	const char *hold_queues[LADDER_MAX_SHARDS]; /* plan.hold_queues */
 	int64_t early_logged_at;                    /* mono ms */

@@ -142,6 +142,11 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Deliveries given back to a holding queue with their due "
 	        "time (x-opt-delivery-time).",
 	        m->native_returns);
+	out_one(&o, "cascade_native_relinks_total", "counter",
+	        "Links to the holding queues detached and attached again "
+	        "while quiet, which returns a delivery RabbitMQ lost on its "
+	        "way to this daemon.",
+	        m->native_relinks);
 	out_one(&o, "cascade_native_early_total", "counter",
 	        "Deliveries a holding queue released before their due time "
 	        "by this daemon's clock (the broker's clock is ahead).",
