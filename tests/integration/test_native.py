@@ -203,6 +203,7 @@ def test_native_sigterm_while_delivering_duplicates_nothing(broker, needs_43,
 FILLER_MARKERS = 30000
 
 
+@pytest.mark.slow
 def test_native_a_cancel_recorded_while_down_holds_at_start(broker, needs_43,
                                                            tmp_path):
     """Two messages wait in the holding queue; the daemon stops, one is
