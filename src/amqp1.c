@@ -177,7 +177,13 @@ amqp1_retiring(struct amqp1 *c, const pn_link_t *l, int forget)
 	return 0;
 }
 
-/* A delivery on a link we detached: dropped, the broker returns it. */
+/*
+ * A delivery on a link we detached: dropped, the broker returns it.  Not
+ * settled: a settle with no outcome is a disposition without a state,
+ * which RabbitMQ 4.3 answers by ending the session ("Unrecognised state:
+ * undefined"); the delivery goes with the link when the broker's detach
+ * comes.
+ */
 static void
 amqp1_drop_delivery(pn_delivery_t *d)
 {
@@ -186,10 +192,8 @@ amqp1_drop_delivery(pn_delivery_t *d)
 
 	while (pn_link_recv(l, scratch, sizeof(scratch)) > 0)
 		;
-	if (pn_delivery_partial(d))
-		return;
-	pn_link_advance(l);
-	pn_delivery_settle(d);
+	if (!pn_delivery_partial(d))
+		pn_link_advance(l);
 }
 
 /* Read what arrived of the current delivery; hand it on once whole. */
