@@ -727,13 +727,13 @@ daemon_write(struct daemon *d, const char *stream, const struct event *e)
  * before every cancellation recorded so far is known.
  */
 static int
-daemon_write_marker(struct daemon *d)
+daemon_write_marker(struct daemon *d, int64_t at)
 {
 	struct event e;
 
 	memset(&e, 0, sizeof(e));
 	e.kind = EVENT_MARKER;
-	e.at = duration_wall_ms();
+	e.at = at;
 	e.marker = amqp_cstring_bytes(d->marker);
 	return daemon_write(d, d->topo.cancels, &e);
 }
@@ -751,7 +751,7 @@ daemon_probe(struct daemon *d)
 
 	if (d->out.blocked)
 		return;
-	if ((st = daemon_write_marker(d)) != AMQP_STATUS_OK) {
+	if ((st = daemon_write_marker(d, at)) != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
 		return;
 	}
@@ -836,7 +836,7 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 	         " stream=%s read=%" PRIu64 " held=%zu reason=\"marker not "
 	         "back yet: written again\"",
 	         d->topo.cancels, d->replayed, d->cancels.map.n);
-	if ((st = daemon_write_marker(d)) != AMQP_STATUS_OK)
+	if ((st = daemon_write_marker(d, duration_wall_ms())) != AMQP_STATUS_OK)
 		daemon_fail(d, amqp_error_string2(st));
 }
 
@@ -869,7 +869,7 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 		events_new_id(id);
 		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
 		         (int)getpid(), id);
-		st = daemon_write_marker(d);
+		st = daemon_write_marker(d, duration_wall_ms());
 	}
 	if (st != AMQP_STATUS_OK) {
 		snprintf(err, errsize, "consume %s: %s", d->topo.cancels,

@@ -501,22 +501,26 @@ daemon_hold_start(struct daemon *d)
 	ev_timer_start(d->loop, &d->relink);
 }
 
-void
-daemon_hold_shutdown(struct daemon *d)
+/* Links detached, then the connection closed, within timeout_ms. */
+static void
+daemon_hold_end(struct daemon *d, int64_t timeout_ms)
 {
 	if (ev_is_active(&d->relink))
 		ev_timer_stop(d->loop, &d->relink);
-	amqp1_shutdown(d->a1, 2000);
+	amqp1_shutdown(d->a1, timeout_ms);
 	d->a1 = NULL;
+}
+
+void
+daemon_hold_shutdown(struct daemon *d)
+{
+	daemon_hold_end(d, 2000);
 }
 
 void
 daemon_hold_close(struct daemon *d)
 {
-	if (ev_is_active(&d->relink))
-		ev_timer_stop(d->loop, &d->relink);
 	/* Detached cleanly when the AMQP 1.0 connection still works (the
 	 * 0-9-1 one failed): RabbitMQ then sends the settles it held back. */
-	amqp1_shutdown(d->a1, 1000);
-	d->a1 = NULL;
+	daemon_hold_end(d, 1000);
 }

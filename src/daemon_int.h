@@ -400,7 +400,8 @@ void daemon_hold_start(struct daemon *d);
 /* At exit: settle what is settled and close the AMQP 1.0 connection
  * cleanly (bounded).  The caller released what it drops first. */
 void daemon_hold_shutdown(struct daemon *d);
-/* Close the AMQP 1.0 connection: what it held goes back to the queues. */
+/* After a failure: detach the links when the AMQP 1.0 connection still
+ * works (bounded), and close it; what it held goes back to the queues. */
 void daemon_hold_close(struct daemon *d);
 /* From a holding queue: its envelope opened into m.  0, or -1 (parked). */
 int daemon_unwrap(struct daemon *d, struct message *m);
