@@ -38,6 +38,12 @@ struct router_params {
 	 * on the ladder.  0: the ladder alone.
 	 */
 	int64_t native_window;
+	/*
+	 * [topology] prefix: the exchange of that name and every exchange,
+	 * queue and stream named prefix.* are cascade's own, and never a
+	 * target (router_own_target).  Empty: no check.
+	 */
+	amqp_bytes_t own_prefix;
 	/* May a message be delivered to this exchange?  NULL: any. */
 	int (*allowed)(const void *ctx, amqp_bytes_t exchange);
 	const void *allowed_ctx;
@@ -101,7 +107,8 @@ enum route_unique { UNIQUE_NONE, UNIQUE_KEEP, UNIQUE_REPLACE };
 	X(broker_refused)                                                      \
 	X(undecodable)                                                         \
 	X(cancelled)                                                           \
-	X(not_permitted)
+	X(not_permitted)                                                       \
+	X(bad_target)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,
@@ -165,6 +172,16 @@ struct route {
 void router_decide(const struct router_params *p, enum route_source src,
                    const amqp_basic_properties_t *props,
                    amqp_bytes_t routing_key, int64_t now, struct route *r);
+
+/*
+ * Is exchange / routing_key one of cascade's own, for prefix P: the
+ * exchange P or P.*, or the default exchange ("" or "amq.default") with
+ * the routing key P or P.* (every queue and stream cascade declares, for
+ * any shard or former layout)?  cascade never delivers there: it would
+ * write into its own queues and streams with its own rights.
+ */
+int router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
+                      amqp_bytes_t routing_key);
 
 /*
  * A repeat's next occurrence after r->occurrence: 1 with its due time,

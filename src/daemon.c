@@ -245,6 +245,7 @@ daemon_run(const struct config *cfg)
 	    amqp_cstring_bytes(cfg->router_default_target_exchange);
 	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
 	d->rp.tail_margin = cfg->router_tail_margin;
+	d->rp.own_prefix = amqp_cstring_bytes(cfg->topology_prefix);
 	d->rp.allowed = target_allowed;
 	d->rp.allowed_ctx = cfg;
 	d->rp.retry = &cfg->retry;

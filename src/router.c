@@ -349,6 +349,28 @@ router_read_refused(const amqp_table_t *h, struct route *r)
 	r->refused_since = since;
 }
 
+/* name is prefix, or prefix followed by a dot and anything. */
+static int
+router_own_name(amqp_bytes_t prefix, amqp_bytes_t name)
+{
+	if (name.len < prefix.len ||
+	    memcmp(name.bytes, prefix.bytes, prefix.len) != 0)
+		return 0;
+	return name.len == prefix.len ||
+	       ((const char *)name.bytes)[prefix.len] == '.';
+}
+
+int
+router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
+                  amqp_bytes_t routing_key)
+{
+	if (router_own_name(prefix, exchange))
+		return 1;
+	if (exchange.len == 0 || headers_key_is(exchange, "amq.default"))
+		return router_own_name(prefix, routing_key);
+	return 0;
+}
+
 void
 router_decide(const struct router_params *p, enum route_source src,
               const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
@@ -433,6 +455,17 @@ router_decide(const struct router_params *p, enum route_source src,
 		router_park(r, PARK_bad_header,
 		            "target exchange name is not valid UTF-8 "
 		            "(RabbitMQ refuses it)");
+		return;
+	}
+	if (p->own_prefix.len > 0 &&
+	    router_own_target(p->own_prefix, r->exchange, r->routing_key)) {
+		router_park(
+		    r, PARK_bad_target,
+		    "target '%.*s/%.*s' is cascade's own exchange, queue "
+		    "or stream: never delivered there",
+		    (int)r->exchange.len, (const char *)r->exchange.bytes,
+		    (int)(r->routing_key.len > 200 ? 200 : r->routing_key.len),
+		    (const char *)r->routing_key.bytes);
 		return;
 	}
 	if (p->allowed != NULL && !p->allowed(p->allowed_ctx, r->exchange)) {

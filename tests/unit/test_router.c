@@ -954,6 +954,78 @@ Test(router, disallowed_target_parks_on_ingress)
 	cr_assert_eq(r.action, ROUTE_HOP);
 }
 
+/* cascade never delivers into its own exchange, queues or streams. */
+Test(router, own_targets_are_refused)
+{
+	static const struct {
+		const char *exchange, *routing_key;
+		int own;
+	} rows[] = {
+	    {"cascade", "anything", 1},
+	    {"cascade.retry", "", 1},
+	    {"", "cascade.events", 1},
+	    {"", "cascade.cancels", 1},
+	    {"", "cascade.error", 1},
+	    {"", "cascade.ingress", 1},
+	    {"", "cascade.delay.2000", 1},
+	    {"", "cascade.s3.return", 1},
+	    {"", "cascade", 1},
+	    {"amq.default", "cascade.hold", 1},
+	    {"", "cascadex", 0},
+	    {"", "cascade-events", 0},
+	    {"", "orders", 0},
+	    {"cascadex", "cascade.events", 0},
+	    {"amq.direct", "cascade.events", 0},
+	    {"orders", "cascade.error", 0},
+	};
+	amqp_bytes_t prefix = amqp_cstring_bytes("cascade");
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		cr_assert_eq(router_own_target(
+		                 prefix, amqp_cstring_bytes(rows[i].exchange),
+		                 amqp_cstring_bytes(rows[i].routing_key)),
+		             rows[i].own, "%s/%s", rows[i].exchange,
+		             rows[i].routing_key);
+}
+
+/* Whatever allowed_targets says, and from every source. */
+Test(router, own_target_parks_bad_target)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	params.own_prefix = amqp_cstring_bytes("cascade");
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-exchange", "");
+	tb_str(&t, "x-target-routing-key", "cascade.events");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(r.park, PARK_bad_target);
+	cr_assert(strstr(r.reason, "cascade.events") != NULL, "%s", r.reason);
+
+	t.n = 0;
+	tb_i64(&t, "x-cascade-due", NOW);
+	tb_str(&t, "x-cascade-exchange", "cascade");
+	tb_str(&t, "x-cascade-routing-key", "k");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_RETURN, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(r.park, PARK_bad_target);
+
+	t.n = 0;
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-routing-key", "orders");
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	params.own_prefix = amqp_empty_bytes;
+}
+
 /* A forged return-queue message cannot reach what ingress would refuse. */
 Test(router, disallowed_target_parks_from_return)
 {
