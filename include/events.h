@@ -122,8 +122,21 @@ int events_props(const struct event *e, amqp_pool_t *pool,
                  amqp_basic_properties_t *out);
 
 /*
+ * Bounds on what a record may say, checked before any arithmetic: times
+ * (x-cascade-at, -due, -until) are Unix ms from 1970 to the end of the
+ * year 9999; a repeat's occurrence and a body's size are counts well
+ * inside int64; ids, tokens and users are at most 255 bytes, as an AMQP
+ * short string is.
+ */
+#define EVENTS_TIME_MAX INT64_C(253402300799999)
+#define EVENTS_COUNT_MAX (INT64_C(1) << 48)
+#define EVENTS_ID_MAX 255
+#define EVENTS_SUPERSEDED_MAX 65536
+
+/*
  * Read a record's properties into e (bytes point into p).  -1 when it is
- * not a record of a known kind or lacks a field its kind needs.
+ * not a record of a known kind, lacks a field its kind needs, or a field
+ * is out of the bounds above.
  */
 int events_parse(const amqp_basic_properties_t *p, struct event *e);
 

@@ -65,6 +65,9 @@ struct metrics {
 	uint64_t series_stale; /* a repeat's stale copy, dropped */
 	uint64_t requests_refused;
 	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
+	/* stream messages skipped: written by a user not cascade's own
+	 * (trust.h), in P.events and in P.cancels */
+	uint64_t untrusted_events, untrusted_cancels;
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t lateness_count;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trust.h"
+
 /* The map's value for an id: its list, which pruning may shorten. */
 struct cancel_set {
 	struct cancel *head;
@@ -45,9 +47,7 @@ void
 cancels_requester(const struct config *cfg, const struct event *e,
                   amqp_bytes_t own_user, amqp_bytes_t *by, int *control)
 {
-	int trusted = e->writer.len > 0 &&
-	              (config_control_user(cfg, e->writer) ||
-	               same_bytes(e->writer, own_user.bytes, own_user.len));
+	int trusted = trust_writer(cfg, own_user, e->writer);
 
 	*by = e->has_requester && trusted ? e->requester : e->writer;
 	*control = config_control_user(cfg, *by);

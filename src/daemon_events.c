@@ -23,6 +23,7 @@
 #include "broker.h"
 #include "duration.h"
 #include "envelope.h"
+#include "escape.h"
 #include "headers.h"
 #include "log.h"
 
@@ -526,6 +527,41 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 	return 1;
 }
 
+int
+daemon_trusted(struct daemon *d, const struct message *m, const char *stream)
+{
+	amqp_bytes_t writer;
+
+	if (trust_stream_message(d->cfg, amqp_cstring_bytes(d->own_user),
+	                         &m->props))
+		return 1;
+	if (stream == d->topo.cancels)
+		d->m.untrusted_cancels++;
+	else
+		d->m.untrusted_events++;
+	writer = trust_writer_of(&m->props);
+	if (trust_first_sight(&d->untrusted, writer)) {
+		char who[ESCAPE_MAX_FACTOR * 64 + 4],
+		    type[ESCAPE_MAX_FACTOR * 32 + 4];
+
+		escape_bytes(writer.bytes, writer.len, 64, ESCAPE_QUOTED, who,
+		             sizeof(who));
+		escape_bytes(m->props.type.bytes,
+		             (m->props._flags & AMQP_BASIC_TYPE_FLAG)
+		                 ? m->props.type.len
+		                 : 0,
+		             32, ESCAPE_QUOTED, type, sizeof(type));
+		log_warn(
+		    "record_untrusted",
+		    " stream=%s type=\"%s\" writer=\"%s\" reason=\"written "
+		    "by a user that is neither the daemon's nor one of "
+		    "[events] control_users: skipped (logged once per "
+		    "writer)\"",
+		    stream, type, who);
+	}
+	return 0;
+}
+
 /* A record from P.cancels: a request to hold, or our marker. */
 void
 daemon_record(struct daemon *d, struct message *m)
@@ -535,7 +571,8 @@ daemon_record(struct daemon *d, struct message *m)
 
 	if (d->replaying)
 		d->replayed++;
-	if (events_parse(&m->props, &e) < 0) {
+	if (!daemon_trusted(d, m, d->topo.cancels) ||
+	    events_parse(&m->props, &e) < 0) {
 		daemon_ack(d, m);
 		return;
 	}
@@ -648,6 +685,11 @@ daemon_events_flush(struct daemon *d)
 	               AMQP_BASIC_HEADERS_FLAG;
 	props.type = amqp_cstring_bytes(EVENTS_BATCH_TYPE);
 	props.delivery_mode = 2;
+	/* Readers believe a batch by its writer, which RabbitMQ checks. */
+	if (d->own_user[0] != '\0') {
+		props._flags |= AMQP_BASIC_USER_ID_FLAG;
+		props.user_id = amqp_cstring_bytes(d->own_user);
+	}
 	h[0].key = amqp_cstring_bytes("x-cascade-records");
 	h[0].value.kind = AMQP_FIELD_KIND_I64;
 	h[0].value.value.i64 = d->batch_records;

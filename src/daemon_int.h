@@ -43,6 +43,7 @@
 #include "router.h"
 #include "targets.h"
 #include "topology.h"
+#include "trust.h"
 #include "waiting.h"
 #include "xcheck.h"
 
@@ -141,10 +142,11 @@ struct daemon {
 	 */
 	int replaying;
 	char marker[40];
-	char own_user[256];      /* the broker user it logs in as (cancels.h) */
-	size_t cancels_prune_at; /* prune when this many are held */
-	uint64_t replayed;       /* records read while replaying */
-	ev_timer replay;         /* writes the marker again (on_replay) */
+	char own_user[256]; /* the broker user it logs in as (cancels.h) */
+	struct trust_seen untrusted; /* writers logged as untrusted */
+	size_t cancels_prune_at;     /* prune when this many are held */
+	uint64_t replayed;           /* records read while replaying */
+	ev_timer replay;             /* writes the marker again (on_replay) */
 	/* When the newest marker of ours read back from P.cancels was
 	 * written (wall ms; the start before the first): how current the
 	 * cancellations it knows are.  Once consuming, a marker is written
@@ -339,6 +341,14 @@ int daemon_claim_event(const struct daemon *d, const struct message *m,
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* A request was recorded in P.cancels: check soon that it is read back. */
 void daemon_probe_soon(struct daemon *d);
+/*
+ * May the stream message m, read from stream (d->topo.events or
+ * d->topo.cancels), be read at all (trust.h)?  0: it is skipped, counted
+ * in cascade_records_untrusted_total and its writer logged once.
+ */
+int daemon_trusted(struct daemon *d, const struct message *m,
+                   const char *stream);
+
 /* A record read from P.cancels.  Takes m. */
 void daemon_record(struct daemon *d, struct message *m);
 /* Write the batch of P.events records now.  An AMQP status. */

@@ -362,7 +362,9 @@ daemon_scan_message(struct daemon *d, struct message *m)
 		daemon_ack(d, m);
 		return;
 	}
-	if (!events_is_batch(&m->props)) {
+	if (!daemon_trusted(d, m, d->topo.events)) {
+		rc = 0;
+	} else if (!events_is_batch(&m->props)) {
 		rc = scan_record(d, &m->props);
 	} else {
 		while (rc == 0 && (got = events_batch_next(

@@ -158,8 +158,52 @@ events_owner(const amqp_basic_properties_t *p, int fresh)
 	return owner;
 }
 
+static int
+time_ok(int64_t t)
+{
+	return t >= 0 && t <= EVENTS_TIME_MAX;
+}
+
+static int
+id_ok(amqp_bytes_t b)
+{
+	return b.len <= EVENTS_ID_MAX;
+}
+
+/*
+ * The fields of a parsed record within bounds (events.h): what a reader
+ * later adds, subtracts or compares cannot overflow.
+ */
+static int
+events_bounded(const struct event *e)
+{
+	if (!time_ok(e->at) || !time_ok(e->due) || !time_ok(e->until))
+		return -1;
+	if (e->size < 0 || e->size > EVENTS_COUNT_MAX || e->occurrence < 0 ||
+	    e->occurrence > EVENTS_COUNT_MAX)
+		return -1;
+	if (!id_ok(e->id) || !id_ok(e->message_id) || !id_ok(e->cancel) ||
+	    !id_ok(e->token) || !id_ok(e->requester) || !id_ok(e->writer) ||
+	    !id_ok(e->owner) || !id_ok(e->exchange) || !id_ok(e->routing_key) ||
+	    !id_ok(e->marker) || e->superseded.len > EVENTS_SUPERSEDED_MAX)
+		return -1;
+	return 0;
+}
+
+static int events_fields(const amqp_basic_properties_t *p, struct event *e);
+
 int
 events_parse(const amqp_basic_properties_t *p, struct event *e)
+{
+	if (events_fields(p, e) < 0 || events_bounded(e) < 0) {
+		memset(e, 0, sizeof(*e));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+events_fields(const amqp_basic_properties_t *p, struct event *e)
 {
 	const amqp_table_t *h;
 	const amqp_field_value_t *v;

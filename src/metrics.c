@@ -276,6 +276,17 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		        "come back within 30 s, so the daemon connected "
 		        "again to read the stream afresh.",
 		        m->cancels_stalls);
+		out_head(&o, "cascade_records_untrusted_total", "counter",
+		         "Records and batches read from P.events and P.cancels "
+		         "and skipped: written by a user that is neither the "
+		         "daemon's nor one of [events] control_users.");
+		out_printf(
+		    &o,
+		    "cascade_records_untrusted_total{stream=\"events\"} "
+		    "%" PRIu64 "\n"
+		    "cascade_records_untrusted_total{stream=\"cancels\"} "
+		    "%" PRIu64 "\n",
+		    m->untrusted_events, m->untrusted_cancels);
 	}
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",

@@ -356,10 +356,10 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 	int rc;
 
 	/* Written as the user ctl logs in as, which RabbitMQ checks: the
-	 * daemons judge the request by it (cancels.h). */
+	 * daemons judge a request by it (cancels.h), and believe any other
+	 * record only from their own users (trust.h). */
 	own = *e;
 	if (own.writer.len == 0 &&
-	    (own.kind == EVENT_CANCEL || own.kind == EVENT_RESCHEDULE) &&
 	    config_broker_user(&c->cfg, user, sizeof(user)) == 0)
 		own.writer = amqp_cstring_bytes(user);
 	e = &own;

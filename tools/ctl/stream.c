@@ -11,7 +11,9 @@
 
 #include "ctl.h"
 #include "duration.h"
+#include "escape.h"
 #include "headers.h"
+#include "trust.h"
 
 #define STREAM_PREFETCH 1000 /* records in flight per stream consumer */
 #define STREAM_ACK_EVERY 250 /* ack (multiple) after this many records */
@@ -145,6 +147,16 @@ stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
 	size_t off = 0;
 	int rc = 0, got;
 
+	if (!trust_stream_message(&c->cfg, amqp_cstring_bytes(f->own_user),
+	                          &msg->properties)) {
+		amqp_bytes_t w = trust_writer_of(&msg->properties);
+		if (f->untrusted++ == 0)
+			snprintf(f->untrusted_writer,
+			         sizeof(f->untrusted_writer), "%.*s",
+			         (int)(w.len > 255 ? 255 : w.len),
+			         (const char *)w.bytes);
+		return 0;
+	}
 	if (!events_is_batch(&msg->properties))
 		return stream_record(c, s, &msg->properties, f, left);
 	init_amqp_pool(&pool, 4096);
@@ -238,6 +250,17 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 			}
 			acked = last;
 		}
+	}
+	if (f->untrusted > 0) {
+		char who[ESCAPE_MAX_FACTOR * 64 + 4];
+		escape_bytes(f->untrusted_writer, strlen(f->untrusted_writer),
+		             64, ESCAPE_QUOTED, who, sizeof(who));
+		fprintf(stderr,
+		        "cascade-ctl: skipped %" PRIu64 " record(s) written "
+		        "by users that are neither cascade's nor [events] "
+		        "control_users (the first by \"%s\"); see "
+		        "docs/security.md\n",
+		        f->untrusted, who);
 	}
 	/* Stop the deliveries: what came after the markers is not wanted. */
 	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
