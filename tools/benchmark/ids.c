@@ -102,7 +102,7 @@ fill_claims(uint64_t n)
 		e.at = 1;
 		e.due = 1000;
 		e.until = 2000;
-		if (claims_add(&c, &e, amqp_cstring_bytes("alice"), 0, &v) < 0)
+		if (claims_add(&c, &e, amqp_cstring_bytes("alice"), &v) < 0)
 			return -1;
 	}
 	b = sample();
