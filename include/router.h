@@ -101,7 +101,8 @@ enum route_unique { UNIQUE_NONE, UNIQUE_KEEP, UNIQUE_REPLACE };
 	X(broker_refused)                                                      \
 	X(undecodable)                                                         \
 	X(cancelled)                                                           \
-	X(not_permitted)
+	X(not_permitted)                                                       \
+	X(too_many_ids)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,

@@ -253,6 +253,103 @@ daemon_claim_lost(struct daemon *d, struct message *m, enum cancel_reason why)
 	daemon_ack(d, m);
 }
 
+/*
+ * Held ids ([events] max_held_ids, config_held_limit).  Requests keep a
+ * message from being delivered, claims keep a duplicate from waiting,
+ * series keep a stale copy from being delivered: a request not held does
+ * the most harm.  So claims and series stop at nine tenths of the cap and
+ * requests at the cap.  New ones published to P are refused (parked) at
+ * those limits; a record read from P.cancels past them (written by
+ * another daemon, or by cascade-ctl) is counted and not held.
+ */
+static size_t
+daemon_held(const struct daemon *d)
+{
+	return d->cancels.map.n + d->claims.n + d->series.map.n;
+}
+
+static size_t
+daemon_held_limit(const struct daemon *d, int kind)
+{
+	return config_held_limit(d->cfg, kind == METRICS_HELD_REQUEST);
+}
+
+/* Forget what lapsed in all three maps. */
+static void
+daemon_held_prune(struct daemon *d)
+{
+	int64_t now = duration_wall_ms();
+
+	d->cancels_prune_at = 2 * cancels_prune(&d->cancels, now) + 64;
+	d->claims_prune_at = 2 * claims_prune(&d->claims, now) + 64;
+	d->series_prune_at = 2 * series_prune(&d->series, now) + 64;
+}
+
+/* May one more id of kind be held?  At the limit, prune first (at most
+ * once a second: a prune walks every map). */
+static int
+daemon_held_room(struct daemon *d, int kind)
+{
+	int64_t now;
+
+	if (daemon_held(d) < daemon_held_limit(d, kind))
+		return 1;
+	now = duration_mono_ms();
+	if (d->held_pruned_at != 0 && now - d->held_pruned_at < 1000)
+		return 0;
+	d->held_pruned_at = now;
+	daemon_held_prune(d);
+	return daemon_held(d) < daemon_held_limit(d, kind);
+}
+
+/* A record of P.cancels that would add an id of kind past the limit: not
+ * held; counted, and logged at most once a minute. */
+static void
+daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id)
+{
+	int64_t now = duration_mono_ms();
+
+	d->m.held_refused[kind]++;
+	if (d->held_full_logged != 0 && now - d->held_full_logged < 60000)
+		return;
+	d->held_full_logged = now;
+	log_warn("held_ids_full",
+	         " kind=%s id=\"%.*s\" held=%zu max_held_ids=%" PRIu64
+	         " not_held=%" PRIu64
+	         " reason=\"a record read from P.cancels was not held: "
+	         "[events] max_held_ids reached\"",
+	         metrics_held_name(kind), (int)id.len, (const char *)id.bytes,
+	         daemon_held(d), d->cfg->events_max_held_ids,
+	         d->m.held_refused[kind]);
+}
+
+void
+daemon_admit(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	struct event e;
+	int claim = 0;
+
+	if (r->action == ROUTE_PARK || !config_events(d->cfg))
+		return;
+	/* A unique message that will wait, with a new id in its scope. */
+	if (r->unique != UNIQUE_NONE &&
+	    (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
+	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT)) {
+		memset(&e, 0, sizeof(e));
+		e.cancel = m->props.message_id;
+		claim = claims_new(&d->claims, &e,
+		                   events_owner(&m->props, r->fresh));
+	}
+	if ((!claim && r->every <= 0) ||
+	    daemon_held_room(d, METRICS_HELD_CLAIM))
+		return;
+	router_park(r, PARK_too_many_ids,
+	            "too many ids held: %zu, and [events] max_held_ids is "
+	            "%" PRIu64 " (claims and repeats stop at nine tenths)",
+	            daemon_held(d), d->cfg->events_max_held_ids);
+}
+
 int
 daemon_unique(struct daemon *d, struct message *m)
 {
@@ -374,6 +471,11 @@ daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t scope)
 	struct claim_verdict v;
 	struct event loser;
 
+	if (claims_new(&d->claims, e, scope) &&
+	    !daemon_held_room(d, METRICS_HELD_CLAIM)) {
+		daemon_not_held(d, METRICS_HELD_CLAIM, e->cancel);
+		return 0;
+	}
 	if (claims_add(&d->claims, e, scope, &v) < 0)
 		return -1;
 	memset(&loser, 0, sizeof(loser));
@@ -384,17 +486,22 @@ daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t scope)
 		loser.cancel = e->id;
 		loser.until = e->until;
 		loser.cancel_reason = CANCEL_DUPLICATE;
-		return cancels_add(&d->cancels, &loser, scope, 0);
-	}
-	if (v.replaced) {
+	} else if (v.replaced) {
 		loser.cancel = amqp_cstring_bytes(v.old_id);
 		loser.until = v.old_due > INT64_MAX - 86400000LL
 		                  ? INT64_MAX
 		                  : v.old_due + 86400000LL;
 		loser.cancel_reason = CANCEL_REPLACED;
-		return cancels_add(&d->cancels, &loser, scope, 0);
+	} else {
+		return 0;
 	}
-	return 0;
+	/* A request of the daemon's own: room up to the cap. */
+	if (cancels_new(&d->cancels, &loser) &&
+	    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
+		daemon_not_held(d, METRICS_HELD_REQUEST, loser.cancel);
+		return 0;
+	}
+	return cancels_add(&d->cancels, &loser, scope, 0);
 }
 
 int
@@ -503,6 +610,12 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		            "%s: requests are off ([events] enabled = no)",
 		            e.kind == EVENT_CANCEL ? "x-cascade-cancel"
 		                                   : "x-cascade-reschedule");
+	else if (cancels_new(&d->cancels, &e) &&
+	         !daemon_held_room(d, METRICS_HELD_REQUEST))
+		router_park(r, PARK_too_many_ids,
+		            "too many ids held: %zu, and [events] max_held_ids "
+		            "is %" PRIu64 "; the request was not recorded",
+		            daemon_held(d), d->cfg->events_max_held_ids);
 	else if (e.kind == EVENT_RESCHEDULE &&
 	         router_read_due(&d->rp, &m->props.headers, now, r) < 0)
 		; /* parked: no usable delay header for the new time */
@@ -547,7 +660,10 @@ daemon_record(struct daemon *d, struct message *m)
 		else
 			claims_rescheduled(&d->claims, e.cancel, e.due, by,
 			                   control);
-		if (cancels_add(&d->cancels, &e, by, control) < 0) {
+		if (cancels_new(&d->cancels, &e) &&
+		    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
+			daemon_not_held(d, METRICS_HELD_REQUEST, e.cancel);
+		} else if (cancels_add(&d->cancels, &e, by, control) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");
 			return;
@@ -590,8 +706,11 @@ daemon_record(struct daemon *d, struct message *m)
 			    2 * claims_prune(&d->claims, duration_wall_ms()) +
 			    64;
 	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
-		if (series_add(&d->series, e.id, e.occurrence, e.token,
-		               e.until) < 0) {
+		if (series_new(&d->series, e.id) &&
+		    !daemon_held_room(d, METRICS_HELD_SERIES)) {
+			daemon_not_held(d, METRICS_HELD_SERIES, e.id);
+		} else if (series_add(&d->series, e.id, e.occurrence, e.token,
+		                      e.until) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for series");
 			return;

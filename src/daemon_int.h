@@ -135,6 +135,10 @@ struct daemon {
 	struct series series;   /* repeats' live copies, from P.cancels */
 	size_t series_prune_at; /* prune when this many are held */
 	size_t claims_prune_at; /* prune when this many are held */
+	/* [events] max_held_ids reached: when all three were last pruned
+	 * for room, and when a record not held was last logged (mono ms) */
+	int64_t held_pruned_at;
+	int64_t held_full_logged;
 	/*
 	 * Reading P.cancels from the start after connecting: the queues are
 	 * consumed once the marker written then comes back (events.h).
@@ -316,6 +320,12 @@ void daemon_scheduled(struct daemon *d, struct message *m);
  * when nothing changed.
  */
 int daemon_requests(struct daemon *d, struct message *m);
+/*
+ * First sight of m (fresh): when it would add an id held from P.cancels
+ * (a unique message that will wait, a repeat) and claims and series are
+ * full ([events] max_held_ids), park it as too_many_ids.
+ */
+void daemon_admit(struct daemon *d, struct message *m);
 /*
  * First sight of m with x-cascade-unique (claims.h): a duplicate of a
  * waiting message (keep) is acked and recorded, 1; else its claim is to

@@ -71,6 +71,15 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 static const char *const windows[METRICS_NWINDOWS] = {"minute", "hour", "day",
                                                       "later"};
 
+const char *
+metrics_held_name(int kind)
+{
+	static const char *const names[METRICS_HELD_KINDS] = {
+	    "request", "claim", "series"};
+
+	return kind >= 0 && kind < METRICS_HELD_KINDS ? names[kind] : "?";
+}
+
 int
 metrics_window(int64_t ahead)
 {
@@ -257,6 +266,24 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);
+	out_head(&o, "cascade_held_ids", "gauge",
+	         "Ids held in memory from P.cancels, by kind: requests "
+	         "(cancel, reschedule), claims (unique ids), series "
+	         "(repeats).");
+	for (int i = 0; i < METRICS_HELD_KINDS; i++)
+		out_printf(&o, "cascade_held_ids{kind=\"%s\"} %" PRIu64 "\n",
+		           metrics_held_name(i), m->held_ids[i]);
+	out_one(&o, "cascade_held_ids_max", "gauge",
+	        "[events] max_held_ids: the most ids held in all.",
+	        m->held_ids_max);
+	out_head(&o, "cascade_held_ids_refused_total", "counter",
+	         "Records read from P.cancels that would have added an id "
+	         "and were not held: [events] max_held_ids was reached.");
+	for (int i = 0; i < METRICS_HELD_KINDS; i++)
+		out_printf(&o,
+		           "cascade_held_ids_refused_total{kind=\"%s\"} "
+		           "%" PRIu64 "\n",
+		           metrics_held_name(i), m->held_refused[i]);
 	out_head(&o, "cascade_overdue_seconds", "gauge",
 	         "How far past its due time the most overdue message this "
 	         "daemon holds (publishing, backing off, paused, stuck) or "
