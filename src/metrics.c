@@ -249,7 +249,8 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        m->superseded);
 	out_one(&o, "cascade_duplicates_total", "counter",
 	        "Messages with x-cascade-unique: keep not scheduled, because "
-	        "a message with their message-id was waiting.",
+	        "a message of their publisher with their message-id was "
+	        "waiting.",
 	        m->duplicates);
 	out_one(&o, "cascade_replaced_total", "counter",
 	        "Waiting messages dropped because a message with "
@@ -260,7 +261,7 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "the series does not fork.",
 	        m->series_stale);
 	out_one(&o, "cascade_requests_refused_total", "counter",
-	        "Requests (cancel, reschedule, replace) refused because the "
+	        "Requests (cancel, reschedule) refused because the "
 	        "requester may not change the message; each is parked.",
 	        m->requests_refused);
 	out_one(&o, "cascade_cancel_requests", "gauge",
