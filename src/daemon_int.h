@@ -320,6 +320,17 @@ void daemon_scheduled(struct daemon *d, struct message *m);
  * when nothing changed.
  */
 int daemon_requests(struct daemon *d, struct message *m);
+/* daemon_ids.c: the ids held from P.cancels, and [events] max_held_ids. */
+/* Ids held in all: requests, claims, series. */
+size_t daemon_held(const struct daemon *d);
+/*
+ * May one more id of kind (METRICS_HELD_*) be held?  At the limit
+ * (config_held_limit) what lapsed is pruned first, at most once a second.
+ */
+int daemon_held_room(struct daemon *d, int kind);
+/* A record of P.cancels that would add an id of kind past the limit: not
+ * held; counted, and logged at most once a minute. */
+void daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id);
 /*
  * First sight of m (fresh): when it would add an id held from P.cancels
  * (a unique message that will wait, a repeat) and claims and series are
