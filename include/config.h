@@ -127,6 +127,9 @@ enum tail_mode {
 	X(events, copy_max_size, UINT, "65536", 0, 1048576, NULL,              \
 	  "bytes: a scheduled record carries a message up to this size, for "  \
 	  "an earlier reschedule to the millisecond; 0: no copies")            \
+	X(events, max_held_ids, UINT, "1000000", 1, 100000000, NULL,           \
+	  "ids held in memory (requests, claims, series); past it new ones "   \
+	  "are refused, claims and series first")                              \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \
@@ -222,6 +225,15 @@ int config_url_user(const char *url, char *out, size_t size);
  * requests may change every waiting message?
  */
 int config_control_user(const struct config *cfg, amqp_bytes_t user);
+
+/*
+ * How many ids a daemon may hold from P.cancels ([events] max_held_ids)
+ * before a new one of a kind is refused: a request (cancel, reschedule;
+ * request nonzero) up to the cap, a claim or a series up to nine tenths of
+ * it, leaving the rest to requests, which keep a message from being
+ * delivered.
+ */
+size_t config_held_limit(const struct config *cfg, int request);
 
 /* How long the event streams keep records: [events] max_age, or by
  * default [router] max_delay plus a day (every waiting message's record). */

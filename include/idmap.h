@@ -1,8 +1,8 @@
 /*
  * A hash map from byte strings (message ids) to pointers: open addressing,
- * FNV-1a, a power-of-two table at most half full.  Keys are copied.  Pure
- * code, for the cancellations a daemon holds and the records cascade-ctl
- * list folds.
+ * FNV-1a, a power-of-two table at most half full.  Keys are copied, each
+ * allocated to its size behind its length; a slot is two pointers.  Pure
+ * code, for the ids a daemon holds and the records cascade-ctl list folds.
  */
 #ifndef CASCADE_IDMAP_H
 #define CASCADE_IDMAP_H
@@ -11,8 +11,7 @@
 #include <stddef.h>
 
 struct idmap_slot {
-	char *key; /* NULL: empty */
-	size_t len;
+	unsigned char *key; /* NULL: empty; else its length, then its bytes */
 	void *value;
 };
 
@@ -32,9 +31,16 @@ void *idmap_get(const struct idmap *m, amqp_bytes_t key);
 
 /*
  * Set key's value; the old value, if any, in *old (else NULL).  -1 out of
- * memory (nothing changed).
+ * memory, or a key longer than UINT32_MAX bytes (nothing changed).
  */
 int idmap_put(struct idmap *m, amqp_bytes_t key, void *value, void **old);
+
+/*
+ * The address of key's value, to change it in place (also from within
+ * idmap_each), or NULL when key is not there.  Valid until the next
+ * idmap_put or removal.
+ */
+void **idmap_ref(struct idmap *m, amqp_bytes_t key);
 
 /* Remove key; its value, or NULL when it was not there. */
 void *idmap_del(struct idmap *m, amqp_bytes_t key);

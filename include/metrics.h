@@ -25,6 +25,18 @@
 /* The window of a message due `ahead` ms from now. */
 int metrics_window(int64_t ahead);
 
+/* The ids a daemon holds from P.cancels ([events] max_held_ids), by kind:
+ * requests (cancel, reschedule), claims (unique ids), series (repeats). */
+enum {
+	METRICS_HELD_REQUEST,
+	METRICS_HELD_CLAIM,
+	METRICS_HELD_SERIES,
+	METRICS_HELD_KINDS
+};
+
+/* The kind's name, as in the metrics label. */
+const char *metrics_held_name(int kind);
+
 /* Consumed queues: ingress, retry, a return queue and a holding queue per
  * shard, and as many drained (topology.h). */
 #define METRICS_QUEUES_MAX (2 + 3 * LADDER_MAX_SHARDS)
@@ -68,6 +80,8 @@ struct metrics {
 	/* stream messages skipped: written by a user not cascade's own
 	 * (trust.h), in P.events and in P.cancels */
 	uint64_t untrusted_events, untrusted_cancels;
+	/* records of P.cancels not held: [events] max_held_ids reached */
+	uint64_t held_refused[METRICS_HELD_KINDS];
 	/* lateness of each confirmed delivery: published at minus due */
 	uint64_t lateness_bucket[METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t lateness_count;
@@ -78,6 +92,8 @@ struct metrics {
 	unsigned stuck;       /* not even a parked copy could be published */
 	unsigned backing_off; /* destinations backing off now */
 	unsigned cancel_requests; /* cancellations held in memory */
+	uint64_t held_ids[METRICS_HELD_KINDS]; /* ids held, by kind */
+	uint64_t held_ids_max;                 /* [events] max_held_ids */
 	/* how far past its due time the most overdue message held is, ms */
 	int64_t overdue_ms;
 	/* ms since the newest marker read back from P.cancels was written;

@@ -108,7 +108,8 @@ enum route_unique { UNIQUE_NONE, UNIQUE_KEEP, UNIQUE_REPLACE };
 	X(undecodable)                                                         \
 	X(cancelled)                                                           \
 	X(not_permitted)                                                       \
-	X(bad_target)
+	X(bad_target)                                                          \
+	X(too_many_ids)
 
 enum park_kind {
 #define PARK_ENUM(name) PARK_##name,

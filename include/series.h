@@ -24,19 +24,26 @@ struct series {
 	struct idmap map; /* series id -> struct series_head */
 };
 
+/* The latest record of one series, allocated to its token's size. */
 struct series_head {
 	int64_t occurrence; /* the latest recorded */
 	int64_t until;      /* forgotten after this */
-	size_t token_len;
-	char token[33];
+	uint32_t token_len;
+	char token[]; /* not terminated */
 };
 
 void series_init(struct series *s);
 void series_free(struct series *s);
 
-/* A record: occurrence of series id has token.  -1 out of memory. */
+/*
+ * A record: occurrence of series id has token.  -1 out of memory, or a
+ * token longer than UINT32_MAX bytes.
+ */
 int series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
                amqp_bytes_t token, int64_t until);
+
+/* Would a record of series id add an id not held yet? */
+int series_new(const struct series *s, amqp_bytes_t id);
 
 /* Is the copy (occurrence, token) of series id a stale one? */
 int series_stale(const struct series *s, amqp_bytes_t id, int64_t occurrence,

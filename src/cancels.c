@@ -1,28 +1,23 @@
 /* The requests held by id, and who may make them (cancels.h). */
 #include "cancels.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trust.h"
 
-/* The map's value for an id: its list, which pruning may shorten. */
-struct cancel_set {
-	struct cancel *head;
-};
-
+/* The map's value for an id: its list, whose head idmap_ref changes. */
 static void
-free_set(void *value)
+free_list(void *value)
 {
-	struct cancel_set *set = value;
 	struct cancel *k, *next;
 
-	for (k = set->head; k != NULL; k = next) {
+	for (k = value; k != NULL; k = next) {
 		next = k->next;
 		free(k->superseded);
 		free(k);
 	}
-	free(set);
 }
 
 void
@@ -34,7 +29,7 @@ cancels_init(struct cancels *c)
 void
 cancels_free(struct cancels *c)
 {
-	idmap_free(&c->map, free_set);
+	idmap_free(&c->map, free_list);
 }
 
 static int
@@ -44,10 +39,15 @@ same_bytes(amqp_bytes_t a, const char *b, size_t blen)
 }
 
 void
-cancels_requester(const struct config *cfg, const struct event *e,
+cancels_requester(const struct config *cfg, struct event *e,
                   amqp_bytes_t own_user, amqp_bytes_t *by, int *control)
 {
 	int trusted = trust_writer(cfg, own_user, e->writer);
+
+	/* Copies are published by a daemon or a control user only: anyone
+	 * else's list would only grow what is held. */
+	if (!trusted)
+		e->superseded = amqp_empty_bytes;
 
 	*by = e->has_requester && trusted ? e->requester : e->writer;
 	*control = config_control_user(cfg, *by);
@@ -94,7 +94,7 @@ superseded_add(struct cancel *k, const struct event *e)
 		need += 1 + id.len + SUPERSEDED_AT;
 	if (need == k->superseded_len)
 		return 0;
-	if ((list = realloc(k->superseded, need)) == NULL)
+	if (need > UINT32_MAX || (list = realloc(k->superseded, need)) == NULL)
 		return -1;
 	k->superseded = list;
 	off = 0;
@@ -119,25 +119,31 @@ superseded_add(struct cancel *k, const struct event *e)
 		list[at_off] = (char)id.len;
 		memcpy(list + at_off + 1, id.bytes, id.len);
 		memcpy(list + at_off + 1 + id.len, &e->at, sizeof(e->at));
-		k->superseded_len += 1 + id.len + SUPERSEDED_AT;
+		k->superseded_len += (uint32_t)(1 + id.len + SUPERSEDED_AT);
 	}
 	return 0;
+}
+
+int
+cancels_new(const struct cancels *c, const struct event *e)
+{
+	return idmap_get(&c->map, e->cancel) == NULL;
 }
 
 int
 cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
             int control)
 {
-	struct cancel_set *set = idmap_get(&c->map, e->cancel);
+	void **head = idmap_ref(&c->map, e->cancel), *prev;
 	struct cancel *k, *n;
-	void *prev;
 
-	for (k = set != NULL ? set->head : NULL; k != NULL; k = k->next) {
-		if (k->kind != e->kind || k->control != control ||
+	for (k = head != NULL ? *head : NULL; k != NULL; k = k->next) {
+		if (k->kind != e->kind || k->reason != e->cancel_reason ||
+		    k->control != (control != 0) ||
 		    !same_bytes(by, k->by, k->by_len))
 			continue;
 		if (e->at >= k->at) {
-			k->park = e->park;
+			k->park = e->park != 0;
 			k->due = e->due;
 			k->at = e->at;
 		}
@@ -145,53 +151,47 @@ cancels_add(struct cancels *c, const struct event *e, amqp_bytes_t by,
 			k->until = e->until;
 		return e->kind == EVENT_RESCHEDULE ? superseded_add(k, e) : 0;
 	}
-	if ((n = malloc(sizeof(*n) + by.len + 1)) == NULL)
+	/* Sized to its requester: by starts inside sizeof's padding. */
+	if (by.len > UINT32_MAX ||
+	    (n = malloc(offsetof(struct cancel, by) + by.len)) == NULL)
 		return -1;
-	memset(n, 0, sizeof(*n));
-	n->kind = e->kind;
-	n->reason = (enum cancel_reason)e->cancel_reason;
-	n->park = e->park;
-	n->control = control;
+	memset(n, 0, offsetof(struct cancel, by));
+	n->kind = (unsigned)e->kind;
+	n->reason = (unsigned)e->cancel_reason;
+	n->park = e->park != 0;
+	n->control = control != 0;
 	n->due = e->due;
 	n->at = e->at;
 	n->until = e->until;
-	n->by_len = by.len;
+	n->by_len = (uint32_t)by.len;
 	if (by.len > 0)
 		memcpy(n->by, by.bytes, by.len);
-	n->by[by.len] = '\0';
 	if (e->kind == EVENT_RESCHEDULE && superseded_add(n, e) < 0) {
 		free(n->superseded);
 		free(n);
 		return -1;
 	}
-	if (set == NULL) {
-		if ((set = malloc(sizeof(*set))) == NULL) {
-			free(n->superseded);
-			free(n);
-			return -1;
-		}
-		set->head = NULL;
-		if (idmap_put(&c->map, e->cancel, set, &prev) < 0) {
-			free(set);
-			free(n->superseded);
-			free(n);
-			return -1;
-		}
+	if (head != NULL) {
+		n->next = *head;
+		*head = n;
+	} else if (idmap_put(&c->map, e->cancel, n, &prev) < 0) {
+		free(n->superseded);
+		free(n);
+		return -1;
 	}
-	n->next = set->head;
-	set->head = n;
 	return 0;
 }
 
+/*
+ * The requests of one id's list that apply to a message published by
+ * owner.  by_message_id: the id is the message's message-id (not its
+ * cascade id), which a cancellation made from a claim never names.
+ */
 static void
-match_list(const struct cancel_set *set, amqp_bytes_t owner, int64_t since,
-           int64_t now, struct cancel_match *out)
+match_list(struct cancel *k, int by_message_id, amqp_bytes_t owner,
+           int64_t since, int64_t now, struct cancel_match *out)
 {
-	struct cancel *k;
-
-	if (set == NULL)
-		return;
-	for (k = set->head; k != NULL; k = k->next) {
+	for (; k != NULL; k = k->next) {
 		int applies, permitted;
 
 		if (k->until <= now)
@@ -200,6 +200,8 @@ match_list(const struct cancel_set *set, amqp_bytes_t owner, int64_t since,
 		if (!applies)
 			continue;
 		permitted = cancels_permitted(k, owner);
+		if (k->reason != CANCEL_ASKED && (by_message_id || !permitted))
+			continue; /* a claim's, not for this message */
 		if (!permitted) {
 			if (!k->refusal_parked && out->refused == NULL)
 				out->refused = k;
@@ -223,24 +225,24 @@ cancels_match(struct cancels *c, amqp_bytes_t message_id,
 	memset(out, 0, sizeof(*out));
 	if (c->map.n == 0)
 		return 0;
-	if (message_id.len > 0)
-		match_list(idmap_get(&c->map, message_id), owner, since, now,
+	/* A message-id that is also its cascade id is looked up once, as
+	 * the cascade id. */
+	if (message_id.len > 0 &&
+	    !same_bytes(message_id, cascade_id.bytes, cascade_id.len))
+		match_list(idmap_get(&c->map, message_id), 1, owner, since, now,
 		           out);
-	if (cascade_id.len > 0 &&
-	    !(cascade_id.len == message_id.len &&
-	      memcmp(cascade_id.bytes, message_id.bytes, cascade_id.len) == 0))
-		match_list(idmap_get(&c->map, cascade_id), owner, since, now,
+	if (cascade_id.len > 0)
+		match_list(idmap_get(&c->map, cascade_id), 0, owner, since, now,
 		           out);
 	return out->cancel != NULL || out->reschedule != NULL ||
 	       out->refused != NULL;
 }
 
 static int
-superseded_in(const struct cancel_set *set, amqp_bytes_t cascade_id,
+superseded_in(const struct cancel *k, amqp_bytes_t cascade_id,
               amqp_bytes_t owner, int64_t copied, int64_t now)
 {
-	for (const struct cancel *k = set != NULL ? set->head : NULL; k != NULL;
-	     k = k->next)
+	for (; k != NULL; k = k->next)
 		if (k->until > now &&
 		    (k->control || owner.len == 0 ||
 		     same_bytes(owner, k->by, k->by_len)) &&
@@ -271,17 +273,20 @@ cancels_permitted(const struct cancel *k, amqp_bytes_t owner)
 	       same_bytes(owner, k->by, k->by_len);
 }
 
+struct prune {
+	struct cancels *c;
+	int64_t now;
+};
+
 /* Drop the lapsed requests of one id; 1 when none is left. */
 static int
 lapsed(amqp_bytes_t key, void *value, void *ctx)
 {
-	int64_t now = *(const int64_t *)ctx;
-	struct cancel_set *set = value;
-	struct cancel **pp = &set->head, *k;
+	struct prune *p = ctx;
+	struct cancel *head = value, **pp = &head, *k;
 
-	(void)key;
 	while ((k = *pp) != NULL) {
-		if (k->until <= now) {
+		if (k->until <= p->now) {
 			*pp = k->next;
 			free(k->superseded);
 			free(k);
@@ -289,15 +294,18 @@ lapsed(amqp_bytes_t key, void *value, void *ctx)
 			pp = &k->next;
 		}
 	}
-	if (set->head != NULL)
-		return 0;
-	free(set);
-	return 1;
+	if (head == NULL)
+		return 1;
+	if (head != value)
+		*idmap_ref(&p->c->map, key) = head;
+	return 0;
 }
 
 size_t
 cancels_prune(struct cancels *c, int64_t now)
 {
-	idmap_each(&c->map, lapsed, &now);
+	struct prune p = {c, now};
+
+	idmap_each(&c->map, lapsed, &p);
 	return c->map.n;
 }

@@ -886,6 +886,14 @@ config_events(const struct config *cfg)
 	return cfg->events_enabled == 0; /* "yes|no" */
 }
 
+size_t
+config_held_limit(const struct config *cfg, int request)
+{
+	size_t cap = (size_t)cfg->events_max_held_ids;
+
+	return request ? cap : cap - cap / 10;
+}
+
 int64_t
 config_events_max_age(const struct config *cfg)
 {

@@ -189,9 +189,10 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 	k->refusal_parked = 1;
 	d->m.requests_refused++;
 	log_warn("request_refused",
-	         " kind=%s id=\"%.*s\" requester=\"%s\" owner=\"%.*s\"",
+	         " kind=%s id=\"%.*s\" requester=\"%.*s\" owner=\"%.*s\"",
 	         events_kind_name(k->kind), (int)id.len, (const char *)id.bytes,
-	         k->by, (int)owner.len, (const char *)owner.bytes);
+	         (int)k->by_len, k->by, (int)owner.len,
+	         (const char *)owner.bytes);
 	memset(&e, 0, sizeof(e));
 	e.kind = k->kind;
 	e.at = k->at;
@@ -220,42 +221,29 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 	memset(&m->route, 0, sizeof(m->route));
 	m->route.level = -1;
 	m->route.fresh = 1;
-	daemon_park(d, m, PARK_not_permitted,
-	            "not permitted: user '%s' may not %s message '%.*s' of "
-	            "user '%.*s' (see [events] control_users)",
-	            k->by_len ? k->by : "(none)",
-	            k->kind == EVENT_CANCEL ? "cancel" : "reschedule",
-	            (int)id.len, (const char *)id.bytes, (int)owner.len,
-	            (const char *)owner.bytes);
+	daemon_park(
+	    d, m, PARK_not_permitted,
+	    "not permitted: user '%.*s' may not %s message '%.*s' of "
+	    "user '%.*s' (see [events] control_users)",
+	    k->by_len ? (int)k->by_len : 6, k->by_len ? k->by : "(none)",
+	    k->kind == EVENT_CANCEL ? "cancel" : "reschedule", (int)id.len,
+	    (const char *)id.bytes, (int)owner.len, (const char *)owner.bytes);
 }
 
 /*
  * m's claim on its message-id lost (claims.h): drop it as a duplicate or
- * as replaced, or park it when its publisher may not replace the holder.
+ * as replaced.
  */
 static void
-daemon_claim_lost(struct daemon *d, struct message *m, enum cancel_reason why,
-                  amqp_bytes_t owner)
+daemon_claim_lost(struct daemon *d, struct message *m, enum cancel_reason why)
 {
 	amqp_bytes_t mid = m->props.message_id;
 
-	log_info(why == CANCEL_DUPLICATE  ? "duplicate"
-	         : why == CANCEL_REPLACED ? "replaced"
-	                                  : "replace_refused",
+	log_info(why == CANCEL_DUPLICATE ? "duplicate" : "replaced",
 	         " message_id=\"%.*s\" id=\"%.*s\" source=%s", (int)mid.len,
 	         (const char *)mid.bytes, (int)m->route.id.len,
 	         (const char *)m->route.id.bytes,
 	         d->consumers[m->consumer].queue);
-	if (why == CANCEL_REFUSED) {
-		d->m.requests_refused++;
-		daemon_park(d, m, PARK_not_permitted,
-		            "not permitted: user '%.*s' may not replace "
-		            "message '%.*s' (x-cascade-unique: replace) of "
-		            "another user",
-		            (int)owner.len, (const char *)owner.bytes,
-		            (int)mid.len, (const char *)mid.bytes);
-		return;
-	}
 	if (why == CANCEL_DUPLICATE) {
 		d->m.duplicates++;
 		daemon_event(d, m, EVENT_DUPLICATE);
@@ -279,10 +267,11 @@ daemon_unique(struct daemon *d, struct message *m)
 		            "x-cascade-unique: needs [events] enabled = yes");
 		return 0;
 	}
+	/* The id is its publisher's (claims.h). */
 	if (r->unique == UNIQUE_KEEP &&
-	    claims_holder(&d->claims, m->props.message_id,
-	                  duration_wall_ms()) != NULL) {
-		daemon_claim_lost(d, m, CANCEL_DUPLICATE, amqp_empty_bytes);
+	    claims_holder(&d->claims, events_owner(&m->props, r->fresh),
+	                  m->props.message_id, duration_wall_ms()) != NULL) {
+		daemon_claim_lost(d, m, CANCEL_DUPLICATE);
 		return 1;
 	}
 	/* Only what waits holds an id: a message due at once, or held in
@@ -374,34 +363,49 @@ daemon_claim_event(const struct daemon *d, const struct message *m,
 	return 0;
 }
 
-/* A claim read from P.cancels: who holds the id now (claims.h). */
+/*
+ * A claim read from P.cancels, of a message published by scope: who holds
+ * the id now (claims.h).  The loser is cancelled by its cascade id only,
+ * and only within scope (cancels.h): a claim that names another
+ * message's id takes nothing from it.
+ */
 static int
-daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t by,
-                  int control)
+daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t scope)
 {
 	struct claim_verdict v;
 	struct event loser;
 
-	if (claims_add(&d->claims, e, by, control, &v) < 0)
+	if (claims_new(&d->claims, e, scope) &&
+	    !daemon_held_room(d, METRICS_HELD_CLAIM)) {
+		daemon_not_held(d, METRICS_HELD_CLAIM, e->cancel);
+		return 0;
+	}
+	if (claims_add(&d->claims, e, scope, &v) < 0)
 		return -1;
 	memset(&loser, 0, sizeof(loser));
 	loser.kind = EVENT_CANCEL;
 	loser.at = e->at;
-	if (!v.won) {
-		/* The claimant is dropped (or parked) where it is seen. */
+	if (v.lost) {
+		/* The claimant is dropped where it is seen. */
 		loser.cancel = e->id;
 		loser.until = e->until;
-		loser.cancel_reason =
-		    v.refused ? CANCEL_REFUSED : CANCEL_DUPLICATE;
-		return cancels_add(&d->cancels, &loser, amqp_empty_bytes, 1);
-	}
-	if (v.replaced) {
+		loser.cancel_reason = CANCEL_DUPLICATE;
+	} else if (v.replaced) {
 		loser.cancel = amqp_cstring_bytes(v.old_id);
-		loser.until = v.old_due + 86400000LL;
+		loser.until = v.old_due > INT64_MAX - 86400000LL
+		                  ? INT64_MAX
+		                  : v.old_due + 86400000LL;
 		loser.cancel_reason = CANCEL_REPLACED;
-		return cancels_add(&d->cancels, &loser, amqp_empty_bytes, 1);
+	} else {
+		return 0;
 	}
-	return 0;
+	/* A request of the daemon's own: room up to the cap. */
+	if (cancels_new(&d->cancels, &loser) &&
+	    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
+		daemon_not_held(d, METRICS_HELD_REQUEST, loser.cancel);
+		return 0;
+	}
+	return cancels_add(&d->cancels, &loser, scope, 0);
 }
 
 int
@@ -448,7 +452,7 @@ daemon_requests(struct daemon *d, struct message *m)
 	if (!matched)
 		return 0;
 	if ((k = cm.cancel) != NULL && k->reason != CANCEL_ASKED) {
-		daemon_claim_lost(d, m, k->reason, owner);
+		daemon_claim_lost(d, m, (enum cancel_reason)k->reason);
 		return 1;
 	}
 	if ((k = cm.cancel) != NULL) {
@@ -510,6 +514,12 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		            "%s: requests are off ([events] enabled = no)",
 		            e.kind == EVENT_CANCEL ? "x-cascade-cancel"
 		                                   : "x-cascade-reschedule");
+	else if (cancels_new(&d->cancels, &e) &&
+	         !daemon_held_room(d, METRICS_HELD_REQUEST))
+		router_park(r, PARK_too_many_ids,
+		            "too many ids held: %zu, and [events] max_held_ids "
+		            "is %" PRIu64 "; the request was not recorded",
+		            daemon_held(d), d->cfg->events_max_held_ids);
 	else if (e.kind == EVENT_RESCHEDULE &&
 	         router_read_due(&d->rp, &m->props.headers, now, r) < 0)
 		; /* parked: no usable delay header for the new time */
@@ -590,7 +600,10 @@ daemon_record(struct daemon *d, struct message *m)
 		else
 			claims_rescheduled(&d->claims, e.cancel, e.due, by,
 			                   control);
-		if (cancels_add(&d->cancels, &e, by, control) < 0) {
+		if (cancels_new(&d->cancels, &e) &&
+		    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
+			daemon_not_held(d, METRICS_HELD_REQUEST, e.cancel);
+		} else if (cancels_add(&d->cancels, &e, by, control) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for cancellations");
 			return;
@@ -622,7 +635,8 @@ daemon_record(struct daemon *d, struct message *m)
 
 		cancels_requester(d->cfg, &e, amqp_cstring_bytes(d->own_user),
 		                  &by, &control);
-		if (daemon_claim_read(d, &e, by, control) < 0) {
+		(void)control; /* a claim's scope is its publisher's */
+		if (daemon_claim_read(d, &e, by) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for claims");
 			return;
@@ -632,8 +646,11 @@ daemon_record(struct daemon *d, struct message *m)
 			    2 * claims_prune(&d->claims, duration_wall_ms()) +
 			    64;
 	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
-		if (series_add(&d->series, e.id, e.occurrence, e.token,
-		               e.until) < 0) {
+		if (series_new(&d->series, e.id) &&
+		    !daemon_held_room(d, METRICS_HELD_SERIES)) {
+			daemon_not_held(d, METRICS_HELD_SERIES, e.id);
+		} else if (series_add(&d->series, e.id, e.occurrence, e.token,
+		                      e.until) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for series");
 			return;

@@ -147,6 +147,8 @@ daemon_route(struct daemon *d, struct message *m)
 		router_step(&d->rp, &m->route, duration_wall_ms());
 	}
 	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD) {
+		if (m->route.fresh)
+			daemon_admit(d, m);
 		daemon_scheduled(d, m);
 		if (m->route.fresh && daemon_unique(d, m))
 			return;

@@ -136,6 +136,10 @@ struct daemon {
 	struct series series;   /* repeats' live copies, from P.cancels */
 	size_t series_prune_at; /* prune when this many are held */
 	size_t claims_prune_at; /* prune when this many are held */
+	/* [events] max_held_ids reached: when all three were last pruned
+	 * for room, and when a record not held was last logged (mono ms) */
+	int64_t held_pruned_at;
+	int64_t held_full_logged;
 	/*
 	 * Reading P.cancels from the start after connecting: the queues are
 	 * consumed once the marker written then comes back (events.h).
@@ -318,6 +322,23 @@ void daemon_scheduled(struct daemon *d, struct message *m);
  * when nothing changed.
  */
 int daemon_requests(struct daemon *d, struct message *m);
+/* daemon_ids.c: the ids held from P.cancels, and [events] max_held_ids. */
+/* Ids held in all: requests, claims, series. */
+size_t daemon_held(const struct daemon *d);
+/*
+ * May one more id of kind (METRICS_HELD_*) be held?  At the limit
+ * (config_held_limit) what lapsed is pruned first, at most once a second.
+ */
+int daemon_held_room(struct daemon *d, int kind);
+/* A record of P.cancels that would add an id of kind past the limit: not
+ * held; counted, and logged at most once a minute. */
+void daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id);
+/*
+ * First sight of m (fresh): when it would add an id held from P.cancels
+ * (a unique message that will wait, a repeat) and claims and series are
+ * full ([events] max_held_ids), park it as too_many_ids.
+ */
+void daemon_admit(struct daemon *d, struct message *m);
 /*
  * First sight of m with x-cascade-unique (claims.h): a duplicate of a
  * waiting message (keep) is acked and recorded, 1; else its claim is to

@@ -13,6 +13,36 @@ idmap_init(struct idmap *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/*
+ * A key's length: one byte below KEY_LONG, else KEY_LONG and four bytes
+ * (host order).  Message ids are at most 255 bytes, so nearly every key
+ * costs one byte more than itself.
+ */
+#define KEY_LONG 0xff
+
+static size_t
+key_head(size_t len)
+{
+	return len < KEY_LONG ? 1 : 1 + sizeof(uint32_t);
+}
+
+static amqp_bytes_t
+key_of(const unsigned char *k)
+{
+	amqp_bytes_t b;
+	uint32_t n;
+
+	if (k[0] < KEY_LONG) {
+		b.len = k[0];
+		b.bytes = (void *)(k + 1);
+		return b;
+	}
+	memcpy(&n, k + 1, sizeof(n));
+	b.len = n;
+	b.bytes = (void *)(k + 1 + sizeof(n));
+	return b;
+}
+
 void
 idmap_free(struct idmap *m, void (*free_value)(void *))
 {
@@ -57,8 +87,10 @@ hash(amqp_bytes_t key)
 static int
 same(const struct idmap_slot *s, amqp_bytes_t key)
 {
-	return s->len == key.len &&
-	       (key.len == 0 || memcmp(s->key, key.bytes, key.len) == 0);
+	amqp_bytes_t k = key_of(s->key);
+
+	return k.len == key.len &&
+	       (key.len == 0 || memcmp(k.bytes, key.bytes, key.len) == 0);
 }
 
 /* The slot holding key, or the empty slot where it would go. */
@@ -86,12 +118,9 @@ grow(struct idmap *m)
 	m->cap = cap;
 	for (size_t i = 0; i < old.cap; i++) {
 		struct idmap_slot *s = &old.slot[i], *t;
-		amqp_bytes_t k;
 		if (s->key == NULL)
 			continue;
-		k.bytes = s->key;
-		k.len = s->len;
-		t = find(m, k);
+		t = find(m, key_of(s->key));
 		*t = *s;
 	}
 	free(old.slot);
@@ -109,13 +138,27 @@ idmap_get(const struct idmap *m, amqp_bytes_t key)
 	return s->key != NULL ? s->value : NULL;
 }
 
+void **
+idmap_ref(struct idmap *m, amqp_bytes_t key)
+{
+	struct idmap_slot *s;
+
+	if (m->n == 0)
+		return NULL;
+	s = find(m, key);
+	return s->key != NULL ? &s->value : NULL;
+}
+
 int
 idmap_put(struct idmap *m, amqp_bytes_t key, void *value, void **old)
 {
 	struct idmap_slot *s;
-	char *k;
+	unsigned char *k;
+	size_t head = key_head(key.len);
 
 	*old = NULL;
+	if (key.len > UINT32_MAX)
+		return -1;
 	if ((m->n + 1) * 2 > m->cap && grow(m) < 0)
 		return -1;
 	s = find(m, key);
@@ -124,13 +167,19 @@ idmap_put(struct idmap *m, amqp_bytes_t key, void *value, void **old)
 		s->value = value;
 		return 0;
 	}
-	k = malloc(key.len ? key.len : 1);
+	k = malloc(head + key.len);
 	if (k == NULL)
 		return -1;
+	if (head == 1) {
+		k[0] = (unsigned char)key.len;
+	} else {
+		uint32_t n = (uint32_t)key.len;
+		k[0] = KEY_LONG;
+		memcpy(k + 1, &n, sizeof(n));
+	}
 	if (key.len)
-		memcpy(k, key.bytes, key.len);
+		memcpy(k + head, key.bytes, key.len);
 	s->key = k;
-	s->len = key.len;
 	s->value = value;
 	m->n++;
 	return 0;
@@ -146,13 +195,10 @@ remove_at(struct idmap *m, size_t i)
 	m->slot[i].key = NULL;
 	m->n--;
 	for (;;) {
-		amqp_bytes_t k;
 		j = (j + 1) & (m->cap - 1);
 		if (m->slot[j].key == NULL)
 			return;
-		k.bytes = m->slot[j].key;
-		k.len = m->slot[j].len;
-		home = (size_t)hash(k) & (m->cap - 1);
+		home = (size_t)hash(key_of(m->slot[j].key)) & (m->cap - 1);
 		/* Stays when its home lies cyclically in (i, j]. */
 		if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
 			continue;
@@ -187,14 +233,11 @@ idmap_each(struct idmap *m, int (*fn)(amqp_bytes_t key, void *value, void *ctx),
 	/* Removing moves later entries back into i: look at i again. */
 	while (i < m->cap) {
 		struct idmap_slot *s = &m->slot[i];
-		amqp_bytes_t k;
 		if (s->key == NULL) {
 			i++;
 			continue;
 		}
-		k.bytes = s->key;
-		k.len = s->len;
-		if (fn(k, s->value, ctx))
+		if (fn(key_of(s->key), s->value, ctx))
 			remove_at(m, i);
 		else
 			i++;

@@ -71,6 +71,15 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 static const char *const windows[METRICS_NWINDOWS] = {"minute", "hour", "day",
                                                       "later"};
 
+const char *
+metrics_held_name(int kind)
+{
+	static const char *const names[METRICS_HELD_KINDS] = {
+	    "request", "claim", "series"};
+
+	return kind >= 0 && kind < METRICS_HELD_KINDS ? names[kind] : "?";
+}
+
 int
 metrics_window(int64_t ahead)
 {
@@ -240,7 +249,8 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        m->superseded);
 	out_one(&o, "cascade_duplicates_total", "counter",
 	        "Messages with x-cascade-unique: keep not scheduled, because "
-	        "a message with their message-id was waiting.",
+	        "a message of their publisher with their message-id was "
+	        "waiting.",
 	        m->duplicates);
 	out_one(&o, "cascade_replaced_total", "counter",
 	        "Waiting messages dropped because a message with "
@@ -251,12 +261,30 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "the series does not fork.",
 	        m->series_stale);
 	out_one(&o, "cascade_requests_refused_total", "counter",
-	        "Requests (cancel, reschedule, replace) refused because the "
+	        "Requests (cancel, reschedule) refused because the "
 	        "requester may not change the message; each is parked.",
 	        m->requests_refused);
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);
+	out_head(&o, "cascade_held_ids", "gauge",
+	         "Ids held in memory from P.cancels, by kind: requests "
+	         "(cancel, reschedule), claims (unique ids), series "
+	         "(repeats).");
+	for (int i = 0; i < METRICS_HELD_KINDS; i++)
+		out_printf(&o, "cascade_held_ids{kind=\"%s\"} %" PRIu64 "\n",
+		           metrics_held_name(i), m->held_ids[i]);
+	out_one(&o, "cascade_held_ids_max", "gauge",
+	        "[events] max_held_ids: the most ids held in all.",
+	        m->held_ids_max);
+	out_head(&o, "cascade_held_ids_refused_total", "counter",
+	         "Records read from P.cancels that would have added an id "
+	         "and were not held: [events] max_held_ids was reached.");
+	for (int i = 0; i < METRICS_HELD_KINDS; i++)
+		out_printf(&o,
+		           "cascade_held_ids_refused_total{kind=\"%s\"} "
+		           "%" PRIu64 "\n",
+		           metrics_held_name(i), m->held_refused[i]);
 	out_head(&o, "cascade_overdue_seconds", "gauge",
 	         "How far past its due time the most overdue message this "
 	         "daemon holds (publishing, backing off, paused, stuck) or "

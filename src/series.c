@@ -1,6 +1,7 @@
 /* Which copy of each repeat is the live one (series.h). */
 #include "series.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,30 +18,52 @@ series_free(struct series *s)
 }
 
 int
+series_new(const struct series *s, amqp_bytes_t id)
+{
+	return idmap_get(&s->map, id) == NULL;
+}
+
+/* h, or a copy of it sized for token; NULL out of memory (h stays). */
+static struct series_head *
+sized(struct series_head *h, amqp_bytes_t token)
+{
+	struct series_head *n;
+
+	if (h != NULL && h->token_len == token.len)
+		return h;
+	if ((n = realloc(h, offsetof(struct series_head, token) + token.len)) ==
+	    NULL)
+		return NULL;
+	if (h == NULL)
+		memset(n, 0, offsetof(struct series_head, token));
+	return n;
+}
+
+int
 series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
            amqp_bytes_t token, int64_t until)
 {
-	struct series_head *h = idmap_get(&s->map, id);
-	void *prev;
+	void **ref = idmap_ref(&s->map, id), *prev;
+	struct series_head *h = ref != NULL ? *ref : NULL, *n;
 
-	if (h == NULL) {
-		if ((h = calloc(1, sizeof(*h))) == NULL)
-			return -1;
-		if (idmap_put(&s->map, id, h, &prev) < 0) {
-			free(h);
-			return -1;
-		}
-	} else if (occurrence < h->occurrence) {
+	if (token.len > UINT32_MAX)
+		return -1;
+	if (h != NULL && occurrence < h->occurrence)
 		return 0; /* an older record read late: the later stands */
+	if ((n = sized(h, token)) == NULL)
+		return -1;
+	if (ref != NULL) {
+		*ref = n;
+	} else if (idmap_put(&s->map, id, n, &prev) < 0) {
+		free(n);
+		return -1;
 	}
-	h->occurrence = occurrence;
-	h->token_len =
-	    token.len < sizeof(h->token) - 1 ? token.len : sizeof(h->token) - 1;
-	if (h->token_len > 0)
-		memcpy(h->token, token.bytes, h->token_len);
-	h->token[h->token_len] = '\0';
-	if (until > h->until)
-		h->until = until;
+	n->occurrence = occurrence;
+	n->token_len = (uint32_t)token.len;
+	if (token.len > 0)
+		memcpy(n->token, token.bytes, token.len);
+	if (until > n->until)
+		n->until = until;
 	return 0;
 }
 

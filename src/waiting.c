@@ -89,13 +89,14 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 	switch (e->kind) {
 	case EVENT_CANCEL:
 	case EVENT_RESCHEDULE: {
+		struct event req = *e;
 		amqp_bytes_t by = e->writer;
 		int control = 1;
 		if (f->cfg != NULL)
-			cancels_requester(f->cfg, e,
+			cancels_requester(f->cfg, &req,
 			                  amqp_cstring_bytes(f->own_user), &by,
 			                  &control);
-		return cancels_add(&f->cancels, e, by, control);
+		return cancels_add(&f->cancels, &req, by, control);
 	}
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)

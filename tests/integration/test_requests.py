@@ -180,11 +180,11 @@ class User:
         self.ch.confirm_delivery()
         self.prefix = prefix
 
-    def publish(self, key, headers, mid=None, user_id=True):
+    def publish(self, key, headers, mid=None, user_id=True, body=b"body"):
         props = pika.BasicProperties(
             headers=headers, message_id=mid,
             user_id=self.name if user_id else None)
-        self.ch.basic_publish(self.prefix, key, b"body", props,
+        self.ch.basic_publish(self.prefix, key, body, props,
                               mandatory=True)
         return time.time()
 
@@ -421,3 +421,58 @@ def test_kill_9_while_a_series_runs_neither_forks_nor_loses(
         # (at-least-once), never a second series.
         assert sorted(set(occ)) == list(range(1, 9)), (mid, occ)
         assert len(occ) <= 8 + 3, (mid, occ)
+
+
+def test_unique_ids_are_their_publisher_s(client, daemon_factory, users):
+    """alice's waiting keep message inv-1 does not make bob's inv-1 a
+    duplicate (CONTRACT.md 7.7); within one user it still does."""
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    alice = users(uid("alice"), d.prefix)
+    bob = users(uid("bob"), d.prefix)
+    mid = uid("inv")
+    keep = {"x-remaining-delay": "3s", "x-cascade-unique": "keep"}
+    alice.publish(q, keep, mid, body=b"alice")
+    wait_for(lambda: total(d.metrics(), "cascade_held_ids{kind=\"claim\"}")
+             == 1, 10, "alice's claim held")
+    later = dict(keep, **{"x-remaining-delay": "2s"})
+    bob.publish(q, later, mid, body=b"bob")
+    alice.publish(q, later, mid, body=b"alice again")
+    got = client.collect(q, 3, 8)
+    who = sorted(bytes(b) for _, _, b in got)
+    assert who == [b"alice", b"bob"], who
+    m = d.metrics()
+    assert total(m, "cascade_duplicates_total") == 1
+    assert m["cascade_held_ids{kind=\"claim\"}"] == 2, m
+
+
+def test_past_max_held_ids_new_ids_are_parked(client, daemon_factory):
+    """[events] max_held_ids = 2: two unique messages are held; a third,
+    a repeat and a request published to P are parked as too_many_ids;
+    a duplicate of a held id is still judged."""
+    d = daemon_factory(ladder(*SHORT, events={"max_held_ids": "2"}))
+    q = client.queue()
+    held = [uid("held") for _ in range(2)]
+    for i, mid in enumerate(held):
+        unique(client, d, q, mid, "keep", 30, b"x")
+        wait_for(lambda: total(d.metrics(),
+                               "cascade_held_ids{kind=\"claim\"}") == i + 1,
+                 10, "claim %d held" % (i + 1))
+    m = d.metrics()
+    assert m["cascade_held_ids_max"] == 2, m
+    refused = uid("refused")
+    unique(client, d, q, refused, "keep", 30, b"x")
+    client.publish(d.prefix, q, b"r", {"x-remaining-delay": "30s",
+                                       "x-cascade-every": "1m"},
+                   message_id=uid("repeat"))
+    client.publish(d.prefix, q, b"", {"x-cascade-cancel": uid("nothing")})
+    unique(client, d, q, held[0], "keep", 30, b"dup")
+    wait_parked(d, 3)
+    reasons = [p["reason"] for p in parked(d)["messages"]]
+    assert all(r.startswith("too many ids held: 2, and [events] "
+                            "max_held_ids is 2") for r in reasons), reasons
+    m = d.metrics()
+    assert m["cascade_messages_parked_total{reason=\"too_many_ids\"}"] == 3
+    wait_for(lambda: total(d.metrics(), "cascade_duplicates_total") == 1,
+             10, "the duplicate of a held id dropped")
+    assert total(d.metrics(), "cascade_held_ids") == 2

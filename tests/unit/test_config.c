@@ -796,6 +796,22 @@ Test(config, events_on_by_default_kept_for_max_delay_plus_a_day)
 	cr_assert_eq(config_events_max_age(&cfg), 400 * DAY);
 }
 
+Test(config, held_ids_leave_requests_a_tenth_of_the_cap)
+{
+	load_ok("");
+	cr_assert_eq(cfg.events_max_held_ids, 1000000);
+	cr_assert_eq(config_held_limit(&cfg, 1), 1000000);
+	cr_assert_eq(config_held_limit(&cfg, 0), 900000);
+	load_ok("[events]\nmax_held_ids = 5\n");
+	cr_assert_eq(config_held_limit(&cfg, 1), 5);
+	cr_assert_eq(config_held_limit(&cfg, 0), 5, "a tenth of 5 is none");
+	load_ok("[events]\nmax_held_ids = 20\n");
+	cr_assert_eq(config_held_limit(&cfg, 0), 18);
+	load_bad("[events]\nmax_held_ids = 0\n");
+	cr_assert(strstr(err, "events.max_held_ids") != NULL, "%s", err);
+	load_bad("[events]\nmax_held_ids = 100000001\n");
+}
+
 Test(config, events_max_age_must_outlive_max_delay)
 {
 	load_bad("[router]\nmax_delay = 30d\n[events]\nmax_age = 7d\n");

@@ -87,6 +87,40 @@ Test(idmap, each_removes_what_it_is_told_and_keeps_the_rest)
 	idmap_free(&m, NULL);
 }
 
+Test(idmap, long_keys_and_keys_differing_only_in_length)
+{
+	struct idmap m;
+	char *big = malloc(70000);
+	void *old, **ref;
+
+	cr_assert_not_null(big);
+	memset(big, 'k', 70000);
+	idmap_init(&m);
+	/* Lengths on either side of the one-byte length (255). */
+	for (size_t n = 250; n < 260; n++)
+		cr_assert_eq(idmap_put(&m, (amqp_bytes_t){n, big},
+		                       (void *)(n + 1), &old),
+		             0);
+	cr_assert_eq(idmap_put(&m, (amqp_bytes_t){70000, big}, (void *)7, &old),
+	             0);
+	cr_assert_eq(m.n, 11);
+	for (size_t n = 250; n < 260; n++)
+		cr_assert_eq((size_t)idmap_get(&m, (amqp_bytes_t){n, big}),
+		             n + 1, "length %zu", n);
+	cr_assert_eq((long)idmap_get(&m, (amqp_bytes_t){70000, big}), 7);
+	cr_assert_null(idmap_get(&m, (amqp_bytes_t){69999, big}));
+	/* A value changed in place through its address. */
+	ref = idmap_ref(&m, (amqp_bytes_t){255, big});
+	cr_assert_not_null(ref);
+	*ref = (void *)42;
+	cr_assert_eq((long)idmap_get(&m, (amqp_bytes_t){255, big}), 42);
+	cr_assert_null(idmap_ref(&m, b("absent")));
+	cr_assert_eq((long)idmap_del(&m, (amqp_bytes_t){70000, big}), 7);
+	cr_assert_eq(m.n, 10);
+	idmap_free(&m, NULL);
+	free(big);
+}
+
 static void
 roundtrip(const struct event *in, struct event *out)
 {
@@ -297,7 +331,8 @@ Test(cancels, a_requester_changes_only_its_own_or_unowned_messages)
 	    cancels_match(&c, b("order-1"), b(""), b("alice"), 0, 100, &m), 1);
 	cr_assert_null(m.cancel);
 	cr_assert_not_null(m.refused);
-	cr_assert_str_eq(m.refused->by, "bob");
+	cr_assert_eq(m.refused->by_len, 3);
+	cr_assert_eq(memcmp(m.refused->by, "bob", 3), 0);
 	/* Once parked, not reported again. */
 	m.refused->refusal_parked = 1;
 	cr_assert_eq(

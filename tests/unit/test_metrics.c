@@ -78,6 +78,28 @@ Test(metrics, counters_with_labels)
 	expect_line("# TYPE cascade_lateness_seconds histogram");
 }
 
+Test(metrics, held_ids_by_kind_the_cap_and_records_not_held)
+{
+	struct metrics m;
+
+	memset(&m, 0, sizeof(m));
+	m.held_ids[METRICS_HELD_REQUEST] = 12;
+	m.held_ids[METRICS_HELD_CLAIM] = 3;
+	m.held_ids_max = 1000000;
+	m.held_refused[METRICS_HELD_SERIES] = 4;
+	m.parked[PARK_too_many_ids] = 2;
+	cr_assert_gt(render(&m), 0);
+	expect_line("# TYPE cascade_held_ids gauge");
+	expect_line("cascade_held_ids{kind=\"request\"} 12");
+	expect_line("cascade_held_ids{kind=\"claim\"} 3");
+	expect_line("cascade_held_ids{kind=\"series\"} 0");
+	expect_line("cascade_held_ids_max 1000000");
+	expect_line("# TYPE cascade_held_ids_refused_total counter");
+	expect_line("cascade_held_ids_refused_total{kind=\"request\"} 0");
+	expect_line("cascade_held_ids_refused_total{kind=\"series\"} 4");
+	expect_line("cascade_messages_parked_total{reason=\"too_many_ids\"} 2");
+}
+
 /* Shards: hops by shard and level, each return queue with its shard, a
  * drained one without. */
 Test(metrics, shard_labels)

@@ -1,5 +1,6 @@
 /* Repeats: which copy of a series is the live one (series.h). */
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "router.h"
 #include "series.h"
@@ -54,4 +55,25 @@ Test(series, occurrences_never_drift_and_end_by_times_or_until)
 	cr_assert_not(router_next_occurrence(&r, &due), "past until");
 	r.every = 0;
 	cr_assert_not(router_next_occurrence(&r, &due), "not a repeat");
+}
+
+Test(series, a_token_of_any_length_is_held_whole)
+{
+	struct series s;
+	char long_token[300];
+
+	memset(long_token, 't', sizeof(long_token) - 1);
+	long_token[sizeof(long_token) - 1] = '\0';
+	series_init(&s);
+	cr_assert_eq(series_add(&s, b("S"), 2, b(long_token), 1000), 0);
+	cr_assert_not(series_stale(&s, b("S"), 2, b(long_token)));
+	/* One byte short is another token, not the same one cut. */
+	long_token[298] = '\0';
+	cr_assert(series_stale(&s, b("S"), 2, b(long_token)));
+	/* A shorter token later: the head is sized again. */
+	cr_assert_eq(series_add(&s, b("S"), 3, b("t3"), 2000), 0);
+	cr_assert_not(series_stale(&s, b("S"), 3, b("t3")));
+	cr_assert(series_stale(&s, b("S"), 3, b("t")));
+	cr_assert_eq(series_prune(&s, 2000), 0);
+	series_free(&s);
 }

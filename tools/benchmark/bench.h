@@ -9,6 +9,7 @@
  *   queues.c   the queues both declare: the target, the TTL chains
  *   proc.c     CPU and RSS from /proc, finding beam.smp
  *   stats.c    the delay distributions, percentiles, the plot
+ *   ids.c      `ids`: the memory a daemon spends per id it holds
  */
 #ifndef CASCADE_BENCH_H
 #define CASCADE_BENCH_H
@@ -59,6 +60,9 @@ struct payload {
 
 /* run.c */
 int run_measure(const struct opts *o);
+
+/* ids.c */
+int ids_main(int argc, char *argv[]);
 
 /* forward.c */
 int forward_run(const struct opts *o);

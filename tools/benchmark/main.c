@@ -28,6 +28,7 @@ usage(FILE *fp)
 	    "usage: cascade-bench run [options]\n"
 	    "       cascade-bench forward [-c FILE] [--hops N] "
 	    "[--queue TARGET]\n"
+	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
 	    "\n"
 	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
 	    "  -n, --count N         messages (default 10000)\n"
@@ -93,6 +94,8 @@ main(int argc, char *argv[])
 	const char *cmd, *why;
 	int ch;
 
+	if (argc >= 2 && strcmp(argv[1], "ids") == 0)
+		return ids_main(argc - 1, argv + 1);
 	if (argc < 2 ||
 	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0)) {
 		usage(stderr);

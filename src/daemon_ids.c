@@ -1,0 +1,113 @@
+/*
+ * The ids held in memory from P.cancels (cancels.h, claims.h, series.h)
+ * and their cap, [events] max_held_ids (CONTRACT.md 7.9): how many are
+ * held, whether one more may be, and the refusals past the cap.
+ *
+ * Owns: held_pruned_at, held_full_logged.
+ * Calls into: nothing else of the daemon's (router_park marks a message;
+ * daemon_flow parks it).
+ */
+#include "daemon_int.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "duration.h"
+#include "log.h"
+
+/*
+ * Held ids ([events] max_held_ids, config_held_limit).  Requests keep a
+ * message from being delivered, claims keep a duplicate from waiting,
+ * series keep a stale copy from being delivered: a request not held does
+ * the most harm.  So claims and series stop at nine tenths of the cap and
+ * requests at the cap.  New ones published to P are refused (parked) at
+ * those limits; a record read from P.cancels past them (written by
+ * another daemon, or by cascade-ctl) is counted and not held.
+ */
+size_t
+daemon_held(const struct daemon *d)
+{
+	return d->cancels.map.n + d->claims.n + d->series.map.n;
+}
+
+static size_t
+daemon_held_limit(const struct daemon *d, int kind)
+{
+	return config_held_limit(d->cfg, kind == METRICS_HELD_REQUEST);
+}
+
+/* Forget what lapsed in all three maps. */
+static void
+daemon_held_prune(struct daemon *d)
+{
+	int64_t now = duration_wall_ms();
+
+	d->cancels_prune_at = 2 * cancels_prune(&d->cancels, now) + 64;
+	d->claims_prune_at = 2 * claims_prune(&d->claims, now) + 64;
+	d->series_prune_at = 2 * series_prune(&d->series, now) + 64;
+}
+
+/* May one more id of kind be held?  At the limit, prune first (at most
+ * once a second: a prune walks every map). */
+int
+daemon_held_room(struct daemon *d, int kind)
+{
+	int64_t now;
+
+	if (daemon_held(d) < daemon_held_limit(d, kind))
+		return 1;
+	now = duration_mono_ms();
+	if (d->held_pruned_at != 0 && now - d->held_pruned_at < 1000)
+		return 0;
+	d->held_pruned_at = now;
+	daemon_held_prune(d);
+	return daemon_held(d) < daemon_held_limit(d, kind);
+}
+
+/* A record of P.cancels that would add an id of kind past the limit: not
+ * held; counted, and logged at most once a minute. */
+void
+daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id)
+{
+	int64_t now = duration_mono_ms();
+
+	d->m.held_refused[kind]++;
+	if (d->held_full_logged != 0 && now - d->held_full_logged < 60000)
+		return;
+	d->held_full_logged = now;
+	log_warn("held_ids_full",
+	         " kind=%s id=\"%.*s\" held=%zu max_held_ids=%" PRIu64
+	         " not_held=%" PRIu64
+	         " reason=\"a record read from P.cancels was not held: "
+	         "[events] max_held_ids reached\"",
+	         metrics_held_name(kind), (int)id.len, (const char *)id.bytes,
+	         daemon_held(d), d->cfg->events_max_held_ids,
+	         d->m.held_refused[kind]);
+}
+
+void
+daemon_admit(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	struct event e;
+	int claim = 0;
+
+	if (r->action == ROUTE_PARK || !config_events(d->cfg))
+		return;
+	/* A unique message that will wait, with a new id in its scope. */
+	if (r->unique != UNIQUE_NONE &&
+	    (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
+	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT)) {
+		memset(&e, 0, sizeof(e));
+		e.cancel = m->props.message_id;
+		claim = claims_new(&d->claims, &e,
+		                   events_owner(&m->props, r->fresh));
+	}
+	if ((!claim && r->every <= 0) ||
+	    daemon_held_room(d, METRICS_HELD_CLAIM))
+		return;
+	router_park(r, PARK_too_many_ids,
+	            "too many ids held: %zu, and [events] max_held_ids is "
+	            "%" PRIu64 " (claims and repeats stop at nine tenths)",
+	            daemon_held(d), d->cfg->events_max_held_ids);
+}
