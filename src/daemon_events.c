@@ -309,6 +309,20 @@ daemon_series_stale(struct daemon *d, struct message *m)
 	return 1;
 }
 
+void
+daemon_series_missed(struct daemon *d, const struct message *m)
+{
+	const struct route *r = &m->route;
+
+	d->m.series_missed += (uint64_t)r->missed;
+	log_info("series_missed",
+	         " id=\"%.*s\" occurrence=%" PRId64 " missed=%" PRId64
+	         " catch_up=%s",
+	         (int)r->id.len, (const char *)r->id.bytes,
+	         r->occurrence + r->missed, r->missed,
+	         r->catch_up_all ? "all" : "collapse");
+}
+
 int
 daemon_series_event(const struct daemon *d, const struct message *m,
                     struct event *e)

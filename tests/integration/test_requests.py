@@ -471,6 +471,8 @@ def test_a_repeat_from_1970_does_not_flood(client, daemon_factory):
     assert occ[0] == missed + 1, first
     assert occ == list(range(occ[0], occ[0] + len(occ))), occ
     assert not any("x-cascade-missed" in p.headers for _, p, _ in got[1:])
+    assert total(d.metrics(), "cascade_series_missed_total") >= missed
+    assert "msg=series_missed" in d.log()
     for t, p, _ in got[1:]:
         due = (1 + (p.headers["x-cascade-occurrence"] - 1) * 1000) / 1000.0
         assert -SLACK <= t - due < LATE, (p.headers, t - due)

@@ -64,8 +64,8 @@ usage(FILE *fp)
 }
 
 /*
- * `cascade-bench run|forward|records [options]`.  Exit status: 2 for a bad command
- * line (usage on stderr), 0 for --help (usage on stdout), else the
+ * `cascade-bench run|forward|records [options]`.  Exit status: 2 for a bad
+ * command line (usage on stderr), 0 for --help (usage on stdout), else the
  * command's: run_measure's, forward_run's or records_write's.
  */
 int

@@ -67,12 +67,12 @@ records_write(const struct opts *o)
 		    (broker_confirm_pending(&c) >= WINDOW &&
 		     broker_confirm_wait(conn, &c, WINDOW / 2, 30000, err,
 		                         sizeof(err)) < 0) ||
-		    broker_confirm_publish(conn, &c, amqp_empty_bytes,
-		                           amqp_cstring_bytes(stream), 0,
-		                           &props,
-		                           amqp_empty_bytes) != AMQP_STATUS_OK) {
-			fprintf(stderr, "cascade-bench: record %" PRIu64 ": %s\n",
-			        k, err[0] ? err : "publish failed");
+		    broker_confirm_publish(
+		        conn, &c, amqp_empty_bytes, amqp_cstring_bytes(stream),
+		        0, &props, amqp_empty_bytes) != AMQP_STATUS_OK) {
+			fprintf(stderr,
+			        "cascade-bench: record %" PRIu64 ": %s\n", k,
+			        err[0] ? err : "publish failed");
 			return 1;
 		}
 		recycle_amqp_pool(&pool);
