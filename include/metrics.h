@@ -71,10 +71,11 @@ struct metrics {
 	/* cancels.h: waiting messages given a new due time, and requests
 	 * refused (their requester may not change the message) */
 	uint64_t rescheduled;
-	uint64_t superseded;   /* an instance a moved copy replaced, dropped */
-	uint64_t duplicates;   /* x-cascade-unique keep: not scheduled */
-	uint64_t replaced;     /* x-cascade-unique replace: dropped */
-	uint64_t series_stale; /* a repeat's stale copy, dropped */
+	uint64_t superseded;    /* an instance a moved copy replaced, dropped */
+	uint64_t duplicates;    /* x-cascade-unique keep: not scheduled */
+	uint64_t replaced;      /* x-cascade-unique replace: dropped */
+	uint64_t series_stale;  /* a repeat's stale copy, dropped */
+	uint64_t series_missed; /* a repeat's occurrences collapsed */
 	uint64_t requests_refused;
 	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
 	/* stream messages skipped: written by a user not cascade's own

@@ -160,9 +160,12 @@ struct route {
 	/*
 	 * A repeat (series.h), every > 0: the k-th copy (occurrence) is due
 	 * at first + (k - 1) * every; times (0: no limit) and until (0: none)
-	 * end it.  token tells this copy from a stale one.
+	 * end it.  token tells this copy from a stale one.  catch_up_all:
+	 * x-cascade-catch-up: all.  missed: at delivery, how many occurrences
+	 * after this copy's it skips (it delivers occurrence + missed).
 	 */
-	int64_t every, times, until, first, occurrence;
+	int64_t every, times, until, first, occurrence, missed;
+	int catch_up_all;
 	amqp_bytes_t token;
 };
 
@@ -185,10 +188,12 @@ int router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
                       amqp_bytes_t routing_key);
 
 /*
- * A repeat's next occurrence after r->occurrence: 1 with its due time,
- * or 0 when r is not a repeat or the series ends (times, until).
+ * A repeat just delivered occurrence r->occurrence + r->missed at now: its
+ * next copy.  1 with r->occurrence and r->due set to it (due no sooner
+ * than the pace after now, series.h) and r->missed 0; 0 with r untouched
+ * when r is not a repeat or its series ends (times, until).
  */
-int router_next_occurrence(struct route *r, int64_t *due);
+int router_series_next(struct route *r, int64_t now);
 
 /*
  * The delay headers of a first sight (x-deliver-at, x-remaining-delay,

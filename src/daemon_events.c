@@ -299,6 +299,20 @@ daemon_series_stale(struct daemon *d, struct message *m)
 	return 1;
 }
 
+void
+daemon_series_missed(struct daemon *d, const struct message *m)
+{
+	const struct route *r = &m->route;
+
+	d->m.series_missed += (uint64_t)r->missed;
+	log_info("series_missed",
+	         " id=\"%.*s\" occurrence=%" PRId64 " missed=%" PRId64
+	         " catch_up=%s",
+	         (int)r->id.len, (const char *)r->id.bytes,
+	         r->occurrence + r->missed, r->missed,
+	         r->catch_up_all ? "all" : "collapse");
+}
+
 int
 daemon_series_event(const struct daemon *d, const struct message *m,
                     struct event *e)
@@ -320,23 +334,23 @@ int
 daemon_series_next(struct daemon *d, struct message *m)
 {
 	struct route *r = &m->route;
-	int64_t next, now = duration_wall_ms();
+	int64_t now = duration_wall_ms();
 	char token[17];
 
 	if (m->series_step != 0 || r->id.len == 0 || !config_events(d->cfg) ||
-	    !router_next_occurrence(r, &next))
+	    !router_series_next(r, now))
 		return 0;
 	events_new_id(token);
 	r->token = message_dup(m, amqp_cstring_bytes(token));
-	r->occurrence++;
-	r->due = next;
 	r->since = now;
 	r->fresh = 0;
 	router_step(&d->rp, r, now);
-	/* Due within a step (or missed): through the return queue, where a
-	 * daemon holds it; the copy must be in the broker before the ack. */
+	/* Due within a step: through the return queue, where a daemon holds
+	 * it; the copy must be in the broker before the ack.  What it
+	 * delivers is reckoned when it comes out. */
 	if (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD)
 		r->action = ROUTE_RETURN;
+	r->missed = 0;
 	m->series_step = 1;
 	m->unrecorded = 1; /* its scheduled record: the new due time */
 	return 1;

@@ -347,6 +347,8 @@ void daemon_admit(struct daemon *d, struct message *m);
 int daemon_unique(struct daemon *d, struct message *m);
 /* A stale copy of a repeat (series.h): acked, 1; else 0. */
 int daemon_series_stale(struct daemon *d, struct message *m);
+/* m, a repeat's copy, was delivered for occurrences it missed: count. */
+void daemon_series_missed(struct daemon *d, const struct message *m);
 /* The series record of m (ROUTE_SERIES): the same every time. */
 int daemon_series_event(const struct daemon *d, const struct message *m,
                         struct event *e);

@@ -312,6 +312,8 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			if (m->route.every > 0) {
 				plan_accepted(&d->plan, &m->route,
 				              m->out.routing_key);
+				if (m->route.missed > 0)
+					daemon_series_missed(d, m);
 				/* A next copy that went straight to the target
 				 * (its hop refused, and due by then) was that
 				 * occurrence's delivery: go on from it. */

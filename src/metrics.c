@@ -260,6 +260,10 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Stale copies of a repeat (left by a crash) dropped, so that "
 	        "the series does not fork.",
 	        m->series_stale);
+	out_one(&o, "cascade_series_missed_total", "counter",
+	        "Occurrences of repeats not delivered: missed (an outage, a "
+	        "start in the past) and collapsed into a later delivery.",
+	        m->series_missed);
 	out_one(&o, "cascade_requests_refused_total", "counter",
 	        "Requests (cancel, reschedule) refused because the "
 	        "requester may not change the message; each is parked.",

@@ -9,6 +9,7 @@
 
 #include "duration.h"
 #include "headers.h"
+#include "series.h"
 
 const char *
 router_park_name(enum park_kind kind)
@@ -181,85 +182,180 @@ router_read_unique(const amqp_basic_properties_t *props, const amqp_table_t *h,
 	return 0;
 }
 
+/* r's schedule, as series.h reckons it. */
+static void
+router_series_plan(const struct route *r, struct series_plan *sp)
+{
+	sp->first = r->first;
+	sp->every = r->every;
+	sp->times = r->times;
+	sp->until = r->until;
+	sp->all = r->catch_up_all;
+}
+
 /*
- * A repeat's headers: on first sight the publisher's x-cascade-every
- * (at least 1 s), x-cascade-times, x-cascade-until; while it waits our own
- * state.  -1 after parking.
+ * One of a waiting copy's repeat headers, an integer, into *out: absent,
+ * fallback; present, any integer (series_check bounds it).  -1 after
+ * parking: our own state, garbled, is not guessed at.
  */
 static int
-router_read_repeat(const amqp_table_t *h, struct route *r)
+router_repeat_integer(const amqp_table_t *h, const char *key, int64_t fallback,
+                      int64_t *out, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, key);
+
+	*out = fallback;
+	if (v == NULL || headers_integer(v, out) == 1)
+		return 0;
+	router_park(r, PARK_bad_header, "%s: must be an integer", key);
+	return -1;
+}
+
+/* x-cascade-catch-up: absent, or all; -1 after parking on first sight. */
+static int
+router_read_catch_up(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-catch-up");
+	amqp_bytes_t s;
+
+	r->catch_up_all =
+	    v != NULL && headers_string(v, &s) == 0 && headers_key_is(s, "all");
+	if (v == NULL || r->catch_up_all || !r->fresh)
+		return 0;
+	router_park(r, PARK_bad_header,
+	            "x-cascade-catch-up: must be all (or absent: missed "
+	            "occurrences collapse into one delivery)");
+	return -1;
+}
+
+/*
+ * A repeat's headers: on first sight the publisher's x-cascade-every
+ * (1 s to max_delay), x-cascade-times, x-cascade-until,
+ * x-cascade-catch-up, and the start moved past occurrences missed before
+ * now; while it waits our own state.  Every value is bounded before any
+ * arithmetic (series_check).  -1 after parking.
+ */
+static int
+router_read_repeat(const struct router_params *p, const amqp_table_t *h,
+                   int64_t now, struct route *r)
 {
 	const amqp_field_value_t *v = headers_find(h, "x-cascade-every");
+	struct series_plan sp;
 	const char *why;
+	char a[32], b[32];
 
 	r->every = 0;
+	r->missed = 0;
 	if (v == NULL)
 		return 0;
 	if (!r->fresh) {
-		if (headers_integer(v, &r->every) != 1 || r->every < 1000) {
-			r->every = 0;
-			return 0;
+		if (router_repeat_integer(h, "x-cascade-every", 0, &r->every,
+		                          r) < 0 ||
+		    router_repeat_integer(h, "x-cascade-times", 0, &r->times,
+		                          r) < 0 ||
+		    router_repeat_integer(h, "x-cascade-until", 0, &r->until,
+		                          r) < 0 ||
+		    router_repeat_integer(h, "x-cascade-first", r->due,
+		                          &r->first, r) < 0 ||
+		    router_repeat_integer(h, "x-cascade-occurrence", 1,
+		                          &r->occurrence, r) < 0)
+			goto bad;
+		(void)router_read_catch_up(h, r);
+		router_series_plan(r, &sp);
+		/* max_delay may have been lowered since: its bound. */
+		if (series_check(&sp, r->occurrence, SERIES_EVERY_LIMIT, &why) <
+		    0) {
+			router_park(r, PARK_bad_header, "%s", why);
+			goto bad;
 		}
-		v = headers_find(h, "x-cascade-times");
-		if (v == NULL || headers_integer(v, &r->times) != 1)
-			r->times = 0;
-		v = headers_find(h, "x-cascade-until");
-		if (v == NULL || headers_integer(v, &r->until) != 1)
-			r->until = 0;
-		v = headers_find(h, "x-cascade-first");
-		if (v == NULL || headers_integer(v, &r->first) != 1)
-			r->first = r->due;
-		v = headers_find(h, "x-cascade-occurrence");
-		if (v == NULL || headers_integer(v, &r->occurrence) != 1)
-			r->occurrence = 1;
 		v = headers_find(h, "x-cascade-token");
 		if (v == NULL || headers_string(v, &r->token) < 0)
 			r->token = amqp_empty_bytes;
 		return 0;
 	}
 	if (headers_delay(v, &r->every, &why) < 0) {
-		r->every = 0;
 		router_park(r, PARK_bad_header, "x-cascade-every: %s", why);
-		return -1;
+		goto bad;
 	}
-	if (r->every < 1000) {
-		r->every = 0;
+	if (r->every < SERIES_EVERY_MIN) {
 		router_park(r, PARK_bad_header,
 		            "x-cascade-every: must be at least 1s");
-		return -1;
+		goto bad;
+	}
+	/* The next copy waits up to every on the ladder, and its records
+	 * must outlive that wait: max_delay bounds both. */
+	if (r->every > p->max_delay) {
+		duration_format(r->every, a, sizeof(a));
+		duration_format(p->max_delay, b, sizeof(b));
+		router_park(r, PARK_bad_header,
+		            "x-cascade-every: %s exceeds max_delay %s", a, b);
+		goto bad;
 	}
 	r->times = 0;
 	v = headers_find(h, "x-cascade-times");
 	if (v != NULL && (headers_integer(v, &r->times) != 1 || r->times < 1)) {
-		r->every = 0;
 		router_park(r, PARK_bad_header,
 		            "x-cascade-times: must be an integer of 1 or more");
-		return -1;
+		goto bad;
 	}
 	r->until = 0;
 	v = headers_find(h, "x-cascade-until");
 	if (v != NULL && headers_epoch_ms(v, &r->until, &why) < 0) {
-		r->every = 0;
 		router_park(r, PARK_bad_header, "x-cascade-until: %s", why);
-		return -1;
+		goto bad;
 	}
+	if (router_read_catch_up(h, r) < 0)
+		goto bad;
 	r->first = r->due;
 	r->occurrence = 1;
 	r->token = amqp_empty_bytes;
+	router_series_plan(r, &sp);
+	if (series_check(&sp, 1, p->max_delay, &why) < 0) {
+		/* Occurrence 1 is the publisher's due time. */
+		router_park(r, PARK_bad_header, "%s",
+		            r->first < 0 || r->first > SERIES_TIME_MAX
+		                ? "x-deliver-at: out of range for a repeat "
+		                  "(1970 to 9999)"
+		                : why);
+		goto bad;
+	}
+	r->due = series_start(&sp, now);
 	return 0;
+bad:
+	r->every = 0;
+	return -1;
 }
 
 int
-router_next_occurrence(struct route *r, int64_t *due)
+router_series_next(struct route *r, int64_t now)
 {
+	struct series_plan sp;
+	int64_t next, due;
+
 	if (r->every <= 0)
 		return 0;
-	if (r->times > 0 && r->occurrence >= r->times)
+	router_series_plan(r, &sp);
+	if (!series_next(&sp, r->occurrence + r->missed, now, &next, &due))
 		return 0;
-	*due = r->first + r->occurrence * r->every;
-	if (r->until > 0 && *due > r->until)
-		return 0;
+	r->occurrence = next;
+	r->due = due;
+	r->missed = 0;
 	return 1;
+}
+
+/* Due: deliver, and for a repeat, which occurrence (series.h). */
+static void
+router_deliver(struct route *r, int64_t now)
+{
+	struct series_plan sp;
+
+	r->action = ROUTE_DELIVER;
+	r->level = -1;
+	r->missed = 0;
+	if (r->every <= 0)
+		return;
+	router_series_plan(r, &sp);
+	r->missed = series_deliver_as(&sp, r->occurrence, now) - r->occurrence;
 }
 
 /* A string header into *out, or the fallback; -1 after parking. */
@@ -391,7 +487,7 @@ router_decide(const struct router_params *p, enum route_source src,
 		    router_string(h, "x-target-routing-key", routing_key,
 		                  &r->routing_key, r) < 0 ||
 		    router_read_unique(props, h, r) < 0 ||
-		    router_read_repeat(h, r) < 0)
+		    router_read_repeat(p, h, now, r) < 0)
 			return;
 		if (props->_flags & AMQP_BASIC_EXPIRATION_FLAG) {
 			r->expiration = props->expiration;
@@ -448,7 +544,8 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (v == NULL || headers_integer(v, &r->copied) != 1)
 			r->copied = 0;
 		(void)router_read_unique(props, h, r);
-		(void)router_read_repeat(h, r);
+		if (router_read_repeat(p, h, now, r) < 0)
+			return;
 	}
 	/* RabbitMQ closes the whole connection on such a name. */
 	if (!headers_utf8_valid(r->exchange)) {
@@ -488,8 +585,7 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 	/* Compare before subtracting: a header may hold any int64. */
 	remaining = r->due > now ? r->due - now : 0;
 	if (remaining <= 0) {
-		r->action = ROUTE_DELIVER;
-		r->level = -1;
+		router_deliver(r, now);
 		return;
 	}
 	/* The last stretch in a holding queue, to the millisecond; the last
@@ -510,8 +606,7 @@ router_ladder_step(const struct router_params *p, struct route *r, int64_t now)
 
 	r->left = 0;
 	if (remaining <= 0) {
-		r->action = ROUTE_DELIVER;
-		r->level = -1;
+		router_deliver(r, now);
 		return;
 	}
 	r->action = ROUTE_HOP;
@@ -723,6 +818,9 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_i64(&t, "x-cascade-first", r->first);
 			headers_put_i64(&t, "x-cascade-occurrence",
 			                r->occurrence);
+			if (r->catch_up_all)
+				headers_put_bytes(&t, "x-cascade-catch-up",
+				                  amqp_cstring_bytes("all"));
 			if (r->token.len > 0)
 				headers_put_bytes(&t, "x-cascade-token",
 				                  r->token);
@@ -739,10 +837,13 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_value(&t, "CC", cc);
 		if (r->attempt > 0)
 			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
-		/* A repeat's copy says which it is. */
+		/* A repeat's copy says which it is, and how many before it
+		 * were missed (series.h). */
 		if (r->every > 0)
 			headers_put_i64(&t, "x-cascade-occurrence",
-			                r->occurrence);
+			                r->occurrence + r->missed);
+		if (r->every > 0 && r->missed > 0)
+			headers_put_i64(&t, "x-cascade-missed", r->missed);
 		break;
 	}
 	if (move_uid)

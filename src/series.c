@@ -1,9 +1,107 @@
-/* Which copy of each repeat is the live one (series.h). */
+/* Repeats: the schedule, and which copy of each is the live one (series.h). */
 #include "series.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+int
+series_check(const struct series_plan *p, int64_t k, int64_t max_every,
+             const char **why)
+{
+	int64_t due;
+
+	if (p->every < SERIES_EVERY_MIN || p->every > max_every)
+		*why = "x-cascade-every: out of range";
+	else if (p->first < 0 || p->first > SERIES_TIME_MAX)
+		*why = "x-cascade-first: out of range";
+	else if (p->times < 0)
+		*why = "x-cascade-times: out of range";
+	else if (p->until < 0 || p->until > SERIES_TIME_MAX)
+		*why = "x-cascade-until: out of range";
+	else if (!series_at(p, k, &due))
+		*why = "x-cascade-occurrence: out of range";
+	else
+		return 0;
+	return -1;
+}
+
+int
+series_at(const struct series_plan *p, int64_t k, int64_t *due)
+{
+	int64_t off, t;
+
+	if (k < 1 || p->every <= 0 || (p->times > 0 && k > p->times))
+		return 0;
+	if (__builtin_mul_overflow(k - 1, p->every, &off) ||
+	    __builtin_add_overflow(p->first, off, &t) || t > SERIES_TIME_MAX)
+		return 0;
+	if (k > 1 && p->until > 0 && t > p->until)
+		return 0;
+	*due = t;
+	return 1;
+}
+
+int64_t
+series_last(const struct series_plan *p, int64_t t)
+{
+	int64_t n;
+
+	if (p->every <= 0 || p->first < 0 || t < p->first)
+		return 0;
+	if (t > SERIES_TIME_MAX)
+		t = SERIES_TIME_MAX;
+	/* 0 <= first <= t: no overflow. */
+	n = (t - p->first) / p->every + 1;
+	if (p->times > 0 && n > p->times)
+		n = p->times;
+	if (p->until > 0) {
+		int64_t u = p->until < p->first
+		                ? 1
+		                : (p->until - p->first) / p->every + 1;
+		if (n > u)
+			n = u;
+	}
+	return n;
+}
+
+int64_t
+series_start(const struct series_plan *p, int64_t now)
+{
+	int64_t d, k, due;
+
+	if (p->all || p->first >= now - SERIES_GRACE_MS)
+		return p->first;
+	/* The smallest k with first + (k - 1) * every >= now - grace. */
+	d = now - SERIES_GRACE_MS - p->first;
+	k = 2 + (d - 1) / p->every;
+	return series_at(p, k, &due) ? due : now;
+}
+
+int64_t
+series_deliver_as(const struct series_plan *p, int64_t k, int64_t now)
+{
+	int64_t j = series_last(p, now);
+
+	if (j <= k)
+		return k;
+	if (!p->all)
+		return j;
+	return j - k >= SERIES_CATCH_UP_MAX ? j - SERIES_CATCH_UP_MAX + 1 : k;
+}
+
+int
+series_next(const struct series_plan *p, int64_t k, int64_t now, int64_t *next,
+            int64_t *due)
+{
+	int64_t t;
+
+	if (k < 1 || k == INT64_MAX || !series_at(p, k + 1, &t))
+		return 0;
+	*next = k + 1;
+	*due = t > now + SERIES_PACE_MS ? t : now + SERIES_PACE_MS;
+	return 1;
+}
 
 void
 series_init(struct series *s)

@@ -476,3 +476,70 @@ def test_past_max_held_ids_new_ids_are_parked(client, daemon_factory):
     wait_for(lambda: total(d.metrics(), "cascade_duplicates_total") == 1,
              10, "the duplicate of a held id dropped")
     assert total(d.metrics(), "cascade_held_ids") == 2
+
+
+def collect_both(client, q1, q2, timeout):
+    """What arrives on q1 and on q2 for timeout s, with arrival times."""
+    got = {q1: [], q2: []}
+    tags = []
+    for q in (q1, q2):
+        def on_message(ch, method, props, body, q=q):
+            got[q].append((time.time(), props, body))
+            ch.basic_ack(method.delivery_tag)
+        tags.append(client.ch.basic_consume(q, on_message))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        client.conn.process_data_events(time_limit=0.05)
+    for tag in tags:
+        client.ch.basic_cancel(tag)
+    return got[q1], got[q2]
+
+
+def test_a_repeat_from_1970_does_not_flood(client, daemon_factory):
+    """Issue 34: x-deliver-at: 1 with x-cascade-every: 1s delivered every
+    occurrence since 1970 back to back.  Now the missed ones collapse into
+    one delivery saying how many, and the series goes on once a second;
+    with x-cascade-catch-up: all each missed one comes, paced."""
+    d = daemon_factory(ladder(*SHORT))
+    flood, paced = client.queue(), client.queue()
+    t0 = client.publish(d.prefix, flood, b"tick",
+                        {"x-deliver-at": 1, "x-cascade-every": "1s"},
+                        message_id=uid("flood"))
+    start = int(t0) - 30  # 30 to 31 occurrences owed
+    client.publish(d.prefix, paced, b"tick",
+                   {"x-deliver-at": start * 1000, "x-cascade-every": "1s",
+                    "x-cascade-catch-up": "all"}, message_id=uid("paced"))
+    client.publish(d.prefix, flood, b"x",
+                   {"x-deliver-at": 1, "x-cascade-every": "1s",
+                    "x-cascade-catch-up": "some"}, message_id="bad")
+    got, caught_up = collect_both(client, flood, paced, 5.5)
+    wait_parked(d, 1)
+    assert "x-cascade-catch-up" in parked(d)["messages"][0]["reason"]
+
+    # Five seconds: one collapsed delivery, then about one a second.
+    assert 4 <= len(got) <= 8, [p.headers for _, p, _ in got]
+    first = got[0][1].headers
+    missed = first["x-cascade-missed"]
+    # Occurrence k is due at 1 + (k - 1) * 1000 ms: about t0 of them.
+    assert abs(missed - t0) < 10, (missed, t0)
+    occ = [p.headers["x-cascade-occurrence"] for _, p, _ in got]
+    assert occ[0] == missed + 1, first
+    assert occ == list(range(occ[0], occ[0] + len(occ))), occ
+    assert not any("x-cascade-missed" in p.headers for _, p, _ in got[1:])
+    assert total(d.metrics(), "cascade_series_missed_total") >= missed
+    assert "msg=series_missed" in d.log()
+    for t, p, _ in got[1:]:
+        due = (1 + (p.headers["x-cascade-occurrence"] - 1) * 1000) / 1000.0
+        assert -SLACK <= t - due < LATE, (p.headers, t - due)
+
+    # Each missed one of the other, none twice, none closer than the pace.
+    occ = [p.headers["x-cascade-occurrence"] for _, p, _ in caught_up]
+    assert occ == list(range(1, len(occ) + 1)), occ
+    assert len(occ) >= 30, occ
+    assert not any("x-cascade-missed" in p.headers for _, p, _ in caught_up)
+    arrived = [t for t, _, _ in caught_up]
+    assert arrived[30] - arrived[0] >= 30 * 0.1 - 0.2, arrived
+    # A series' records: one per copy, not one per missed occurrence.
+    recs = [r for r in records(d.broker, d.prefix + ".cancels")
+            if r.type == "series"]
+    assert len(recs) <= len(got) + len(caught_up) + 2, len(recs)

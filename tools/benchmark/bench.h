@@ -6,6 +6,7 @@
  *   main.c     the command line and the dispatch
  *   run.c      `run`: publish, consume the target, report
  *   forward.c  `forward`: the plain forwarder of mode forward
+ *   records.c  `records`: P.cancels filled as a long repeat leaves it
  *   queues.c   the queues both declare: the target, the TTL chains
  *   proc.c     CPU and RSS from /proc, finding beam.smp
  *   stats.c    the delay distributions, percentiles, the plot
@@ -66,6 +67,9 @@ int ids_main(int argc, char *argv[]);
 
 /* forward.c */
 int forward_run(const struct opts *o);
+
+/* records.c */
+int records_write(const struct opts *o);
 
 /* queues.c */
 int queues_check(amqp_connection_state_t conn, const char *what);

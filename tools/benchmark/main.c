@@ -4,6 +4,7 @@
  *
  *   cascade-bench run [options]      publish, consume the target, report
  *   cascade-bench forward [options]  the plain forwarder (mode forward)
+ *   cascade-bench records -n N       P.cancels as a repeat leaves it
  *
  * Each message carries its id and due time in its body, so lateness is
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
@@ -29,6 +30,10 @@ usage(FILE *fp)
 	    "       cascade-bench forward [-c FILE] [--hops N] "
 	    "[--queue TARGET]\n"
 	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
+	    "       cascade-bench records [-c FILE] [-p P] -n N   write N "
+	    "series records\n"
+	    "                        (one series of every 1s) into "
+	    "P.cancels\n"
 	    "\n"
 	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
 	    "  -n, --count N         messages (default 10000)\n"
@@ -60,9 +65,9 @@ usage(FILE *fp)
 }
 
 /*
- * `cascade-bench run|forward [options]`.  Exit status: 2 for a bad command
- * line (usage on stderr), 0 for --help (usage on stdout), else the
- * command's: run_measure's or forward_run's.
+ * `cascade-bench run|forward|records [options]`.  Exit status: 2 for a bad
+ * command line (usage on stderr), 0 for --help (usage on stdout), else the
+ * command's: run_measure's, forward_run's or records_write's.
  */
 int
 main(int argc, char *argv[])
@@ -97,7 +102,8 @@ main(int argc, char *argv[])
 	if (argc >= 2 && strcmp(argv[1], "ids") == 0)
 		return ids_main(argc - 1, argv + 1);
 	if (argc < 2 ||
-	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0)) {
+	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0 &&
+	     strcmp(argv[1], "records") != 0)) {
 		usage(stderr);
 		return 2;
 	}
@@ -233,6 +239,8 @@ main(int argc, char *argv[])
 	}
 	if (strcmp(cmd, "forward") == 0)
 		return forward_run(&o);
+	if (strcmp(cmd, "records") == 0)
+		return records_write(&o);
 	if (o.broker_pid == 0)
 		o.broker_pid = proc_find_beam();
 	return run_measure(&o);
