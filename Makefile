@@ -222,7 +222,7 @@ deps:
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
-FUZZERS := duration config headers
+FUZZERS := duration config headers records
 FUZZ_SRCS := $(LIB_SRCS)
 fuzz:
 	@mkdir -p $(BUILD)/fuzz

@@ -109,6 +109,8 @@ enum headers_props_error {
 	HEADERS_PROPS_SHORT = 1,   /* the input ends first */
 	HEADERS_PROPS_UNDECODABLE, /* rabbitmq-c cannot read them */
 	HEADERS_PROPS_LENGTH,      /* they do not take the whole length */
+	HEADERS_PROPS_BOUND, /* nested too deep or too many fields (wirecheck.h)
+	                      */
 };
 
 /*

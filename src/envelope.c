@@ -63,6 +63,10 @@ envelope_decode(amqp_bytes_t in, amqp_pool_t *pool,
 	case HEADERS_PROPS_UNDECODABLE:
 		*why = "a cascade envelope whose properties do not decode";
 		return -1;
+	case HEADERS_PROPS_BOUND:
+		*why = "a cascade envelope whose headers nest too deep or hold "
+		       "too many fields";
+		return -1;
 	default:
 		*why = "a cascade envelope whose properties length is wrong";
 		return -1;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "wirecheck.h"
 
 const amqp_field_value_t *
 headers_find(const amqp_table_t *t, const char *key)
@@ -530,7 +531,8 @@ headers_props_get(amqp_bytes_t in, amqp_pool_t *pool,
 	const unsigned char *b = in.bytes;
 	amqp_bytes_t enc;
 	void *decoded = NULL;
-	size_t n;
+	const char *why;
+	size_t n, checked;
 
 	if (in.len < 4)
 		return HEADERS_PROPS_SHORT;
@@ -540,6 +542,18 @@ headers_props_get(amqp_bytes_t in, amqp_pool_t *pool,
 		return HEADERS_PROPS_SHORT;
 	enc.bytes = (char *)b + 4;
 	enc.len = n;
+	/* rabbitmq-c 0.11 decodes nested tables by unbounded recursion:
+	 * nothing reaches it that wirecheck has not walked first. */
+	switch (wirecheck_props(enc.bytes, enc.len, &checked, &why)) {
+	case 0:
+		break;
+	case WIRECHECK_BOUND:
+		return HEADERS_PROPS_BOUND;
+	default:
+		return HEADERS_PROPS_UNDECODABLE;
+	}
+	if (checked != n)
+		return HEADERS_PROPS_LENGTH;
 	if (amqp_decode_properties(AMQP_BASIC_CLASS, pool, enc, &decoded) < 0 ||
 	    decoded == NULL)
 		return HEADERS_PROPS_UNDECODABLE;

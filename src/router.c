@@ -10,6 +10,7 @@
 #include "duration.h"
 #include "headers.h"
 #include "series.h"
+#include "wirecheck.h"
 
 const char *
 router_park_name(enum park_kind kind)
@@ -480,6 +481,12 @@ router_decide(const struct router_params *p, enum route_source src,
 	r->level = -1;
 	r->fresh = src == ROUTE_FROM_INGRESS;
 	r->in_routing_key = routing_key;
+	/* Held to the bounds of what cascade decodes itself, so that every
+	 * envelope and record copy it writes it can read back. */
+	if (wirecheck_table(h, &why) < 0) {
+		router_park(r, PARK_bad_header, "%s", why);
+		return;
+	}
 	if (src == ROUTE_FROM_INGRESS) {
 		if (router_read_due(p, h, now, r) < 0 ||
 		    router_string(h, "x-target-exchange", p->default_exchange,

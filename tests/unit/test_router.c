@@ -10,6 +10,7 @@
 #include "ladder.h"
 #include "router.h"
 #include "series.h"
+#include "wirecheck.h"
 
 #include "helpers.h"
 
@@ -1044,6 +1045,46 @@ Test(router, disallowed_target_parks_from_return)
 	              NOW, &r);
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(r.park, PARK_not_allowed);
+}
+
+/*
+ * Headers nested past wirecheck's bound are parked from every source, so
+ * that cascade never writes an envelope or copy it could not read back.
+ */
+Test(router, headers_nested_too_deep_are_parked)
+{
+	amqp_field_value_t v[WIRECHECK_DEPTH_MAX];
+	enum route_source srcs[] = {ROUTE_FROM_INGRESS, ROUTE_FROM_RETURN};
+
+	for (int past = 0; past < 2; past++) {
+		/* the headers table and `levels` arrays, one in another */
+		int levels = WIRECHECK_DEPTH_MAX - 1 + past;
+		for (int i = 0; i < levels; i++) {
+			v[i].kind = AMQP_FIELD_KIND_ARRAY;
+			v[i].value.array.num_entries = i + 1 < levels ? 1 : 0;
+			v[i].value.array.entries = &v[i + 1];
+		}
+		for (size_t s = 0; s < sizeof(srcs) / sizeof(srcs[0]); s++) {
+			struct tb t = {.n = 0};
+			amqp_basic_properties_t p;
+			struct route r;
+			tb_i64(&t, "x-delay", 5000);
+			tb_i64(&t, "x-cascade-due", NOW + 5000);
+			tb_str(&t, "x-cascade-exchange", "billing");
+			tb_str(&t, "x-cascade-routing-key", "orders");
+			*tb_add(&t, "deep", AMQP_FIELD_KIND_ARRAY) = v[0];
+			p = props_of(&t);
+			decide(srcs[s], &p, "orders", NOW, &r);
+			if (past) {
+				expect_park(&r, "nested deeper than cascade "
+				                "reads (16)");
+				cr_assert_eq(r.park, PARK_bad_header);
+			} else {
+				cr_assert_neq(r.action, ROUTE_PARK, "%s",
+				              r.reason);
+			}
+		}
+	}
 }
 
 Test(router, park_kinds_have_names)
