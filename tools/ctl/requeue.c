@@ -2,6 +2,13 @@
  * requeue: send parked messages back through cascade's exchange with
  * their target and due time restored, once the cause of their parking is
  * fixed.  A message leaves P.error only once its re-publish is confirmed.
+ *
+ * A requeued message stays its publisher's: it is published with the
+ * user-id it was parked with (x-cascade-user-id), which RabbitMQ checks,
+ * so it allows that only to that user or to one tagged impersonator.
+ * When the broker refuses, the message stays parked: sent without its
+ * owner it would become anyone's to cancel or replace (CONTRACT 7.6).
+ * Publishes go on their own channel, for that refusal closes it.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -9,7 +16,10 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "headers.h"
 #include "when.h"
+
+#define CLOSED "channel closed by the broker" /* broker_close_reason */
 
 /* requeue's options. */
 static struct {
@@ -50,12 +60,64 @@ requeue_returned(void *arg, const amqp_basic_return_t *r)
 	         c->topo.ingress, c->topo.exchange);
 }
 
+static const amqp_table_t *
+requeue_headers(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
+}
+
+/*
+ * Whether cascade parked it: it says why (x-cascade-error), or the broker
+ * dead-lettered it from one of cascade's queues (x-death).  Anything else
+ * in P.error was put there by hand, and is not ours to send on.
+ */
+static int
+requeue_parked_by_cascade(const amqp_basic_properties_t *p)
+{
+	const amqp_table_t *h = requeue_headers(p);
+
+	return headers_find(h, "x-cascade-error") != NULL ||
+	       headers_find(h, "x-death") != NULL;
+}
+
+/*
+ * Its owner, the user-id it was published with, into *owner (empty:
+ * none).  -1 when x-cascade-user-id is there but no user name: who owns
+ * it is unknown.
+ */
+static int
+requeue_owner(const amqp_basic_properties_t *p, amqp_bytes_t *owner)
+{
+	const amqp_field_value_t *v =
+	    headers_find(requeue_headers(p), "x-cascade-user-id");
+
+	*owner = amqp_empty_bytes;
+	if (v == NULL)
+		return 0;
+	if (headers_string(v, owner) < 0 || owner->len == 0 ||
+	    owner->len >= KEY_MAX)
+		return -1;
+	return 0;
+}
+
+/* Confirms on the publishing channel, and where returns go. */
+static int
+requeue_select(struct ctl *c)
+{
+	if (broker_confirm_select(c->conn, BROKER_CH_PUB, &c->confirms, c->err,
+	                          sizeof(c->err)) < 0)
+		return -1;
+	c->confirms.on_return = requeue_returned;
+	c->confirms.arg = c;
+	return 0;
+}
+
 /* One line about a message: what was done, its target and its reason. */
 static void
 requeue_line(const struct ctl *c, const char *verb, const amqp_message_t *m,
              const struct park_target *t, const char *note)
 {
-	amqp_bytes_t id = session_message_id(&m->properties);
+	amqp_bytes_t id = session_message_id(&m->properties), owner;
 	char due[WHEN_TEXT_MAX];
 
 	printf("%-13s message-id=%.*s", verb, id.len ? (int)id.len : 1,
@@ -74,6 +136,9 @@ requeue_line(const struct ctl *c, const char *verb, const amqp_message_t *m,
 		when_format(t->due, due, sizeof(due));
 		printf(" due=%s", due);
 	}
+	if (requeue_owner(&m->properties, &owner) == 0 && owner.len > 0)
+		printf(" owner='%.*s'", (int)owner.len,
+		       (const char *)owner.bytes);
 	printf(" reason=\"%.*s\"", (int)t->reason.len,
 	       (const char *)t->reason.bytes);
 	if (note != NULL)
@@ -96,8 +161,29 @@ requeue_reason_matches(amqp_bytes_t reason)
 }
 
 /*
- * Publish one parked message to P with its restored properties and wait for
- * the confirm: 0 sent, 1 refused (why), -1 with c->err.
+ * The broker closed the publishing channel over the publish for owner:
+ * say why in why, and open the channel again.  1, or -1 with c->err.
+ */
+static int
+requeue_refused(struct ctl *c, amqp_bytes_t owner, char *why, size_t size)
+{
+	snprintf(why, size,
+	         "the broker refused to publish it as its owner '%.*s' (%s); "
+	         "requeue it as that user, or give this one the "
+	         "impersonator tag",
+	         (int)owner.len, (const char *)owner.bytes,
+	         c->err + strlen(CLOSED ": "));
+	if (broker_channel_reopen(c->conn, BROKER_CH_PUB, c->err,
+	                          sizeof(c->err)) < 0 ||
+	    requeue_select(c) < 0)
+		return -1;
+	return 1;
+}
+
+/*
+ * Publish one parked message to P with its restored properties and its
+ * owner's user-id, and wait for the confirm: 0 sent, 1 refused (why), -1
+ * with c->err.
  */
 static int
 requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
@@ -105,10 +191,17 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 {
 	amqp_basic_properties_t props;
 	struct park_target t;
+	amqp_bytes_t owner;
 	amqp_pool_t pool;
 	uint64_t nacked = c->confirms.nacked, returned = c->confirms.returned;
 	int st, rc;
 
+	if (requeue_owner(&m->properties, &owner) < 0) {
+		snprintf(why, size,
+		         "its owner (x-cascade-user-id) is not a "
+		         "user name");
+		return 1;
+	}
 	init_amqp_pool(&pool, 4096);
 	park_target(&m->properties, amqp_cstring_bytes(rk), &t);
 	if (park_requeue_props(&m->properties, amqp_cstring_bytes(rk), &pool,
@@ -116,6 +209,10 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 		empty_amqp_pool(&pool);
 		snprintf(c->err, sizeof(c->err), "out of memory");
 		return -1;
+	}
+	if (owner.len > 0) {
+		props._flags |= AMQP_BASIC_USER_ID_FLAG;
+		props.user_id = owner;
 	}
 	/* P is a fanout: the routing key only names the target for people
 	 * looking at the ingress queue; x-target-routing-key decides. */
@@ -131,6 +228,10 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 	rc = broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
 	                         sizeof(c->err));
 	amqp_maybe_release_buffers(c->conn);
+	/* A user-id RabbitMQ does not allow this user closes the channel. */
+	if (rc < 0 && owner.len > 0 &&
+	    strncmp(c->err, CLOSED ": ", strlen(CLOSED ": ")) == 0)
+		return requeue_refused(c, owner, why, size);
 	if (rc < 0)
 		return -1;
 	if (c->confirms.nacked > nacked) {
@@ -159,13 +260,8 @@ requeue_run(struct ctl *c)
 		return -1;
 	if (session_exchange_exists(c) < 0)
 		return -1;
-	if (!opts.dry_run) {
-		if (broker_confirm_select(c->conn, BROKER_CH_WORK, &c->confirms,
-		                          c->err, sizeof(c->err)) < 0)
-			return -1;
-		c->confirms.on_return = requeue_returned;
-		c->confirms.arg = c;
-	}
+	if (!opts.dry_run && requeue_select(c) < 0)
+		return -1;
 	/* Only what is there now: a message parked again meanwhile goes to
 	 * the back of the queue and is not taken twice. */
 	todo = total;
@@ -186,6 +282,14 @@ requeue_run(struct ctl *c)
 			left++;
 			requeue_line(c, "left", &m, &t,
 			             "reason does not match");
+		} else if (!requeue_parked_by_cascade(&m.properties)) {
+			last = tag;
+			left++;
+			failed++;
+			requeue_line(
+			    c, "left", &m, &t,
+			    "not parked by cascade: no x-cascade-error "
+			    "or x-death");
 		} else if (session_rk_unknown(c, &t)) {
 			last = tag;
 			left++;
