@@ -109,6 +109,7 @@ class User:
             enc = b"".join(r.encode())
             body += struct.pack(">I", len(enc)) + enc
         return self.publish("", stream, body, type="batch", delivery_mode=2,
+                            user_id=self.name,
                             headers={"x-cascade-records": len(records_),
                                      "x-cascade-at": now_ms()})
 
@@ -601,18 +602,21 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
         params.credentials = pika.PlainCredentials(reader, "pw-reader")
         conn = pika.BlockingConnection(params)
         try:
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=10)
             for stream in (".events", ".cancels"):
                 got = []
-                tag = ch.basic_consume(
+                # A channel per stream, closed rather than cancelled:
+                # pika nacks what a cancelled consumer left unread, and
+                # a stream refuses nacks by closing the connection.
+                ch = conn.channel()
+                ch.basic_qos(prefetch_count=10)
+                ch.basic_consume(
                     d2.prefix + stream,
                     lambda c, m, pr, b: got.append(pr),
                     arguments={"x-stream-offset": "first"})
                 deadline = time.time() + 5
                 while not got and time.time() < deadline:
                     conn.process_data_events(time_limit=0.1)
-                ch.basic_cancel(tag)
+                ch.close()
                 assert got, "nothing read from " + stream
         finally:
             conn.close()
