@@ -140,6 +140,11 @@ struct amqp1_message {
 	/* The x-opt-delivery-time it was last given back with (RabbitMQ
 	 * keeps it on the message), Unix ms; 0: never. */
 	int64_t delivery_time;
+	/* The properties' user-id, which RabbitMQ checked when the message
+	 * was published (a holding queue's envelope: a daemon's user);
+	 * user_id_len 0: none, or longer than 255 bytes. */
+	char user_id[256];
+	size_t user_id_len;
 };
 
 /*

@@ -108,6 +108,10 @@ enum tail_mode {
 	  "tail = hold: the last broker hop aims this early; held from there") \
 	X(router, allowed_targets, STR, "*", 0, CONFIG_STR_MAX - 1, NULL,      \
 	  "exchange-name patterns cascade may deliver to (, or space apart)")  \
+	X(router, accept_unsigned_until, STR, "", 0, 63, NULL,                 \
+	  "until this time (ISO 8601 or Unix ms), take back from the return "  \
+	  "and holding queues messages without a user-id, as cascade before "  \
+	  "this version published them; empty: never")                         \
 	X(router, stop_timeout, DUR, "10s", 0, 3600000LL, NULL,                \
 	  "how long SIGTERM waits for outstanding confirms")                   \
 	X(router, target_backoff_max, DUR, "1m", 1, 86400000LL, NULL,          \
@@ -225,6 +229,12 @@ int config_url_user(const char *url, char *out, size_t size);
  * requests may change every waiting message?
  */
 int config_control_user(const struct config *cfg, amqp_bytes_t user);
+
+/*
+ * [router] accept_unsigned_until in Unix ms; 0 when empty (or, for a
+ * config not checked, malformed).
+ */
+int64_t config_unsigned_until(const struct config *cfg);
 
 /*
  * How many ids a daemon may hold from P.cancels ([events] max_held_ids)

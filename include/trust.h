@@ -16,6 +16,7 @@
 #define CASCADE_TRUST_H
 
 #include "amqp_compat.h"
+#include <stdint.h>
 
 #include "config.h"
 
@@ -38,6 +39,18 @@ int trust_writer(const struct config *cfg, amqp_bytes_t own_user,
  */
 int trust_stream_message(const struct config *cfg, amqp_bytes_t own_user,
                          const amqp_basic_properties_t *p);
+
+/*
+ * Is a message back from cascade's own queues (a return queue, a holding
+ * queue) one a daemon put there?  The daemons publish every hop, wait and
+ * park as their own user, so its user-id is a daemon's, or a control
+ * user's (cascade-ctl reschedule's copies).  One without a user-id was
+ * published by an earlier cascade, which did not sign its hops: it is
+ * taken until unsigned_until (Unix ms; 0: never), as an upgrade needs.
+ * Anything else was put there by someone with write on amq.default.
+ */
+int trust_hop(const struct config *cfg, amqp_bytes_t own_user,
+              amqp_bytes_t writer, int64_t unsigned_until, int64_t now);
 
 /* Writers named in the log: each once, at most this many. */
 #define TRUST_SEEN_MAX 32

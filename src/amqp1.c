@@ -930,6 +930,7 @@ amqp1_unsettled(const struct amqp1 *c)
 /* AMQP 1.0 section descriptors (the spec's part 3.2). */
 #define SECTION_HEADER 0x70
 #define SECTION_MESSAGE_ANNOTATIONS 0x72
+#define SECTION_PROPERTIES 0x73
 #define SECTION_DATA 0x75
 #define SECTION_SEQUENCE 0x76
 #define SECTION_VALUE 0x77
@@ -948,6 +949,24 @@ amqp1_header_count(pn_data_t *d)
 			count = pn_data_get_uint(d);
 	pn_data_exit(d);
 	return count;
+}
+
+/* The properties' user-id (their second field), into msg. */
+static void
+amqp1_properties_user(pn_data_t *d, struct amqp1_message *msg)
+{
+	if (pn_data_type(d) != PN_LIST)
+		return;
+	pn_data_enter(d);
+	if (pn_data_next(d) && pn_data_next(d) &&
+	    pn_data_type(d) == PN_BINARY) {
+		pn_bytes_t b = pn_data_get_binary(d);
+		if (b.size > 0 && b.size < sizeof(msg->user_id)) {
+			memcpy(msg->user_id, b.start, b.size);
+			msg->user_id_len = b.size;
+		}
+	}
+	pn_data_exit(d);
 }
 
 /* The integer value of key x-opt-delivery-time in an annotations map. */
@@ -1028,6 +1047,8 @@ amqp1_parse(const char *bytes, size_t len, struct amqp1_message *msg,
 			msg->delivery_count = amqp1_header_count(d);
 		} else if (code == SECTION_MESSAGE_ANNOTATIONS) {
 			msg->delivery_time = amqp1_annotation_time(d);
+		} else if (code == SECTION_PROPERTIES) {
+			amqp1_properties_user(d, msg);
 		} else if (code == SECTION_DATA) {
 			pn_bytes_t b;
 			if (pn_data_type(d) != PN_BINARY) {

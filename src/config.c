@@ -16,6 +16,7 @@
 
 #include "duration.h"
 #include "listen.h"
+#include "when.h"
 #include "ladder.h"
 
 enum config_kind {
@@ -668,6 +669,16 @@ config_check(struct config_parse *p)
 			             "no pattern: nothing could be delivered "
 			             "(* allows every exchange)");
 	}
+	if (cfg->router_accept_unsigned_until[0] != '\0') {
+		char when_why[128];
+		int64_t t;
+		if (when_parse_absolute(cfg->router_accept_unsigned_until, &t,
+		                        when_why, sizeof(when_why)) < 0)
+			config_error(p, cfg->router_accept_unsigned_until_line,
+			             "router.accept_unsigned_until",
+			             "%s: \"%s\"", when_why,
+			             cfg->router_accept_unsigned_until);
+	}
 	if (cfg->metrics_listen[0] != '\0') {
 		char host[256], port[16];
 		if (listen_parse(cfg->metrics_listen, host, sizeof(host), port,
@@ -947,4 +958,17 @@ config_control_user(const struct config *cfg, amqp_bytes_t user)
 			return 1;
 	}
 	return 0;
+}
+
+int64_t
+config_unsigned_until(const struct config *cfg)
+{
+	char why[128];
+	int64_t t;
+
+	if (cfg->router_accept_unsigned_until[0] == '\0' ||
+	    when_parse_absolute(cfg->router_accept_unsigned_until, &t, why,
+	                        sizeof(why)) < 0)
+		return 0;
+	return t;
 }

@@ -246,6 +246,7 @@ daemon_run(const struct config *cfg)
 	d->rp.hold_tail = cfg->router_tail == TAIL_HOLD;
 	d->rp.tail_margin = cfg->router_tail_margin;
 	d->rp.own_prefix = amqp_cstring_bytes(cfg->topology_prefix);
+	d->unsigned_until = config_unsigned_until(cfg);
 	d->rp.allowed = target_allowed;
 	d->rp.allowed_ctx = cfg;
 	d->rp.retry = &cfg->retry;

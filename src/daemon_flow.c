@@ -180,6 +180,10 @@ daemon_message_done(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
+	/* Back from cascade's own queues: put there by a daemon? */
+	if ((m->src == ROUTE_FROM_RETURN || m->src == ROUTE_FROM_HOLD) &&
+	    daemon_forged(d, m))
+		return;
 	/* A holding queue's message is an envelope: open it. */
 	if (m->src == ROUTE_FROM_HOLD && daemon_unwrap(d, m) < 0)
 		return;

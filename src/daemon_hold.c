@@ -30,8 +30,10 @@
 #include "broker.h"
 #include "duration.h"
 #include "envelope.h"
+#include "escape.h"
 #include "headers.h"
 #include "log.h"
+#include "trust.h"
 
 /* RabbitMQ 4.3: quorum queues hold a modified message until its time. */
 #define NATIVE_MIN_VERSION 4003
@@ -250,6 +252,13 @@ on_hold_delivery(void *ctx, unsigned link, struct amqp1_delivery dv,
 	if (msg.body_len > 0)
 		memcpy(m->buf, msg.body, msg.body_len);
 	m->body_got = msg.body_len;
+	/* Who published the envelope, for daemon_forged. */
+	if (msg.user_id_len > 0) {
+		m->props.user_id = message_dup(
+		    m, (amqp_bytes_t){msg.user_id_len, msg.user_id});
+		if (m->props.user_id.bytes != NULL)
+			m->props._flags |= AMQP_BASIC_USER_ID_FLAG;
+	}
 	m->delivery_count = msg.delivery_count;
 	m->delivery_time = msg.delivery_time;
 	m->redelivered = msg.delivery_count > 0;
@@ -265,6 +274,36 @@ on_hold_failed(void *ctx, const char *why)
 
 static const struct amqp1_handler hold_handler = {on_hold_delivery,
                                                   on_hold_failed};
+
+int
+daemon_forged(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t writer = trust_writer_of(&m->props);
+	char who[ESCAPE_MAX_FACTOR * 64 + 4];
+
+	if (trust_hop(d->cfg, amqp_cstring_bytes(d->own_user), writer,
+	              d->unsigned_until, duration_wall_ms())) {
+		/* Checked: the signature is not the publisher's user-id,
+		 * which travels in x-cascade-user-id. */
+		m->props._flags &= ~AMQP_BASIC_USER_ID_FLAG;
+		return 0;
+	}
+	escape_bytes(writer.bytes, writer.len, 64, ESCAPE_QUOTED, who,
+	             sizeof(who));
+	m->routed = 1;
+	if (writer.len == 0)
+		daemon_park(d, m, PARK_not_from_cascade,
+		            "%s: no user-id: not published by a daemon (one "
+		            "from an earlier cascade is taken only with "
+		            "[router] accept_unsigned_until)",
+		            d->consumers[m->consumer].queue);
+	else
+		daemon_park(d, m, PARK_not_from_cascade,
+		            "%s: published by user \"%s\", neither a daemon's "
+		            "nor one of [events] control_users",
+		            d->consumers[m->consumer].queue, who);
+	return 1;
+}
 
 int
 daemon_unwrap(struct daemon *d, struct message *m)
@@ -349,6 +388,7 @@ daemon_wrap(struct daemon *d, struct message *m,
 	    AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
 	outer->content_type = amqp_cstring_bytes(ENVELOPE_CONTENT_TYPE);
 	outer->delivery_mode = 2;
+	daemon_sign(d, outer);
 	/* Kept to tell a basic.return of it from another (return_same). */
 	m->envelope = message_dup(m, *body);
 	return m->envelope.len == body->len ? 0 : -1;

@@ -148,9 +148,10 @@ struct daemon {
 	char marker[40];
 	char own_user[256]; /* the broker user it logs in as (cancels.h) */
 	struct trust_seen untrusted; /* writers logged as untrusted */
-	size_t cancels_prune_at;     /* prune when this many are held */
-	uint64_t replayed;           /* records read while replaying */
-	ev_timer replay;             /* writes the marker again (on_replay) */
+	int64_t unsigned_until;  /* [router] accept_unsigned_until, Unix ms */
+	size_t cancels_prune_at; /* prune when this many are held */
+	uint64_t replayed;       /* records read while replaying */
+	ev_timer replay;         /* writes the marker again (on_replay) */
 	/* When the newest marker of ours read back from P.cancels was
 	 * written (wall ms; the start before the first): how current the
 	 * cancellations it knows are.  Once consuming, a marker is written
@@ -436,6 +437,18 @@ void daemon_hold_shutdown(struct daemon *d);
 /* After a failure: detach the links when the AMQP 1.0 connection still
  * works (bounded), and close it; what it held goes back to the queues. */
 void daemon_hold_close(struct daemon *d);
+/*
+ * Publishing into cascade's own queues (a hop, a wait, a return, a park):
+ * as the daemon's user, so that what comes back can be told from what
+ * someone else put there (trust_hop).
+ */
+void daemon_sign(const struct daemon *d, amqp_basic_properties_t *p);
+/*
+ * m came back from a return or holding queue (its properties still the
+ * outer message's): 1 when a daemon did not put it there (trust_hop), and
+ * it was parked as not_from_cascade; else 0.
+ */
+int daemon_forged(struct daemon *d, struct message *m);
 /* From a holding queue: its envelope opened into m.  0, or -1 (parked). */
 int daemon_unwrap(struct daemon *d, struct message *m);
 /* m from a holding queue, not due: back to it with its due time (or held

@@ -52,6 +52,15 @@ daemon_props(struct daemon *d, const struct message *m,
 	return events_props(&e, &d->scratch, props);
 }
 
+void
+daemon_sign(const struct daemon *d, amqp_basic_properties_t *p)
+{
+	if (d->own_user[0] == '\0')
+		return;
+	p->_flags |= AMQP_BASIC_USER_ID_FLAG;
+	p->user_id = amqp_cstring_bytes(d->own_user);
+}
+
 /*
  * Acks, parking, retries
  */
@@ -571,6 +580,9 @@ daemon_publish(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
+	if (r->action == ROUTE_HOP || r->action == ROUTE_RETURN ||
+	    r->action == ROUTE_PARK)
+		daemon_sign(d, &props);
 	/* A content header that does not fit in one frame would break the
 	 * connection half-way through the publish: check first. */
 	size = headers_props_size(&props) + HEADERS_FRAME_OVERHEAD;

@@ -468,6 +468,28 @@ router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
 	return 0;
 }
 
+/*
+ * Does the CC list (CC, or x-cascade-cc while it waits) name one of
+ * cascade's own?  At delivery the exchange routes by each of its keys as
+ * by the routing key.  *key: the first such.
+ */
+static int
+router_own_cc(amqp_bytes_t prefix, const amqp_table_t *h, amqp_bytes_t exchange,
+              amqp_bytes_t *key)
+{
+	const amqp_field_value_t *cc = headers_find(h, "CC");
+
+	if (cc == NULL)
+		cc = headers_find(h, "x-cascade-cc");
+	if (cc == NULL || cc->kind != AMQP_FIELD_KIND_ARRAY)
+		return 0;
+	for (int i = 0; i < cc->value.array.num_entries; i++)
+		if (headers_string(&cc->value.array.entries[i], key) == 0 &&
+		    router_own_target(prefix, exchange, *key))
+			return 1;
+	return 0;
+}
+
 void
 router_decide(const struct router_params *p, enum route_source src,
               const amqp_basic_properties_t *props, amqp_bytes_t routing_key,
@@ -475,6 +497,7 @@ router_decide(const struct router_params *p, enum route_source src,
 {
 	const amqp_table_t *h = props_headers(props);
 	const amqp_field_value_t *v;
+	amqp_bytes_t cc_key;
 	const char *why;
 
 	memset(r, 0, sizeof(*r));
@@ -559,6 +582,15 @@ router_decide(const struct router_params *p, enum route_source src,
 		router_park(r, PARK_bad_header,
 		            "target exchange name is not valid UTF-8 "
 		            "(RabbitMQ refuses it)");
+		return;
+	}
+	if (p->own_prefix.len > 0 &&
+	    router_own_cc(p->own_prefix, h, r->exchange, &cc_key)) {
+		router_park(r, PARK_bad_target,
+		            "CC '%.*s' names cascade's own queue or stream: "
+		            "never delivered there",
+		            (int)(cc_key.len > 200 ? 200 : cc_key.len),
+		            (const char *)cc_key.bytes);
 		return;
 	}
 	if (p->own_prefix.len > 0 &&

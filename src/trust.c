@@ -47,6 +47,15 @@ trust_stream_message(const struct config *cfg, amqp_bytes_t own_user,
 }
 
 int
+trust_hop(const struct config *cfg, amqp_bytes_t own_user, amqp_bytes_t writer,
+          int64_t unsigned_until, int64_t now)
+{
+	if (writer.len == 0)
+		return now < unsigned_until;
+	return trust_writer(cfg, own_user, writer);
+}
+
+int
 trust_first_sight(struct trust_seen *s, amqp_bytes_t writer)
 {
 	size_t len =

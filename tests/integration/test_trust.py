@@ -276,6 +276,12 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
         mids.append(mid)
         u.delayed(p, "x", mid, "1s", **{"x-target-exchange": ex,
                                         "x-target-routing-key": rk})
+    # The default exchange routes by each CC key as well, at delivery.
+    q = guest.queue()
+    mid = uid("aim-cc")
+    mids.append(mid)
+    targets.append(("", "CC"))
+    u.delayed(p, q, mid, "1s", **{"CC": [p + ".events", p + ".hold"]})
     # Wait until each is parked, or for 10 s, then check the worst first:
     # did anything land in the streams?
     deadline = time.time() + 10
@@ -296,10 +302,80 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
             m: got.get(m) for m in mids}
     assert sample(d, "cascade_messages_parked_total",
                   reason="bad_target") - before == len(targets)
+    assert arrived(guest, q, 1, 0.5) == [], "the CC'd message delivered"
     alive(d)
 
 
 # 10. Requests: who may cancel (CONTRACT 7.6, existing behaviour).
+
+def forged_hop(q, mid):
+    """A message as a daemon puts it into a return queue: due now, to q,
+    owned by alice."""
+    return {"x-cascade-due": now_ms(), "x-cascade-exchange": "",
+            "x-cascade-routing-key": q, "x-cascade-id": hex16(),
+            "x-cascade-user-id": "alice",
+            "x-cascade-since": now_ms() - 1000}
+
+
+def test_a_hop_forged_into_cascades_own_queues_is_parked(
+        d, users, guest, broker, tmp_module):
+    """A user with write on amq.default puts messages straight into the
+    return queue (and, in native mode, an envelope into the holding
+    queue), with a target and x-cascade-user-id: alice, signed as itself
+    or not at all.  None is delivered as alice's: each is parked
+    not_from_cascade.  A daemon given [router] accept_unsigned_until
+    (an upgrade from a cascade that did not sign its hops) takes the
+    unsigned one until then, and still parks the one signed by the
+    attacker."""
+    attacker = users["p_default"]
+    q = guest.queue()
+    mids = {uid("signed"): attacker.name, uid("unsigned"): None}
+    before = sample(d, "cascade_messages_parked_total",
+                    reason="not_from_cascade")
+    for mid, who in mids.items():
+        attacker.publish("", d.prefix + ".return", b"forged",
+                         props=pika.BasicProperties(
+                             message_id=mid, user_id=who,
+                             headers=forged_hop(q, mid)))
+    if os.environ.get("CASCADE_TEST_MODE") == "native":
+        mid = uid("envelope")
+        inner = pika.BasicProperties(message_id=mid,
+                                     headers=forged_hop(q, mid))
+        attacker.publish("", d.prefix + ".hold", envelope(inner, b"forged"),
+                         content_type="application/vnd.cascade.envelope",
+                         user_id=attacker.name)
+        mids[mid] = attacker.name
+    wait_for(lambda: len(parked_by_id(d, mids)) == len(mids), 15,
+             lambda: "forged hops not parked: %s\n%s" % (
+                 parked_by_id(d, mids), d.log()[-2000:]))
+    for mid, reasons in parked_by_id(d, mids).items():
+        assert ("neither a daemon's" if mids[mid] else
+                "not published by a daemon") in reasons[0], reasons
+    assert sample(d, "cascade_messages_parked_total",
+                  reason="not_from_cascade") - before == len(mids)
+    assert arrived(guest, q, 1, 1) == []
+    # The upgrade: unsigned hops taken until the time given.
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                          time.gmtime(time.time() + 3600))
+    old = start_daemon(broker, tmp_module,
+                       router={"accept_unsigned_until": until})
+    try:
+        q2 = guest.queue()
+        signed, unsigned = uid("signed"), uid("unsigned")
+        attacker.publish("", old.prefix + ".return", b"old", props=pika.
+                         BasicProperties(message_id=unsigned,
+                                         headers=forged_hop(q2, unsigned)))
+        attacker.publish("", old.prefix + ".return", b"forged", props=pika.
+                         BasicProperties(message_id=signed,
+                                         user_id=attacker.name,
+                                         headers=forged_hop(q2, signed)))
+        got = arrived(guest, q2, 2, 5)
+        assert [p.message_id for _, p, _ in got] == [unsigned], got
+        wait_for(lambda: signed in parked_by_id(old, {signed}), 10,
+                 "the signed forgery parked")
+    finally:
+        stop_daemon(old)
+
 
 def test_another_user_cannot_cancel_a_message_or_claim_its_user_id(
         d, users, guest):

@@ -711,6 +711,16 @@ Test(config, allowed_targets)
 	expect_error("test.ini:2: router.allowed_targets: ", "no pattern");
 }
 
+Test(config, accept_unsigned_until)
+{
+	load_ok("");
+	cr_assert_eq(config_unsigned_until(&cfg), 0);
+	load_ok("[router]\naccept_unsigned_until = 2027-01-01T00:00:00Z\n");
+	cr_assert_eq(config_unsigned_until(&cfg), INT64_C(1798761600000));
+	load_bad("[router]\naccept_unsigned_until = next week\n");
+	expect_error("test.ini:2: router.accept_unsigned_until: ", "next week");
+}
+
 Test(config, metrics_listen)
 {
 	load_ok("");

@@ -1029,6 +1029,60 @@ Test(router, own_target_parks_bad_target)
 	params.own_prefix = amqp_empty_bytes;
 }
 
+/* The default exchange routes by every CC key too, at delivery. */
+Test(router, a_cc_naming_cascades_own_parks_bad_target)
+{
+	amqp_field_value_t keys[2];
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	amqp_field_value_t *cc;
+	struct route r;
+
+	params.own_prefix = amqp_cstring_bytes("cascade");
+	keys[0].kind = AMQP_FIELD_KIND_UTF8;
+	keys[0].value.bytes = amqp_cstring_bytes("orders");
+	keys[1].kind = AMQP_FIELD_KIND_UTF8;
+	keys[1].value.bytes = amqp_cstring_bytes("cascade.hold");
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-routing-key", "orders");
+	cc = tb_add(&t, "CC", AMQP_FIELD_KIND_ARRAY);
+	cc->value.array.num_entries = 2;
+	cc->value.array.entries = keys;
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_eq(r.park, PARK_bad_target);
+	cr_assert(strstr(r.reason, "CC 'cascade.hold'") != NULL, "%s",
+	          r.reason);
+
+	/* While it waits the list is x-cascade-cc. */
+	t.n = 0;
+	tb_i64(&t, "x-cascade-due", NOW);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", "orders");
+	cc = tb_add(&t, "x-cascade-cc", AMQP_FIELD_KIND_ARRAY);
+	cc->value.array.num_entries = 2;
+	cc->value.array.entries = keys;
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_RETURN, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.park, PARK_bad_target);
+
+	/* To another exchange, the keys are that exchange's. */
+	t.n = 0;
+	tb_i64(&t, "x-remaining-delay", 60000);
+	tb_str(&t, "x-target-exchange", "orders");
+	cc = tb_add(&t, "CC", AMQP_FIELD_KIND_ARRAY);
+	cc->value.array.num_entries = 2;
+	cc->value.array.entries = keys;
+	p = props_of(&t);
+	router_decide(&params, ROUTE_FROM_INGRESS, &p, amqp_cstring_bytes("k"),
+	              NOW, &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	params.own_prefix = amqp_empty_bytes;
+}
+
 /* A forged return-queue message cannot reach what ingress would refuse. */
 Test(router, disallowed_target_parks_from_return)
 {

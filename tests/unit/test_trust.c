@@ -192,3 +192,37 @@ Test(trust, record_ids_are_short_strings)
 	p.headers = t;
 	cr_assert_eq(events_parse(&p, &e), 0);
 }
+
+/* What comes back from a return or holding queue. */
+Test(trust, hops_are_a_daemons_or_taken_unsigned_until_a_time)
+{
+	int64_t now = 1800000000000;
+
+	cr_assert(trust_hop(&cfg, b("cascade"), b("cascade"), 0, now));
+	cr_assert(!trust_hop(&cfg, b("cascade"), b("eve"), 0, now));
+	cr_assert(!trust_hop(&cfg, b("cascade"), b(""), 0, now),
+	          "unsigned: refused by default");
+	cr_assert(trust_hop(&cfg, b("cascade"), b(""), now + 1, now),
+	          "unsigned, before accept_unsigned_until");
+	cr_assert(!trust_hop(&cfg, b("cascade"), b(""), now, now),
+	          "unsigned, at accept_unsigned_until");
+	cr_assert(!trust_hop(&cfg, b("cascade"), b("eve"), now + 1, now),
+	          "a foreign user-id is never taken");
+	snprintf(cfg.events_control_users, sizeof(cfg.events_control_users),
+	         "cascade, ops");
+	cr_assert(trust_hop(&cfg, b("cascade"), b("ops"), 0, now),
+	          "cascade-ctl reschedule's copy, as a control user");
+}
+
+Test(trust, accept_unsigned_until_is_a_time)
+{
+	snprintf(cfg.router_accept_unsigned_until,
+	         sizeof(cfg.router_accept_unsigned_until),
+	         "2027-01-01T00:00:00Z");
+	cr_assert_eq(config_unsigned_until(&cfg), INT64_C(1798761600000));
+	snprintf(cfg.router_accept_unsigned_until,
+	         sizeof(cfg.router_accept_unsigned_until), "1798761600000");
+	cr_assert_eq(config_unsigned_until(&cfg), INT64_C(1798761600000));
+	cfg.router_accept_unsigned_until[0] = '\0';
+	cr_assert_eq(config_unsigned_until(&cfg), 0);
+}

@@ -147,6 +147,7 @@ publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
 	amqp_table_t h;
 	amqp_pool_t pool;
 	const char *why;
+	char user[256];
 	int rc = -1;
 
 	init_amqp_pool(&pool, 4096);
@@ -168,6 +169,12 @@ publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
 	headers_put_i64(&h, "x-cascade-copied", at);
 	props.headers = h;
 	props._flags |= AMQP_BASIC_HEADERS_FLAG;
+	/* As ctl's user, a control user: the daemons take from a return
+	 * queue only what their own users put there (trust.h). */
+	if (config_broker_user(&c->cfg, user, sizeof(user)) == 0) {
+		props._flags |= AMQP_BASIC_USER_ID_FLAG;
+		props.user_id = amqp_cstring_bytes(user);
+	}
 	rc = session_publish(c, c->topo.ret[0], &props, body);
 out:
 	empty_amqp_pool(&pool);
