@@ -115,9 +115,6 @@ void series_free(struct series *s);
 int series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
                amqp_bytes_t token, int64_t until);
 
-/* Would a record of series id add an id not held yet? */
-int series_new(const struct series *s, amqp_bytes_t id);
-
 /* Is the copy (occurrence, token) of series id a stale one? */
 int series_stale(const struct series *s, amqp_bytes_t id, int64_t occurrence,
                  amqp_bytes_t token);

@@ -389,11 +389,9 @@ daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t scope)
 	struct claim_verdict v;
 	struct event loser;
 
-	if (claims_new(&d->claims, e, scope) &&
-	    !daemon_held_room(d, METRICS_HELD_CLAIM)) {
-		daemon_not_held(d, METRICS_HELD_CLAIM, e->cancel);
-		return 0;
-	}
+	/* Written by a daemon (trust.h), which checked the cap when it
+	 * took the message: held whatever this daemon holds, so that every
+	 * daemon reaches the same verdict. */
 	if (claims_add(&d->claims, e, scope, &v) < 0)
 		return -1;
 	memset(&loser, 0, sizeof(loser));
@@ -411,12 +409,6 @@ daemon_claim_read(struct daemon *d, const struct event *e, amqp_bytes_t scope)
 		                  : v.old_due + 86400000LL;
 		loser.cancel_reason = CANCEL_REPLACED;
 	} else {
-		return 0;
-	}
-	/* A request of the daemon's own: room up to the cap. */
-	if (cancels_new(&d->cancels, &loser) &&
-	    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
-		daemon_not_held(d, METRICS_HELD_REQUEST, loser.cancel);
 		return 0;
 	}
 	return cancels_add(&d->cancels, &loser, scope, 0);
@@ -614,7 +606,13 @@ daemon_record(struct daemon *d, struct message *m)
 		else
 			claims_rescheduled(&d->claims, e.cancel, e.due, by,
 			                   control);
-		if (cancels_new(&d->cancels, &e) &&
+		/* A daemon's or a control user's request is held whatever
+		 * the cap: the daemon that took it from P checked the cap,
+		 * and cascade-ctl's must never say "cancelled" in vain.
+		 * What others wrote straight into the stream is capped. */
+		if (!trust_writer(d->cfg, amqp_cstring_bytes(d->own_user),
+		                  e.writer) &&
+		    cancels_new(&d->cancels, &e) &&
 		    !daemon_held_room(d, METRICS_HELD_REQUEST)) {
 			daemon_not_held(d, METRICS_HELD_REQUEST, e.cancel);
 		} else if (cancels_add(&d->cancels, &e, by, control) < 0) {
@@ -660,11 +658,9 @@ daemon_record(struct daemon *d, struct message *m)
 			    2 * claims_prune(&d->claims, duration_wall_ms()) +
 			    64;
 	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
-		if (series_new(&d->series, e.id) &&
-		    !daemon_held_room(d, METRICS_HELD_SERIES)) {
-			daemon_not_held(d, METRICS_HELD_SERIES, e.id);
-		} else if (series_add(&d->series, e.id, e.occurrence, e.token,
-		                      e.until) < 0) {
+		/* A daemon's (trust.h), capped where it was taken. */
+		if (series_add(&d->series, e.id, e.occurrence, e.token,
+		               e.until) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for series");
 			return;

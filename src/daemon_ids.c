@@ -21,8 +21,10 @@
  * series keep a stale copy from being delivered: a request not held does
  * the most harm.  So claims and series stop at nine tenths of the cap and
  * requests at the cap.  New ones published to P are refused (parked) at
- * those limits; a record read from P.cancels past them (written by
- * another daemon, or by cascade-ctl) is counted and not held.
+ * those limits; a request written into P.cancels by a user that is
+ * neither a daemon's nor a control user past them is counted and not
+ * held.  A daemon's or control user's record is always held: the cap was
+ * checked where it was taken.
  */
 size_t
 daemon_held(const struct daemon *d)

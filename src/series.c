@@ -115,12 +115,6 @@ series_free(struct series *s)
 	idmap_free(&s->map, free);
 }
 
-int
-series_new(const struct series *s, amqp_bytes_t id)
-{
-	return idmap_get(&s->map, id) == NULL;
-}
-
 /* h, or a copy of it sized for token; NULL out of memory (h stays). */
 static struct series_head *
 sized(struct series_head *h, amqp_bytes_t token)
