@@ -10,6 +10,7 @@
 #include "duration.h"
 #include "ladder.h"
 #include "log.h"
+#include "stackroom.h"
 #include "topology.h"
 #include "version.h"
 
@@ -100,6 +101,8 @@ main(int argc, char *argv[])
 	const char *path = NULL;
 	int check = 0, ch;
 
+	/* Before any message is decoded (stackroom.h). */
+	(void)stackroom_raise(STACKROOM_BYTES);
 	while ((ch = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':

@@ -135,6 +135,8 @@ class Daemon:
         write_config(self.config, broker.url, merged)
         self.logpath = os.path.join(tmpdir, self.prefix + ".log")
         self.proc = None
+        # Run in the child before the daemon (a resource limit, say).
+        self.preexec = None
 
     def spawn(self):
         """Start without waiting for `ready` (it may never come)."""
@@ -143,7 +145,8 @@ class Daemon:
         env.pop("CASCADE_BROKER_URL", None)
         self.proc = subprocess.Popen([CASCADE, "-c", self.config],
                                      stdout=self.logfile,
-                                     stderr=subprocess.STDOUT, env=env)
+                                     stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=self.preexec)
         return self
 
     def start(self, timeout=30):

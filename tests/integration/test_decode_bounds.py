@@ -2,6 +2,7 @@
 and an envelope nested 200,000 deep.  rabbitmq-c 0.11 decodes nested
 tables by unbounded recursion; the daemon and cascade-ctl must neither
 crash nor stall on any of them (docs/CONTRACT.md section 4.4)."""
+import resource
 import struct
 import time
 import uuid
@@ -102,6 +103,27 @@ def test_deepest_header_that_fits_is_parked(client, daemon):
     for e in errors:
         text = str(e)
         assert "nested deeper than cascade reads (%d)" % DEPTH_MAX in text, e
+    alive_and_ready(d)
+    delayed_arrives(client, d)
+
+
+def test_a_daemon_started_with_a_small_stack_survives_the_deepest_header(
+        client, daemon_factory):
+    """rabbitmq-c 0.11 decodes a header frame recursively before cascade
+    sees it: the deepest one needs about 4 MiB of stack.  Started under
+    `ulimit -s 2048`, the daemon raises its own limit first
+    (src/stackroom.c), and lives."""
+    d = daemon_factory(start=False)
+
+    def small_stack():
+        _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        resource.setrlimit(resource.RLIMIT_STACK, (2 << 20, hard))
+
+    d.preexec = small_stack
+    d.start()
+    publish_raw(d.broker, d.prefix, "orders", nested(deepest(b"A"), b"A"),
+                b"bomb")
+    wait_parked(d, 1)
     alive_and_ready(d)
     delayed_arrives(client, d)
 

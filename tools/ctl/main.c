@@ -23,6 +23,7 @@
 
 #include "ctl.h"
 #include "duration.h"
+#include "stackroom.h"
 
 static const struct ctl_command commands[] = {
     {"status", status_options, status_option, NULL, status_run, 1},
@@ -306,6 +307,8 @@ main(int argc, char *argv[])
 	const char *path = NULL;
 	int rc;
 
+	/* Before any record is decoded (stackroom.h). */
+	(void)stackroom_raise(STACKROOM_BYTES);
 	config_defaults(&c.cfg);
 	c.now = duration_wall_ms();
 	if ((cmd = main_parse(&c, argc, argv, &path, &rc)) == NULL)
