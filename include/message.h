@@ -69,7 +69,8 @@ struct message {
 
 	/* Its publish; the outbox's lists link it. */
 	struct outbox_item out;
-	/* ROUTE_WAIT: the envelope published (envelope.h), from pool */
+	/* ROUTE_WAIT, ROUTE_REQUEST: the envelope published (envelope.h), from
+	 * pool */
 	amqp_bytes_t envelope;
 	int64_t published_at; /* wall-clock ms of the last publish */
 

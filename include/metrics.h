@@ -37,9 +37,9 @@ enum {
 /* The kind's name, as in the metrics label. */
 const char *metrics_held_name(int kind);
 
-/* Consumed queues: ingress, retry, a return queue and a holding queue per
- * shard, and as many drained (topology.h). */
-#define METRICS_QUEUES_MAX (2 + 3 * LADDER_MAX_SHARDS)
+/* Consumed queues: ingress, retry, requests, a return queue and a holding
+ * queue per shard, and as many drained (topology.h). */
+#define METRICS_QUEUES_MAX (3 + 3 * LADDER_MAX_SHARDS)
 
 struct metrics {
 	/* counters: only ever grow */

@@ -59,12 +59,15 @@ struct router_params {
  *   RETRY:   dead-lettered by a work queue: retry it
  *   HOLD:    from a holding queue (amqp1.h), due or on first sight there:
  *            read our own state, as from a return queue
+ *   REQUESTS: a reschedule request moved off ingress to wait for a
+ *            reading of P.events (daemon_scan.c), in an envelope
  */
 #define ROUTER_SOURCES(X)                                                      \
 	X(INGRESS, ingress)                                                    \
 	X(RETURN, return )                                                     \
 	X(RETRY, retry)                                                        \
-	X(HOLD, hold)
+	X(HOLD, hold)                                                          \
+	X(REQUESTS, requests)
 
 enum route_source {
 #define SOURCE_ENUM(kind, name) ROUTE_FROM_##kind,
@@ -87,6 +90,8 @@ enum route_action {
 	ROUTE_SERIES,  /* a repeat's next copy is out: record it (series.h) */
 	ROUTE_RETURN,  /* to its shard's return queue: a repeat's next copy
 	                  due within a resolution step, held from there */
+	ROUTE_REQUEST, /* a reschedule request: into P.requests, to wait
+	                  there for a reading of P.events (daemon_scan.c) */
 };
 
 /* x-cascade-unique (claims.h). */

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "ladder.h"
+#include "router.h"
 
 #define TOPOLOGY_NAME_MAX 256
 
@@ -20,6 +21,8 @@ struct topology {
 	char retry[TOPOLOGY_NAME_MAX];   /* exchange and queue */
 	char events[TOPOLOGY_NAME_MAX];  /* stream: what waits (events.h) */
 	char cancels[TOPOLOGY_NAME_MAX]; /* stream: cancellation requests */
+	/* queue: reschedule requests waiting for a reading of P.events */
+	char requests[TOPOLOGY_NAME_MAX];
 	unsigned levels;
 	/*
 	 * [topology] shards: copies of the ladder and of the return queue
@@ -79,16 +82,18 @@ topology_delay(const struct topology *t, unsigned s, unsigned k)
  *
  * On RabbitMQ 4.x a quorum queue drops a message returned (nack, or a
  * channel closed while holding it) 20 times.  The queues cascade consumes
- * or browses (ingress, return, retry, error) are therefore declared there
- * with x-delivery-limit -1 (unlimited; on 3.x the same value would drop at
- * the first return, and there is no limit by default).  Ingress, return
- * and retry also dead-letter into P.error (at least once on quorum
- * queues): what the daemon rejects goes there.  reject_parks[i] (ingress,
- * return, retry) says whether that holds.  A queue made by an older
+ * or browses (ingress, return, retry, requests, error) are therefore
+ * declared there with x-delivery-limit -1 (unlimited; on 3.x the same
+ * value would drop at the first return, and there is no limit by default).
+ * Ingress, return, retry and requests also dead-letter into P.error (at
+ * least once on quorum queues): what the daemon rejects goes there.
+ * reject_parks[src] (by ROUTE_FROM_*: ingress, return, retry, requests)
+ * says whether that holds.  A queue made by an older
  * cascade keeps its arguments, and a warning gives the policy that adds
  * them.  With [events] enabled, the streams P.events and P.cancels are
- * declared too, keeping records for config_events_max_age; a stream
- * declared with another retention keeps it, with a warning.
+ * declared too, keeping records for config_events_max_age (a stream
+ * declared with another retention keeps it, with a warning), and the
+ * queue P.requests.
  *
  * With shards, every shard's return and delay queues are declared, with
  * x-queue-leader-locator client-local (see topology_place), and the
@@ -97,8 +102,8 @@ topology_delay(const struct topology *t, unsigned s, unsigned k)
  */
 int topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                      const struct config *cfg, const struct topology *t,
-                     const struct ladder *l, int reject_parks[3], char *err,
-                     size_t errsize);
+                     const struct ladder *l, int reject_parks[ROUTE_SOURCES],
+                     char *err, size_t errsize);
 
 /*
  * The holding queues, one per shard: quorum queues that dead-letter what

@@ -177,6 +177,10 @@ daemon_consumers(struct daemon *d)
 	             ROUTE_FROM_INGRESS, -1);
 	consumer_add(&d->consumers[d->nconsumers++], "retry", t->retry,
 	             ROUTE_FROM_RETRY, -1);
+	/* Reschedule requests waiting for a reading of P.events. */
+	if (config_events(d->cfg))
+		consumer_add(&d->consumers[d->nconsumers++], "requests",
+		             t->requests, ROUTE_FROM_REQUESTS, -1);
 	for (unsigned s = 0; s < t->shards; s++) {
 		if (!config_shard_consumed(d->cfg, s))
 			continue;

@@ -493,8 +493,9 @@ daemon_requests(struct daemon *d, struct message *m)
 
 /*
  * A message published to P with x-cascade-cancel: a request, recorded in
- * P.cancels (acked once the broker confirmed it there).  Returns 1 when
- * m was one.
+ * P.cancels (acked once the broker confirmed it there).  A reschedule is
+ * moved into P.requests instead (acked once confirmed there), and
+ * recorded from there (daemon_scan.c).  Returns 1 when m was one.
  */
 int
 daemon_cancel_request(struct daemon *d, struct message *m)
@@ -533,11 +534,11 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		r->request_due = r->due;
 		r->action = ROUTE_RECORD;
 		r->due = now + config_events_max_age(d->cfg);
-		/* Copies of what it moves earlier go out first. */
-		if (e.kind == EVENT_RESCHEDULE) {
-			daemon_scan_request(d, m);
-			return 1;
-		}
+		/* Copies of what it moves earlier go out first, after a
+		 * reading of P.events: it waits for one in P.requests, not
+		 * against the ingress prefetch (daemon_scan.c). */
+		if (e.kind == EVENT_RESCHEDULE)
+			r->action = ROUTE_REQUEST;
 	}
 	daemon_dispatch(d, m);
 	return 1;

@@ -132,6 +132,10 @@ daemon_route(struct daemon *d, struct message *m)
 {
 	if (m->src == ROUTE_FROM_INGRESS && daemon_cancel_request(d, m))
 		return;
+	if (m->src == ROUTE_FROM_REQUESTS) {
+		daemon_scan_take(d, m);
+		return;
+	}
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
@@ -184,11 +188,14 @@ daemon_message_done(struct daemon *d, struct message *m)
 	if ((m->src == ROUTE_FROM_RETURN || m->src == ROUTE_FROM_HOLD) &&
 	    daemon_forged(d, m))
 		return;
-	/* A holding queue's message is an envelope: open it. */
+	/* A holding queue's message is an envelope: open it; so is a
+	 * request's in P.requests. */
 	if (m->src == ROUTE_FROM_HOLD && daemon_unwrap(d, m) < 0)
 		return;
+	if (m->src == ROUTE_FROM_REQUESTS && daemon_scan_open(d, m) < 0)
+		return;
 	if (m->redelivered &&
-	    (m->src == ROUTE_FROM_HOLD
+	    (m->src == ROUTE_FROM_HOLD || m->src == ROUTE_FROM_REQUESTS
 	         ? router_guard_count(
 	               m->src, &m->props, m->routing_key, m->delivery_count,
 	               d->cfg->router_max_redeliveries, &m->route)

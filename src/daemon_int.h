@@ -396,6 +396,25 @@ int daemon_write(struct daemon *d, const char *stream, const struct event *e);
 #define SCAN_TAG "cascade.scan"
 
 void daemon_scan_init(struct daemon *d);
+/*
+ * A reschedule request from ingress moves into P.requests (ROUTE_REQUEST):
+ * the outer message's properties (the daemon's user-id, the new due time
+ * in x-cascade-due), and its body, an envelope of the request's own
+ * properties (m->envelope keeps it).  0; -1 out of memory; -2 (envelope)
+ * the properties do not encode.
+ */
+int daemon_scan_props(struct daemon *d, const struct message *m,
+                      amqp_basic_properties_t *out);
+int daemon_scan_envelope(struct daemon *d, struct message *m,
+                         amqp_bytes_t *body);
+/*
+ * A delivery from P.requests: believed only from a daemon's user (or a
+ * control user), and opened, the request as its publisher sent it.  0, or
+ * -1 when it was parked (not_from_cascade).
+ */
+int daemon_scan_open(struct daemon *d, struct message *m);
+/* A request opened from P.requests: wait for the next reading. */
+void daemon_scan_take(struct daemon *d, struct message *m);
 /* Reschedule request m (ROUTE_RECORD set): copies first, then recorded. */
 void daemon_scan_request(struct daemon *d, struct message *m);
 /* A delivery from P.events for the reading under way. */

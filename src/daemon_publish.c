@@ -45,6 +45,8 @@ daemon_props(struct daemon *d, const struct message *m,
 			return -1;
 		return events_props(&e, &d->scratch, props);
 	}
+	if (m->route.action == ROUTE_REQUEST)
+		return daemon_scan_props(d, m, props);
 	if (m->route.action != ROUTE_RECORD)
 		return router_props(&m->props, &m->route, &d->scratch, props);
 	if (daemon_request_event(d, m, &e) < 0)
@@ -214,7 +216,8 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		    m->route.action != ROUTE_RECORD &&
 		    m->route.action != ROUTE_CLAIM &&
 		    m->route.action != ROUTE_SERIES &&
-		    m->route.action != ROUTE_RETURN)
+		    m->route.action != ROUTE_RETURN &&
+		    m->route.action != ROUTE_REQUEST)
 			router_step(&d->rp, &m->route, duration_wall_ms());
 		daemon_dispatch(d, m);
 	}
@@ -298,6 +301,8 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			daemon_request_copy(d, m);
 			/* It takes effect once read back: check that soon. */
 			daemon_probe_soon(d);
+		} else if (m->route.action == ROUTE_REQUEST) {
+			; /* in P.requests: recorded from there */
 		} else if (m->route.action == ROUTE_WAIT) {
 			d->m.waits[m->route.shard]++;
 			if (m->unrecorded) {
@@ -390,8 +395,9 @@ return_same(const struct outbox_item *it, void *ctx)
 	amqp_basic_properties_t props;
 	int same;
 
-	/* Into a holding queue: the envelope, and no headers outside it. */
-	if (m->route.action == ROUTE_WAIT)
+	/* Into a holding queue: the envelope, and no headers outside it;
+	 * into P.requests, the envelope too. */
+	if (m->route.action == ROUTE_WAIT || m->route.action == ROUTE_REQUEST)
 		return headers_bytes_eq(m->envelope, r->body);
 	if (!headers_bytes_eq(body, r->body))
 		return 0;
@@ -562,6 +568,10 @@ daemon_publish(struct daemon *d, struct message *m)
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(d->topo.ret[r->shard]);
 		break;
+	case ROUTE_REQUEST:
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.requests);
+		break;
 	case ROUTE_RECORD:
 	case ROUTE_CLAIM:
 	case ROUTE_SERIES:
@@ -610,6 +620,19 @@ daemon_publish(struct daemon *d, struct message *m)
 			message_free(m);
 			return;
 		}
+	}
+	if (r->action == ROUTE_REQUEST &&
+	    (st = daemon_scan_envelope(d, m, &body)) < 0) {
+		recycle_amqp_pool(&d->scratch);
+		if (st == -2) {
+			daemon_unpublishable(d, m, PARK_bad_header,
+			                     "its properties do not encode "
+			                     "into an envelope");
+			return;
+		}
+		daemon_fail(d, "out of memory building an envelope");
+		message_free(m);
+		return;
 	}
 	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
 	                    routing_key, 1, &props, body);

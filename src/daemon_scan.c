@@ -13,6 +13,9 @@
  * x-cascade-superseded, and only then acks it: the daemons drop the
  * instances those copies replace when they come back (cancels.h).
  *
+ * A request is first moved off P.ingress into P.requests (below), so
+ * that one waiting for a reading holds no ingress prefetch; the daemon
+ * takes it from there, with a prefetch of its own, and acks it there.
  * Requests that arrive while P.events is being read wait for the next
  * reading; one reading serves every request waiting when it starts, in
  * order, each request's time later than the one before and each folded
@@ -166,6 +169,118 @@ on_remark(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	if ((st = scan_marker(d)) != AMQP_STATUS_OK)
 		daemon_fail(d, amqp_error_string2(st));
+}
+
+/*
+ * Waiting in P.requests.  A request is taken off ingress at once: the
+ * daemon publishes it into P.requests and acks the ingress delivery once
+ * the broker confirmed that publish, so requests waiting for a reading
+ * never hold the ingress prefetch, and plain messages go on meanwhile.
+ * The request stays the one its publisher sent (whose user-id asks), in
+ * an envelope: the daemon may not publish with another user's user-id.
+ * The outer message says who moved it (the daemon's user-id, which the
+ * broker checks) and the new due time read from its delay header then.
+ */
+
+int
+daemon_scan_props(struct daemon *d, const struct message *m,
+                  amqp_basic_properties_t *out)
+{
+	amqp_table_entry_t *e = amqp_pool_alloc(&d->scratch, sizeof(*e));
+
+	if (e == NULL)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->_flags = AMQP_BASIC_CONTENT_TYPE_FLAG |
+	              AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+	out->content_type = amqp_cstring_bytes(ENVELOPE_CONTENT_TYPE);
+	out->delivery_mode = 2;
+	daemon_sign(d, out);
+	out->headers = (amqp_table_t){0, e};
+	headers_put_i64(&out->headers, "x-cascade-due", m->route.request_due);
+	return 0;
+}
+
+int
+daemon_scan_envelope(struct daemon *d, struct message *m, amqp_bytes_t *body)
+{
+	/* The body is ignored (CONTRACT section 7.5): not kept. */
+	size_t cap = envelope_bound(&m->props, 0);
+	char *buf = amqp_pool_alloc(&d->scratch, cap);
+
+	if (buf == NULL)
+		return -1;
+	body->len = envelope_encode(&m->props, amqp_empty_bytes, buf, cap);
+	body->bytes = buf;
+	if (body->len == 0)
+		return -2;
+	/* Kept to tell a basic.return of it from another (return_same). */
+	m->envelope = message_dup(m, *body);
+	return m->envelope.len == body->len ? 0 : -1;
+}
+
+int
+daemon_scan_open(struct daemon *d, struct message *m)
+{
+	const amqp_table_t *h = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
+	                            ? &m->props.headers
+	                            : NULL;
+	const amqp_field_value_t *v;
+	amqp_basic_properties_t props;
+	amqp_bytes_t body;
+	const char *why;
+	int64_t n, due = 0;
+
+	/* The outer count: a quorum queue's, for the redelivery guard. */
+	v = headers_find(h, "x-delivery-count");
+	if (v != NULL && headers_integer(v, &n) == 1 && n > 0)
+		m->delivery_count = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	v = headers_find(h, "x-cascade-due");
+	/* Anyone with write on amq.default reaches the queue by name. */
+	if (!trust_writer(d->cfg, amqp_cstring_bytes(d->own_user),
+	                  trust_writer_of(&m->props)))
+		why = "not moved there by a daemon (its user-id is not the "
+		      "daemon's user nor one of [events] control_users)";
+	else if (v == NULL || headers_integer(v, &due) != 1 || due < 0 ||
+	         due > EVENTS_TIME_MAX)
+		why = "x-cascade-due: missing or out of range";
+	else if (envelope_decode(m->body, &m->pool, &props, &body, &why) == 0) {
+		m->props = props;
+		m->body = body;
+		m->route.request_due = due;
+		return 0;
+	}
+	m->routed = 1;
+	m->route.level = -1;
+	m->route.in_routing_key = m->routing_key;
+	daemon_park(d, m, PARK_not_from_cascade, "%s: %s", d->topo.requests,
+	            why);
+	return -1;
+}
+
+void
+daemon_scan_take(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	int64_t due = r->request_due, now = duration_wall_ms();
+	const char *why = "not a reschedule request";
+	struct event e;
+
+	memset(r, 0, sizeof(*r));
+	r->level = -1;
+	r->fresh = 1;
+	r->in_routing_key = m->routing_key;
+	m->routed = 1;
+	if (events_request(&m->props, 0, now, &e, &why) < 0 ||
+	    e.kind != EVENT_RESCHEDULE) {
+		daemon_park(d, m, PARK_bad_header, "%s", why);
+		return;
+	}
+	/* As daemon_cancel_request set it on ingress. */
+	r->request_due = due;
+	r->action = ROUTE_RECORD;
+	r->due = now + config_events_max_age(d->cfg);
+	daemon_scan_request(d, m);
 }
 
 void

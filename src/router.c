@@ -85,7 +85,8 @@ router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
 		return 0;
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
-	r->fresh = src == ROUTE_FROM_INGRESS;
+	/* A request from P.requests is its publisher's, as on ingress. */
+	r->fresh = src == ROUTE_FROM_INGRESS || src == ROUTE_FROM_REQUESTS;
 	r->in_routing_key = routing_key;
 	/* Back from the ladder: its id, for the record of its parking. */
 	v = r->fresh ? NULL

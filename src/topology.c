@@ -37,6 +37,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	snprintf(t->retry, sizeof(t->retry), "%s.retry", prefix);
 	snprintf(t->events, sizeof(t->events), "%s.events", prefix);
 	snprintf(t->cancels, sizeof(t->cancels), "%s.cancels", prefix);
+	snprintf(t->requests, sizeof(t->requests), "%s.requests", prefix);
 	t->levels = l->levels;
 	t->shards = shards > 0 ? shards : 1;
 	t->ret = calloc(t->shards, sizeof(*t->ret));
@@ -169,9 +170,9 @@ topology_policy(char *buf, size_t size, const amqp_table_entry_t *e, int n)
 }
 
 /*
- * A queue cascade consumes (to_error: ingress, return, retry) or the error
- * queue.  A consumed queue dead-letters what cascade rejects, or the broker
- * gives up on, into P.error (at least once on quorum queues), so that a
+ * A queue cascade consumes (to_error: ingress, return, retry, requests) or the
+ * error queue.  A consumed queue dead-letters what cascade rejects, or the
+ * broker gives up on, into P.error (at least once on quorum queues), so that a
  * message the daemon's AMQP library cannot even decode has a way out; on
  * RabbitMQ 4.x every one of them also has no delivery limit.  A queue that
  * an older cascade made without these arguments stays as it is (they cannot
@@ -315,8 +316,8 @@ topology_shard(amqp_connection_state_t conn, amqp_channel_t ch,
 int
 topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
                  const struct config *cfg, const struct topology *t,
-                 const struct ladder *l, int reject_parks[3], char *err,
-                 size_t errsize)
+                 const struct ladder *l, int reject_parks[ROUTE_SOURCES],
+                 char *err, size_t errsize)
 {
 	/* Classic queues are declared without x-queue-type, as clients
 	 * that predate quorum queues do, so either form matches. */
@@ -334,7 +335,8 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	if ((rc = topology_consumed(conn, ch, t, t->error, 0, quorum, v4, 0,
 	                            &none, err, errsize)) < 0 ||
 	    (rc = topology_consumed(conn, ch, t, t->ingress, 1, quorum, v4, 0,
-	                            &reject_parks[0], err, errsize)) < 0)
+	                            &reject_parks[ROUTE_FROM_INGRESS], err,
+	                            errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->ingress),
 	                amqp_cstring_bytes(t->exchange), amqp_empty_bytes,
@@ -351,7 +353,8 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
 	if ((rc = topology_consumed(conn, ch, t, t->retry, 1, quorum, v4, 0,
-	                            &reject_parks[2], err, errsize)) < 0)
+	                            &reject_parks[ROUTE_FROM_RETRY], err,
+	                            errsize)) < 0)
 		return rc;
 	amqp_queue_bind(conn, ch, amqp_cstring_bytes(t->retry),
 	                amqp_cstring_bytes(t->retry), amqp_empty_bytes,
@@ -360,28 +363,33 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	if (broker_check(conn, what, err, errsize) < 0)
 		return -1;
 
+	/* Requests wait for a reading of P.events in a queue of their own,
+	 * off ingress (daemon_scan.c); consumed like the others. */
 	if (config_events(cfg) &&
 	    ((rc = topology_stream(conn, ch, t->events,
 	                           config_events_max_age(cfg), err, errsize)) <
 	         0 ||
 	     (rc = topology_stream(conn, ch, t->cancels,
 	                           config_events_max_age(cfg), err, errsize)) <
-	         0))
+	         0 ||
+	     (rc = topology_consumed(conn, ch, t, t->requests, 1, quorum, v4, 0,
+	                             &reject_parks[ROUTE_FROM_REQUESTS], err,
+	                             errsize)) < 0))
 		return rc;
 
-	reject_parks[1] = 1;
+	reject_parks[ROUTE_FROM_RETURN] = 1;
 	for (unsigned s = 0; s < t->shards; s++) {
 		if ((rc = topology_shard(conn, ch, cfg, t, l, s, &safe, err,
 		                         errsize)) < 0)
 			return rc;
-		reject_parks[1] &= safe;
+		reject_parks[ROUTE_FROM_RETURN] &= safe;
 	}
 	for (unsigned i = 0; i < t->drains; i++) {
 		if ((rc = topology_consumed(conn, ch, t, t->drain[i], 1, quorum,
 		                            v4, t->drain_sharded, &safe, err,
 		                            errsize)) < 0)
 			return rc;
-		reject_parks[1] &= safe;
+		reject_parks[ROUTE_FROM_RETURN] &= safe;
 	}
 	return 0;
 }

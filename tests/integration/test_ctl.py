@@ -25,7 +25,9 @@ def test_status_lists_the_ladder_and_where_a_message_waits(client, daemon):
     assert s["return"]["queue"] == p + ".return"
     assert s["retry"]["queue"] == p + ".retry"
     assert s["error"]["queue"] == p + ".error"
+    assert s["requests"]["queue"] == p + ".requests"
     assert s["ingress"]["consumers"] == 1
+    assert s["requests"]["consumers"] == 1
     assert s["return"]["consumers"] == 1
     assert s["error"]["consumers"] == 0
     assert s["ladder_messages"] == 0 and s["missing"] == 0
@@ -41,7 +43,7 @@ def test_status_lists_the_ladder_and_where_a_message_waits(client, daemon):
     out = ctl(daemon, "status").stdout
     for lv in s["levels"]:
         assert lv["queue"] in out
-    for name in ("ingress", "return", "retry", "error"):
+    for name in ("ingress", "return", "retry", "error", "requests"):
         assert "%s.%s" % (p, name) in out
     assert "12800ms" in out
     assert "1 message waiting in the ladder" in out
@@ -53,7 +55,9 @@ def test_status_says_which_queues_are_missing(daemon_factory):
     s = json.loads(r.stdout)
     assert all(lv["missing"] for lv in s["levels"])
     assert s["ingress"]["missing"] and s["error"]["missing"]
-    assert s["missing"] == 8 + 4
+    assert s["requests"]["missing"]
+    # 8 levels; ingress, return, retry, error, requests
+    assert s["missing"] == 8 + 5
     assert "missing" in r.stderr
     assert "missing" in ctl(d, "status").stdout
     r = ctl(d, "errors", rc=1)

@@ -9,6 +9,7 @@ import pytest
 
 from helpers import ctl, parked, status, total, wait_for, wait_parked
 from test_events import (LATE, SHORT, SLACK, events, expect_nothing,
+                         expect_on_time,
                          ladder, listing, publish, records, uid, wait_listed)
 
 
@@ -543,3 +544,75 @@ def test_a_repeat_from_1970_does_not_flood(client, daemon_factory):
     recs = [r for r in records(d.broker, d.prefix + ".cancels")
             if r.type == "series"]
     assert len(recs) <= len(got) + len(caught_up) + 2, len(recs)
+
+
+def burst(client, d, n, tag):
+    """n reschedule requests, each for an id that names nothing; the ids.
+    Published without waiting for each confirm, as a busy client would."""
+    conn = d.broker.connect()
+    try:
+        ch = conn.channel()
+        names = ["%s-%d" % (tag, i) for i in range(n)]
+        for name in names:
+            ch.basic_publish(d.prefix, "", b"", pika.BasicProperties(
+                headers={"x-cascade-reschedule": name,
+                         "x-remaining-delay": "5s"}))
+        # A confirmed publish on a channel of its own, after them: they
+        # are all in P.ingress once it is confirmed (one connection keeps
+        # their order).
+        ch.confirm_delivery()
+        ch.basic_publish(d.prefix, "", b"", pika.BasicProperties(
+            headers={"x-cascade-reschedule": tag + "-last",
+                     "x-remaining-delay": "5s"}), mandatory=True)
+        return names + [tag + "-last"]
+    finally:
+        conn.close()
+
+
+def recorded(d, names):
+    """How many of names have a reschedule record in P.cancels."""
+    got = {r.headers.get("x-cascade-reschedule") for r in requests(d)
+           if r.type == "reschedule"}
+    return len(got & set(names))
+
+
+def test_a_burst_of_reschedule_requests_leaves_plain_messages_on_time(
+        client, daemon_factory):
+    """1,000 requests, each waiting for a reading of P.events, behind a
+    prefetch of 5: they wait in P.requests, not in the ingress prefetch,
+    so plain messages published after them arrive on time."""
+    d = daemon_factory(ladder(*SHORT, router={"prefetch": "5"}))
+    q = client.queue()
+    names = burst(client, d, 1000, uid("burst"))
+    sent = {}
+    for i in range(5):
+        mid = uid("plain")
+        sent[mid] = publish(client, d, q, mid, 1.5)
+    expect_on_time(client, q, sent, timeout=10)
+    # Every request is recorded in the end, once each (no daemon died).
+    wait_for(lambda: recorded(d, names) == len(names), 120,
+             "every request recorded")
+    assert len([r for r in requests(d) if r.type == "reschedule"]) == \
+        len(names)
+    assert status(d)["error"]["messages"] == 0
+    m = d.metrics()
+    moved = sum(v for k, v in m.items() if k.startswith(
+        'cascade_messages_received_total{source="requests",'))
+    assert moved == len(names), m
+
+
+def test_reschedule_requests_survive_kill_9_mid_burst(client,
+                                                      daemon_factory):
+    """Killed while requests wait in P.requests (and some in P.ingress):
+    started again, the daemon records every one; none is lost (some may
+    be recorded twice: requests are delivered at least once)."""
+    d = daemon_factory(ladder(*SHORT, router={"prefetch": "20"}))
+    names = burst(client, d, 300, uid("killed"))
+    d.wait_log("msg=cancel_recorded", 30, count=10)
+    d.kill()
+    assert recorded(d, names) < len(names), \
+        "every request was recorded before the kill: nothing tested"
+    d.start()
+    wait_for(lambda: recorded(d, names) == len(names), 120,
+             "every request recorded after the restart")
+    assert status(d)["error"]["messages"] == 0

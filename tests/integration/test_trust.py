@@ -603,6 +603,31 @@ def test_requeue_leaves_what_cascade_did_not_park(d2, users, guest):
     assert sorted(parked_by_id(d2, planted)) == sorted(planted)
 
 
+def test_a_request_put_into_p_requests_by_hand_is_parked(d, users):
+    """P.requests takes only what a daemon moved there from P.ingress: a
+    reschedule written straight into it by a user with write on
+    amq.default, in the daemon's own envelope, is parked
+    not_from_cascade and never recorded."""
+    u = users["p_default"]
+    planted, named = uid("planted"), uid("named")
+    inner = b"".join(pika.BasicProperties(
+        user_id=u.name, headers={"x-cascade-reschedule": named,
+                                 "x-remaining-delay": "1s"}).encode())
+    body = b"CSCE\x01" + struct.pack(">I", len(inner)) + inner
+    for user_id in (u.name, None):
+        u.publish("", d.prefix + ".requests", body,
+                  {"x-cascade-due": now_ms() + 1000}, message_id=planted,
+                  user_id=user_id,
+                  content_type="application/vnd.cascade.envelope")
+    wait_for(lambda: len(parked_by_id(d, [planted]).get(planted, [])) == 2,
+             10, "both parked")
+    assert all("not moved there by a daemon" in r
+               for r in parked_by_id(d, [planted])[planted])
+    assert [r for r in records(d.broker, d.prefix + ".cancels")
+            if (r.headers or {}).get("x-cascade-reschedule") == named] == []
+    alive(d)
+
+
 def test_requeue_keeps_the_owner(d2, users, guest, broker, tmp_module):
     """A message parked on its way (its target exchange did not exist)
     is requeued once the exchange exists: it arrives still its

@@ -26,6 +26,7 @@ static struct {
 	unsigned retries, waits, scheduled, records, matched;
 	unsigned cancelled, requests;
 	unsigned unwrapped, waited_again;
+	unsigned opened, taken; /* from P.requests */
 } calls;
 
 static struct daemon d;
@@ -149,6 +150,26 @@ daemon_unwrap(struct daemon *dd, struct message *m)
 	return 0;
 }
 
+/* P.requests' envelope: the stub leaves the message as it is, and gives
+ * a redelivered one the outer x-delivery-count 3 (the limit in setup). */
+int
+daemon_scan_open(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	calls.opened++;
+	if (m->redelivered)
+		m->delivery_count = 3;
+	return 0;
+}
+
+void
+daemon_scan_take(struct daemon *dd, struct message *m)
+{
+	(void)dd;
+	calls.taken++;
+	message_free(m);
+}
+
 void
 daemon_wait_again(struct daemon *dd, struct message *m)
 {
@@ -236,7 +257,9 @@ setup(void)
 	    "return.s2", "P.return.s2", ROUTE_FROM_RETURN, 2, 0, 0};
 	d.consumers[3] =
 	    (struct consumer){"hold.s1", "P.hold.s1", ROUTE_FROM_HOLD, 1, 1, 0};
-	d.nconsumers = 4;
+	d.consumers[4] = (struct consumer){
+	    "requests", "P.requests", ROUTE_FROM_REQUESTS, -1, 0, 0};
+	d.nconsumers = 5;
 	for (unsigned s = 0; s < 3; s++)
 		d.hold_queues[s] = hold_names[s];
 }
@@ -406,6 +429,39 @@ Test(daemon_flow, a_cancellation_request_is_not_routed)
 	daemon_message_done(&d, delayed("request", 5000));
 	cr_assert_eq(calls.requests, 1);
 	cr_assert_eq(calls.npublished, 0);
+}
+
+/* From P.requests: opened, then taken by the scan, never routed. */
+Test(daemon_flow, a_request_from_p_requests_waits_for_a_reading)
+{
+	struct tb t = {.n = 0};
+
+	tb_str(&t, "x-cascade-reschedule", "inv-1");
+	tb_i64(&t, "x-delay", 5000);
+	daemon_message_done(&d, delivery(4, "P.requests", &t));
+	cr_assert_eq(calls.opened, 1);
+	cr_assert_eq(calls.taken, 1);
+	cr_assert_eq(calls.requests, 0, "not judged as from ingress");
+	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_eq(d.m.received[4], 1);
+}
+
+/* The guard counts P.requests' own deliveries, not the publisher's
+ * headers inside the envelope. */
+Test(daemon_flow, a_request_redelivered_too_often_from_p_requests_is_parked)
+{
+	struct tb t = {.n = 0};
+	struct message *m;
+
+	tb_str(&t, "x-cascade-reschedule", "inv-1");
+	m = delivery(4, "P.requests", &t);
+	m->redelivered = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(calls.taken, 0);
+	cr_assert_eq(published(0)->action, ROUTE_PARK);
+	cr_assert_eq(published(0)->park, PARK_redelivered);
+	cr_assert(published(0)->fresh, "the publisher's, as on ingress");
 }
 
 Test(daemon_flow, a_named_exchange_is_checked_first)

@@ -251,11 +251,13 @@ int
 status_run(struct ctl *c)
 {
 	static const char *const labels[] = {"ingress", "return", "retry",
-	                                     "error"};
+	                                     "error", "requests"};
 	const struct topology *t = &c->topo;
 	unsigned n = t->levels, shards = t->shards, nlevels = shards * n;
 	unsigned missing = 0;
-	struct qinfo *levels, *rets, other[4], holds[LADDER_MAX_SHARDS];
+	struct qinfo *levels, *rets, other[5], holds[LADDER_MAX_SHARDS];
+	/* P.requests: declared with the streams ([events] enabled). */
+	int nother = config_events(&c->cfg) ? 5 : 4;
 	unsigned nholds = 0;
 	uint64_t waiting = 0;
 	char res[32], url[CONFIG_STR_MAX];
@@ -313,7 +315,8 @@ status_run(struct ctl *c)
 	other[1] = rets[0];
 	other[2] = (struct qinfo){t->retry, -1, -1, 0, 0, 0};
 	other[3] = (struct qinfo){t->error, -1, -1, 0, 0, 0};
-	for (int i = 0; i < 4; i++) {
+	other[4] = (struct qinfo){t->requests, -1, -1, 0, 0, 0};
+	for (int i = 0; i < nother; i++) {
 		if (i != 1 &&
 		    session_inspect(c, BROKER_CH_CHECK, &other[i]) < 0) {
 			free(levels);
@@ -332,7 +335,7 @@ status_run(struct ctl *c)
 		/* every shard's levels, shard by shard */
 		status_json_queues("levels", levels, nlevels);
 		printf(",\"ladder_messages\":%" PRIu64, waiting);
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < nother; i++) {
 			printf(",\"%s\":", labels[i]);
 			status_json_queue(&other[i]);
 		}
@@ -348,7 +351,7 @@ status_run(struct ctl *c)
 		for (unsigned i = 0; i < all; i++)
 			if ((int)strlen(levels[i].name) > width)
 				width = (int)strlen(levels[i].name);
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < nother; i++)
 			if ((int)strlen(other[i].name) > width)
 				width = (int)strlen(other[i].name);
 		duration_format(c->ladder.ttl[0], res, sizeof(res));
@@ -376,7 +379,7 @@ status_run(struct ctl *c)
 				status_text_queue(&rets[s], "return", width);
 		}
 		putchar('\n');
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < nother; i++)
 			if (i != 1 || shards == 1)
 				status_text_queue(&other[i], labels[i], width);
 		for (unsigned i = 0; i < ndrain; i++)
