@@ -3,14 +3,15 @@
  * message whose user-id is not the publishing connection's user, so the
  * user-id of a stream message (a record, or a batch of them) names its
  * writer.  cascade's own bookkeeping (scheduled, delivered, parked,
- * cancelled, duplicate, claim, series, and every batch) is believed only
- * from a daemon's own user or one of [events] control_users: anyone else
- * who can write into the streams (a user with write on amq.default or on
- * P.*) is skipped before a batch body is decoded.  Requests (cancel,
+ * cancelled, duplicate, claim, series, and every batch) and markers are
+ * believed only from a daemon's own user or one of [events] control_users:
+ * anyone else who can write into the streams (a user with write on amq.default
+ * or on P.*) is skipped before a batch body is decoded.  Requests (cancel,
  * reschedule) are read from anyone, as that writer's own request
- * (cancels.h, docs/CONTRACT.md section 7.6); markers from anyone, since a
- * reader only looks for its own.  docs/security.md says who is trusted
- * with what.  Pure code.
+ * (cancels.h, docs/CONTRACT.md section 7.6).  A marker, too, is believed
+ * from cascade's own users only: one planted with the token a reader
+ * waits for would cut its reading short.  docs/security.md says who is
+ * trusted with what.  Pure code.
  */
 #ifndef CASCADE_TRUST_H
 #define CASCADE_TRUST_H

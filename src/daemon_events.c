@@ -805,6 +805,8 @@ daemon_write_marker(struct daemon *d, int64_t at)
 	e.kind = EVENT_MARKER;
 	e.at = at;
 	e.marker = amqp_cstring_bytes(d->marker);
+	/* Readers believe a marker from cascade's own users only (trust.h). */
+	e.writer = amqp_cstring_bytes(d->own_user);
 	return daemon_write(d, d->topo.cancels, &e);
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -364,11 +365,17 @@ events_new_id(char out[17])
 	uint64_t x;
 
 	if (seed == 0) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		seed =
-		    ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-		    ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&ts;
+		/* From the kernel: splitmix64 is invertible, and a seed of the
+		 * clock and pid would let anyone who reads one id (a marker
+		 * in a stream) predict the next. */
+		if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			seed = ((uint64_t)ts.tv_sec * 1000000000u +
+			        (uint64_t)ts.tv_nsec) ^
+			       ((uint64_t)getpid() << 32) ^
+			       (uint64_t)(uintptr_t)&ts;
+		}
 		seed |= 1;
 	}
 	/* splitmix64 of seed + counter: distinct for 2^64 ids per process. */

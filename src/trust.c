@@ -28,10 +28,10 @@ int
 trust_stream_message(const struct config *cfg, amqp_bytes_t own_user,
                      const amqp_basic_properties_t *p)
 {
-	static const char *const anyone[] = {"cancel", "reschedule", "marker"};
+	static const char *const anyone[] = {"cancel", "reschedule"};
 	static const char *const own[] = {
-	    EVENTS_BATCH_TYPE, "scheduled", "delivered", "parked",
-	    "cancelled",       "duplicate", "claim",     "series",
+	    EVENTS_BATCH_TYPE, "scheduled", "delivered", "parked", "cancelled",
+	    "duplicate",       "claim",     "series",    "marker",
 	};
 	size_t i;
 

@@ -73,7 +73,7 @@ Test(trust, stream_messages_by_kind)
 	    {"batch", 0},      {"scheduled", 0}, {"delivered", 0},
 	    {"parked", 0},     {"cancelled", 0}, {"duplicate", 0},
 	    {"claim", 0},      {"series", 0},    {"cancel", 1},
-	    {"reschedule", 1}, {"marker", 1},    {"something", 1},
+	    {"reschedule", 1}, {"marker", 0},    {"something", 1},
 	};
 	amqp_basic_properties_t p;
 
