@@ -521,12 +521,8 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		            "%s: requests are off ([events] enabled = no)",
 		            e.kind == EVENT_CANCEL ? "x-cascade-cancel"
 		                                   : "x-cascade-reschedule");
-	else if (cancels_new(&d->cancels, &e) &&
-	         !daemon_held_room(d, METRICS_HELD_REQUEST))
-		router_park(r, PARK_too_many_ids,
-		            "too many ids held: %zu, and [events] max_held_ids "
-		            "is %" PRIu64 "; the request was not recorded",
-		            daemon_held(d), d->cfg->events_max_held_ids);
+	else if (!daemon_request_room(d, &e, r))
+		; /* parked: too many ids held */
 	else if (e.kind == EVENT_RESCHEDULE &&
 	         router_read_due(&d->rp, &m->props.headers, now, r) < 0)
 		; /* parked: no usable delay header for the new time */

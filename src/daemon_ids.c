@@ -113,3 +113,16 @@ daemon_admit(struct daemon *d, struct message *m)
 	            "%" PRIu64 " (claims and repeats stop at nine tenths)",
 	            daemon_held(d), d->cfg->events_max_held_ids);
 }
+
+int
+daemon_request_room(struct daemon *d, const struct event *e, struct route *r)
+{
+	if (!cancels_new(&d->cancels, e) ||
+	    daemon_held_room(d, METRICS_HELD_REQUEST))
+		return 1;
+	router_park(r, PARK_too_many_ids,
+	            "too many ids held: %zu, and [events] max_held_ids is "
+	            "%" PRIu64 "; the request was not recorded",
+	            daemon_held(d), d->cfg->events_max_held_ids);
+	return 0;
+}

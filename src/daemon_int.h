@@ -335,6 +335,13 @@ int daemon_held_room(struct daemon *d, int kind);
  * held; counted, and logged at most once a minute. */
 void daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id);
 /*
+ * May request e (from P, or taken from P.requests) be held: its id held
+ * already, or room under [events] max_held_ids?  0 with r parked
+ * (too_many_ids) when not.
+ */
+int daemon_request_room(struct daemon *d, const struct event *e,
+                        struct route *r);
+/*
  * First sight of m (fresh): when it would add an id held from P.cancels
  * (a unique message that will wait, a repeat) and claims and series are
  * full ([events] max_held_ids), park it as too_many_ids.

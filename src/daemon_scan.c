@@ -276,6 +276,12 @@ daemon_scan_take(struct daemon *d, struct message *m)
 		daemon_park(d, m, PARK_bad_header, "%s", why);
 		return;
 	}
+	/* Checked again: a backlog in P.requests passed ingress's check
+	 * before any of it was held. */
+	if (!daemon_request_room(d, &e, r)) {
+		daemon_dispatch(d, m);
+		return;
+	}
 	/* As daemon_cancel_request set it on ingress. */
 	r->request_due = due;
 	r->action = ROUTE_RECORD;
