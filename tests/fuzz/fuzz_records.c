@@ -2,7 +2,8 @@
  * libFuzzer: a body from a stream or a holding queue, as anyone who can
  * write there could forge it, read the three ways cascade reads one: as a
  * batch of records (each parsed, and its copy decoded as an envelope), as
- * an envelope, and as framed properties.  Whatever properties decode must
+ * an envelope, as framed properties, and as an AMQP 1.0 message from a
+ * holding queue.  Whatever properties decode must
  * be within wirecheck's bounds and encode again to the length they took.
  */
 #include "amqp_compat.h"
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp1.h"
 #include "envelope.h"
 #include "events.h"
 #include "headers.h"
@@ -76,6 +78,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (used > size)
 			abort();
 		fuzz_check(&p, used);
+	}
+	/* As a holding queue's delivery comes over AMQP 1.0. */
+	{
+		struct amqp1_message msg;
+		const char *why;
+		if (amqp1_parse((const char *)data, size, &msg, &why) == 0 &&
+		    (msg.body_len > size ||
+		     msg.user_id_len >= sizeof(msg.user_id)))
+			abort();
 	}
 	empty_amqp_pool(&pool);
 	return 0;
