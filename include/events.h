@@ -170,6 +170,33 @@ int events_superseded_next(amqp_bytes_t list, size_t *off, amqp_bytes_t *id);
  * a comma. */
 void events_superseded_append(char *buf, size_t *len, amqp_bytes_t id);
 
+/*
+ * Reading a stream past a message no client of this AMQP library can
+ * decode: rabbitmq-c 0.14 and later refuse headers nested more than 100
+ * deep, and the connection is lost on it; read from the start again, the
+ * stream would hand it over first every time.  So a reader notes the
+ * offset of each message it could read (the x-stream-offset header
+ * RabbitMQ adds), and after such a loss reads on from the next one.
+ * Offsets are normally dense; if the one after the last read is not the
+ * culprit, each further loss there skips one more.
+ */
+struct events_resume {
+	int64_t last;  /* the last offset read; -1: none */
+	int64_t base;  /* last, at the latest loss */
+	int64_t steps; /* losses in a row at base */
+	int64_t from;  /* read from this offset; -1: from the first */
+};
+
+void events_resume_init(struct events_resume *r);
+
+/* A message of the stream was read: note its offset. */
+void events_resume_read(struct events_resume *r,
+                        const amqp_basic_properties_t *p);
+
+/* The connection was lost on an undecodable message: the offset to read
+ * from next (also in r->from). */
+int64_t events_resume_skip(struct events_resume *r);
+
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"
 

@@ -81,6 +81,8 @@ struct metrics {
 	/* stream messages skipped: written by a user not cascade's own
 	 * (trust.h), in P.events and in P.cancels */
 	uint64_t untrusted_events, untrusted_cancels;
+	/* stream messages the AMQP library could not decode, read past */
+	uint64_t undecodable_events, undecodable_cancels;
 	/* records of P.cancels not held: [events] max_held_ids reached */
 	uint64_t held_refused[METRICS_HELD_KINDS];
 	/* lateness of each confirmed delivery: published at minus due */

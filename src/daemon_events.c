@@ -584,6 +584,7 @@ daemon_record(struct daemon *d, struct message *m)
 
 	if (d->replaying)
 		d->replayed++;
+	events_resume_read(&d->cancels_resume, &m->props);
 	if (!daemon_trusted(d, m, d->topo.cancels) ||
 	    events_parse(&m->props, &e) < 0) {
 		daemon_ack(d, m);
@@ -909,15 +910,21 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 int
-daemon_consume_stream(struct daemon *d, const char *stream, const char *tag)
+daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
+                      int64_t from)
 {
 	amqp_table_entry_t arg;
 	amqp_basic_consume_t c;
 
 	memset(&c, 0, sizeof(c));
 	arg.key = amqp_cstring_bytes("x-stream-offset");
-	arg.value.kind = AMQP_FIELD_KIND_UTF8;
-	arg.value.value.bytes = amqp_cstring_bytes("first");
+	if (from < 0) {
+		arg.value.kind = AMQP_FIELD_KIND_UTF8;
+		arg.value.value.bytes = amqp_cstring_bytes("first");
+	} else {
+		arg.value.kind = AMQP_FIELD_KIND_I64;
+		arg.value.value.i64 = from;
+	}
 	c.queue = amqp_cstring_bytes(stream);
 	c.consumer_tag = amqp_cstring_bytes(tag);
 	c.arguments.num_entries = 1;
@@ -932,7 +939,8 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 	char id[17];
 	int st;
 
-	st = daemon_consume_stream(d, d->topo.cancels, CANCELS_TAG);
+	st = daemon_consume_stream(d, d->topo.cancels, CANCELS_TAG,
+	                           d->cancels_resume.from);
 	if (st == AMQP_STATUS_OK) {
 		events_new_id(id);
 		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
@@ -960,6 +968,7 @@ daemon_events_init(struct daemon *d)
 	ev_init(&d->batch_timer, on_batch);
 	ev_init(&d->replay, on_replay);
 	ev_init(&d->probe_check, on_probe_check);
+	events_resume_init(&d->cancels_resume);
 	d->cancels_read_at = duration_wall_ms();
 	daemon_scan_init(d);
 }

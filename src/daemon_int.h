@@ -185,7 +185,9 @@ struct daemon {
 		int64_t last_at;    /* the latest request's time, Unix ms */
 		unsigned recording; /* requests copied, not yet acked */
 		ev_timer remark;
+		struct events_resume resume; /* past what cannot be read */
 	} scan;
+	struct events_resume cancels_resume; /* P.cancels, the same */
 	/* P.events records not written yet, one message per batch */
 	char *batch;
 	size_t batch_len, batch_cap;
@@ -390,8 +392,8 @@ void daemon_events_drop(struct daemon *d);
 int daemon_replay(struct daemon *d, char *err, size_t errsize);
 /* basic.consume of stream from its first record, on the work channel,
  * without waiting for the reply. */
-int daemon_consume_stream(struct daemon *d, const char *stream,
-                          const char *tag);
+int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
+                          int64_t from);
 /* Write a record into P.events (batched) or P.cancels. */
 int daemon_write(struct daemon *d, const char *stream, const struct event *e);
 

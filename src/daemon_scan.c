@@ -54,6 +54,7 @@ daemon_scan_init(struct daemon *d)
 	TAILQ_INIT(&d->scan.reading);
 	TAILQ_INIT(&d->scan.copying);
 	ev_init(&d->scan.remark, on_remark);
+	events_resume_init(&d->scan.resume);
 }
 
 /* The request m names: its id, and who asks (empty: anonymous). */
@@ -142,7 +143,8 @@ scan_start(struct daemon *d)
 	 * are told apart (and acked unread). */
 	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64, SCAN_TAG,
 	         d->scan.serial);
-	st = daemon_consume_stream(d, d->topo.events, d->scan.tag);
+	st = daemon_consume_stream(d, d->topo.events, d->scan.tag,
+	                           d->scan.resume.from);
 	if (st == AMQP_STATUS_OK)
 		st = scan_marker(d);
 	if (st != AMQP_STATUS_OK) {
@@ -478,6 +480,7 @@ daemon_scan_message(struct daemon *d, struct message *m)
 	size_t off = 0;
 	int rc = 0, got;
 
+	events_resume_read(&d->scan.resume, &m->props);
 	/* After the marker, or a former reading's: not wanted. */
 	if (!d->scan.active || !m->scan_current) {
 		daemon_ack(d, m);

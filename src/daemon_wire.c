@@ -362,6 +362,25 @@ daemon_undecodable(struct daemon *d, int st)
 {
 	struct message *m = d->assembling;
 
+	/* In a stream nothing can be rejected: read on past it next time
+	 * (events.h), or every connection would end on it. */
+	if (st == AMQP_STATUS_BAD_AMQP_DATA && m != NULL && !m->have_header &&
+	    (m->stream || m->scan)) {
+		int cancels = m->stream;
+		int64_t from = events_resume_skip(cancels ? &d->cancels_resume
+		                                          : &d->scan.resume);
+		if (cancels)
+			d->m.undecodable_cancels++;
+		else
+			d->m.undecodable_events++;
+		log_error("record_undecodable",
+		          " stream=%s next_offset=%" PRId64
+		          " reason=\"a stream message this AMQP library "
+		          "cannot decode (headers nested over 100 deep?): read "
+		          "on past it\"",
+		          cancels ? d->topo.cancels : d->topo.events, from);
+		return;
+	}
 	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL || m->is_return ||
 	    m->have_header || !m->redelivered || m->src >= ROUTE_SOURCES ||
 	    !d->reject_parks[m->src])

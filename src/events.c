@@ -461,3 +461,35 @@ events_superseded_append(char *buf, size_t *len, amqp_bytes_t id)
 	memcpy(buf + *len, id.bytes, id.len);
 	*len += id.len;
 }
+
+void
+events_resume_init(struct events_resume *r)
+{
+	r->last = -1;
+	r->base = -2;
+	r->steps = 0;
+	r->from = -1;
+}
+
+void
+events_resume_read(struct events_resume *r, const amqp_basic_properties_t *p)
+{
+	int64_t off;
+
+	if (get_i64(props_headers_of(p), "x-stream-offset", &off) == 0 &&
+	    off >= 0 && off > r->last && off < INT64_MAX / 2)
+		r->last = off;
+}
+
+int64_t
+events_resume_skip(struct events_resume *r)
+{
+	if (r->base == r->last) {
+		r->steps++;
+	} else {
+		r->base = r->last;
+		r->steps = 1;
+	}
+	r->from = r->last + 1 + r->steps;
+	return r->from;
+}

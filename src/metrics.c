@@ -319,6 +319,18 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		    "cascade_records_untrusted_total{stream=\"cancels\"} "
 		    "%" PRIu64 "\n",
 		    m->untrusted_events, m->untrusted_cancels);
+		out_head(&o, "cascade_records_undecodable_total", "counter",
+		         "Stream messages of P.events and P.cancels this AMQP "
+		         "library could not decode (headers nested over 100 "
+		         "deep): the connection was lost on each, and the "
+		         "reading went on past it.");
+		out_printf(
+		    &o,
+		    "cascade_records_undecodable_total{stream=\"events\"} "
+		    "%" PRIu64 "\n"
+		    "cascade_records_undecodable_total{stream=\"cancels\"} "
+		    "%" PRIu64 "\n",
+		    m->undecodable_events, m->undecodable_cancels);
 	}
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",

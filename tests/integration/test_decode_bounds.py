@@ -98,11 +98,20 @@ def test_deepest_header_that_fits_is_parked(client, daemon):
         publish_raw(d.broker, d.prefix, "orders",
                     nested(deepest(b"A") + 1, b"A"), b"too big")
     wait_parked(d, 2)
-    errors = parked(d)["messages"]
-    assert len(errors) == 2, errors
-    for e in errors:
-        text = str(e)
-        assert "nested deeper than cascade reads (%d)" % DEPTH_MAX in text, e
+    if "cannot be decoded by this AMQP library" in d.log():
+        # rabbitmq-c 0.14 and later refuse more than 100 levels: the
+        # daemon cannot read them at all, rejects each when it comes back,
+        # and P.ingress dead-letters it into P.error, where no client of
+        # that library reads it either.
+        assert d.log().count("cannot be decoded by this AMQP library") \
+            == 2, d.log()[-3000:]
+    else:
+        errors = parked(d)["messages"]
+        assert len(errors) == 2, errors
+        for e in errors:
+            text = str(e)
+            assert "nested deeper than cascade reads (%d)" % DEPTH_MAX \
+                in text, e
     alive_and_ready(d)
     delayed_arrives(client, d)
 

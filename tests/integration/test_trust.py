@@ -343,7 +343,7 @@ def test_a_hop_forged_into_cascades_own_queues_is_parked(
                                      headers=forged_hop(q, mid))
         attacker.publish("", d.prefix + ".hold", envelope(inner, b"forged"),
                          content_type="application/vnd.cascade.envelope",
-                         user_id=attacker.name)
+                         message_id=mid, user_id=attacker.name)
         mids[mid] = attacker.name
     wait_for(lambda: len(parked_by_id(d, mids)) == len(mids), 15,
              lambda: "forged hops not parked: %s\n%s" % (

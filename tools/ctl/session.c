@@ -87,8 +87,8 @@ session_channel_closed(struct ctl *c, amqp_channel_t ch, amqp_rpc_reply_t r,
 
 /*
  * Passive declare of q->name on ch: its counts, or q->missing when the
- * broker has no such queue (404, which closes the channel: it is opened
- * again).  Returns -1 with c->err on any other failure.
+ * broker has no such queue (404, or 403 below, which close the channel:
+ * it is opened again).  Returns -1 with c->err on any other failure.
  */
 int
 session_inspect(struct ctl *c, amqp_channel_t ch, struct qinfo *q)
@@ -112,7 +112,10 @@ session_inspect(struct ctl *c, amqp_channel_t ch, struct qinfo *q)
 	    r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
 		int code = session_channel_closed(c, ch, r, what);
 		amqp_maybe_release_buffers(c->conn);
-		if (code == AMQP_NOT_FOUND) {
+		/* RabbitMQ 4.3 answers a passive declare of a queue that
+		 * does not exist with 403 to a user without configure on
+		 * it (a control user, docs/security.md), 404 to others. */
+		if (code == AMQP_NOT_FOUND || code == AMQP_ACCESS_REFUSED) {
 			q->missing = 1;
 			q->messages = q->consumers = 0;
 			return 0;
