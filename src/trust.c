@@ -63,7 +63,7 @@ trust_first_sight(struct trust_seen *s, amqp_bytes_t writer)
 
 	for (unsigned i = 0; i < s->n; i++)
 		if (s->len[i] == len &&
-		    memcmp(s->name[i], writer.bytes, len) == 0)
+		    (len == 0 || memcmp(s->name[i], writer.bytes, len) == 0))
 			return 0;
 	if (s->n >= TRUST_SEEN_MAX)
 		return 0;

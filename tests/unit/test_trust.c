@@ -104,6 +104,8 @@ Test(trust, each_writer_is_logged_once_and_the_list_is_capped)
 	cr_assert(!trust_first_sight(&s, b("eve")));
 	cr_assert(trust_first_sight(&s, b("")));
 	cr_assert(!trust_first_sight(&s, b("")));
+	/* No user-id at all: amqp_empty_bytes, a NULL pointer. */
+	cr_assert(!trust_first_sight(&s, amqp_empty_bytes));
 	for (int i = 0; i < 100; i++) {
 		snprintf(name, sizeof(name), "user-%d", i);
 		cr_assert_eq(trust_first_sight(&s, b(name)),
