@@ -206,7 +206,7 @@ daemon_scan_props(struct daemon *d, const struct message *m,
 int
 daemon_scan_envelope(struct daemon *d, struct message *m, amqp_bytes_t *body)
 {
-	/* The body is ignored (CONTRACT section 7.5): not kept. */
+	/* The body is ignored (docs/CONTRACT.md 7.5): not kept. */
 	size_t cap = envelope_bound(&m->props, 0);
 	char *buf = amqp_pool_alloc(&d->scratch, cap);
 
