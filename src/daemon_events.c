@@ -711,10 +711,7 @@ daemon_events_flush(struct daemon *d)
 	props.type = amqp_cstring_bytes(EVENTS_BATCH_TYPE);
 	props.delivery_mode = 2;
 	/* Readers believe a batch by its writer, which RabbitMQ checks. */
-	if (d->own_user[0] != '\0') {
-		props._flags |= AMQP_BASIC_USER_ID_FLAG;
-		props.user_id = amqp_cstring_bytes(d->own_user);
-	}
+	daemon_sign(d, &props);
 	h[0].key = amqp_cstring_bytes("x-cascade-records");
 	h[0].value.kind = AMQP_FIELD_KIND_I64;
 	h[0].value.value.i64 = d->batch_records;

@@ -370,28 +370,44 @@ daemon_wait_again(struct daemon *d, struct message *m)
 }
 
 int
-daemon_wrap(struct daemon *d, struct message *m,
-            const amqp_basic_properties_t *inner,
-            amqp_basic_properties_t *outer, amqp_bytes_t *body)
+daemon_enclose(struct daemon *d, struct message *m,
+               const amqp_basic_properties_t *inner, amqp_bytes_t content,
+               amqp_bytes_t *body)
 {
-	size_t cap = envelope_bound(inner, m->body.len);
+	size_t cap = envelope_bound(inner, content.len);
 	char *buf = amqp_pool_alloc(&d->scratch, cap);
 
 	if (buf == NULL)
 		return -1;
-	body->len = envelope_encode(inner, m->body, buf, cap);
+	body->len = envelope_encode(inner, content, buf, cap);
 	body->bytes = buf;
 	if (body->len == 0)
-		return -1;
+		return -2;
+	/* Kept to tell a basic.return of it from another (return_same). */
+	m->envelope = message_dup(m, *body);
+	return m->envelope.len == body->len ? 0 : -1;
+}
+
+void
+daemon_enclose_props(const struct daemon *d, amqp_basic_properties_t *outer)
+{
 	memset(outer, 0, sizeof(*outer));
 	outer->_flags =
 	    AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
 	outer->content_type = amqp_cstring_bytes(ENVELOPE_CONTENT_TYPE);
 	outer->delivery_mode = 2;
 	daemon_sign(d, outer);
-	/* Kept to tell a basic.return of it from another (return_same). */
-	m->envelope = message_dup(m, *body);
-	return m->envelope.len == body->len ? 0 : -1;
+}
+
+int
+daemon_wrap(struct daemon *d, struct message *m,
+            const amqp_basic_properties_t *inner,
+            amqp_basic_properties_t *outer, amqp_bytes_t *body)
+{
+	if (daemon_enclose(d, m, inner, m->body, body) < 0)
+		return -1;
+	daemon_enclose_props(d, outer);
+	return 0;
 }
 
 /*

@@ -407,15 +407,12 @@ int daemon_write(struct daemon *d, const char *stream, const struct event *e);
 void daemon_scan_init(struct daemon *d);
 /*
  * A reschedule request from ingress moves into P.requests (ROUTE_REQUEST):
- * the outer message's properties (the daemon's user-id, the new due time
- * in x-cascade-due), and its body, an envelope of the request's own
- * properties (m->envelope keeps it).  0; -1 out of memory; -2 (envelope)
- * the properties do not encode.
+ * the outer message's properties (daemon_enclose_props, and the new due
+ * time in x-cascade-due); its body is daemon_enclose of the request's own
+ * properties.  0, or -1 out of memory.
  */
 int daemon_scan_props(struct daemon *d, const struct message *m,
                       amqp_basic_properties_t *out);
-int daemon_scan_envelope(struct daemon *d, struct message *m,
-                         amqp_bytes_t *body);
 /*
  * A delivery from P.requests: believed only from a daemon's user (or a
  * control user), and opened, the request as its publisher sent it.  0, or
@@ -482,6 +479,18 @@ int daemon_unwrap(struct daemon *d, struct message *m);
 /* m from a holding queue, not due: back to it with its due time (or held
  * in memory for the last few ms).  Takes m. */
 void daemon_wait_again(struct daemon *d, struct message *m);
+/*
+ * An envelope (envelope.h) of inner and content in *body, from d->scratch,
+ * kept in m->envelope too.  0; -1 out of memory; -2 inner does not
+ * encode.
+ */
+int daemon_enclose(struct daemon *d, struct message *m,
+                   const amqp_basic_properties_t *inner, amqp_bytes_t content,
+                   amqp_bytes_t *body);
+/* The properties of a message whose body is an envelope: its content
+ * type, persistent, and the daemon's user-id (daemon_sign). */
+void daemon_enclose_props(const struct daemon *d,
+                          amqp_basic_properties_t *outer);
 /* The envelope for m's publish to a holding queue, and its outer
  * properties.  0, or -1 out of memory. */
 int daemon_wrap(struct daemon *d, struct message *m,

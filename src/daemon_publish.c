@@ -621,8 +621,10 @@ daemon_publish(struct daemon *d, struct message *m)
 			return;
 		}
 	}
+	/* The body is ignored (docs/CONTRACT.md 7.5): not kept. */
 	if (r->action == ROUTE_REQUEST &&
-	    (st = daemon_scan_envelope(d, m, &body)) < 0) {
+	    (st = daemon_enclose(d, m, &m->props, amqp_empty_bytes, &body)) <
+	        0) {
 		recycle_amqp_pool(&d->scratch);
 		if (st == -2) {
 			daemon_unpublishable(d, m, PARK_bad_header,

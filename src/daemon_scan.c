@@ -192,33 +192,11 @@ daemon_scan_props(struct daemon *d, const struct message *m,
 
 	if (e == NULL)
 		return -1;
-	memset(out, 0, sizeof(*out));
-	out->_flags = AMQP_BASIC_CONTENT_TYPE_FLAG |
-	              AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
-	out->content_type = amqp_cstring_bytes(ENVELOPE_CONTENT_TYPE);
-	out->delivery_mode = 2;
-	daemon_sign(d, out);
+	daemon_enclose_props(d, out);
+	out->_flags |= AMQP_BASIC_HEADERS_FLAG;
 	out->headers = (amqp_table_t){0, e};
 	headers_put_i64(&out->headers, "x-cascade-due", m->route.request_due);
 	return 0;
-}
-
-int
-daemon_scan_envelope(struct daemon *d, struct message *m, amqp_bytes_t *body)
-{
-	/* The body is ignored (docs/CONTRACT.md 7.5): not kept. */
-	size_t cap = envelope_bound(&m->props, 0);
-	char *buf = amqp_pool_alloc(&d->scratch, cap);
-
-	if (buf == NULL)
-		return -1;
-	body->len = envelope_encode(&m->props, amqp_empty_bytes, buf, cap);
-	body->bytes = buf;
-	if (body->len == 0)
-		return -2;
-	/* Kept to tell a basic.return of it from another (return_same). */
-	m->envelope = message_dup(m, *body);
-	return m->envelope.len == body->len ? 0 : -1;
 }
 
 int

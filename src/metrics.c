@@ -68,6 +68,18 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 	out_printf(o, "%s %" PRIu64 "\n", name, v);
 }
 
+/* A counter labelled by stream: P.events, P.cancels. */
+static void
+out_streams(struct out *o, const char *name, const char *help, uint64_t events,
+            uint64_t cancels)
+{
+	out_head(o, name, "counter", help);
+	out_printf(o,
+	           "%s{stream=\"events\"} %" PRIu64 "\n"
+	           "%s{stream=\"cancels\"} %" PRIu64 "\n",
+	           name, events, name, cancels);
+}
+
 static const char *const windows[METRICS_NWINDOWS] = {"minute", "hour", "day",
                                                       "later"};
 
@@ -308,28 +320,18 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		        "come back within 30 s, so the daemon connected "
 		        "again to read the stream afresh.",
 		        m->cancels_stalls);
-		out_head(&o, "cascade_records_untrusted_total", "counter",
-		         "Records and batches read from P.events and P.cancels "
-		         "and skipped: written by a user that is neither the "
-		         "daemon's nor one of [events] control_users.");
-		out_printf(
-		    &o,
-		    "cascade_records_untrusted_total{stream=\"events\"} "
-		    "%" PRIu64 "\n"
-		    "cascade_records_untrusted_total{stream=\"cancels\"} "
-		    "%" PRIu64 "\n",
-		    m->untrusted_events, m->untrusted_cancels);
-		out_head(&o, "cascade_records_undecodable_total", "counter",
-		         "Stream messages of P.events and P.cancels this AMQP "
-		         "library could not decode (headers nested over 100 "
-		         "deep): the connection was lost on each, and the "
-		         "reading went on past it.");
-		out_printf(
-		    &o,
-		    "cascade_records_undecodable_total{stream=\"events\"} "
-		    "%" PRIu64 "\n"
-		    "cascade_records_undecodable_total{stream=\"cancels\"} "
-		    "%" PRIu64 "\n",
+		out_streams(&o, "cascade_records_untrusted_total",
+		            "Records and batches read from P.events and "
+		            "P.cancels and skipped: written by a user that is "
+		            "neither the daemon's nor one of [events] "
+		            "control_users.",
+		            m->untrusted_events, m->untrusted_cancels);
+		out_streams(
+		    &o, "cascade_records_undecodable_total",
+		    "Stream messages of P.events and P.cancels this "
+		    "AMQP library could not decode (headers nested over "
+		    "100 deep): the connection was lost on each, and the "
+		    "reading went on past it.",
 		    m->undecodable_events, m->undecodable_cancels);
 	}
 
