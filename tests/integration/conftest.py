@@ -7,8 +7,15 @@ import tempfile
 
 import pytest
 
+import plan
 from helpers import (BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker,
                      kill_fast_daemons)
+
+# Modules whose fixtures start brokers of their own for the module: under
+# pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
+# them once.
+ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
+              "test_trust")
 
 
 def pytest_configure(config):
@@ -24,6 +31,34 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "newcomer: a fresh Debian root, make run in it (make "
         "test-newcomer); needs root and Debian's mirror")
+    config.addinivalue_line(
+        "markers", "xdist_group(name): pytest-xdist runs the group's tests "
+        "in one worker (--dist loadgroup)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test module must be in the test plan (plan.py); with
+    CASCADE_TEST_RUN set (make check), only what the plan gives that run
+    is kept."""
+    run = os.environ.get("CASCADE_TEST_RUN", "")
+    if run and run not in plan.RUNS:
+        raise pytest.UsageError("CASCADE_TEST_RUN=%s: not one of %s" %
+                                (run, ", ".join(plan.RUNS)))
+    keep, drop = [], []
+    for item in items:
+        module = item.module.__name__
+        try:
+            runs = plan.runs_of(module, item.originalname)
+        except KeyError:
+            raise pytest.UsageError(
+                "%s is not in tests/integration/plan.py: say where it runs "
+                "and why" % module)
+        if module in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(module))
+        (keep if not run or run in runs else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -427,7 +427,11 @@ def test_default_url_is_checked_against_the_amqp_port(broker):
             '      {dead_letter_worker_publisher_confirm_timeout,10000},')
         r, _ = status(broker.url, management="http://127.0.0.1:15672")
         assert dlx_line(r) == "10s (%s)" % KEY
-        assert [a for _, a in fake.seen] == [
-            "Basic " + base64.b64encode(b"guest:guest").decode()] * 3
+        # Each of the three asked with the broker's credentials.  The port
+        # is the machine's, so a test run beside this one (make check runs
+        # several) may ask it too: more than three, never other ones.
+        seen = [a for _, a in fake.seen]
+        assert len(seen) >= 3 and set(seen) == {
+            "Basic " + base64.b64encode(b"guest:guest").decode()}
     finally:
         fake.close()

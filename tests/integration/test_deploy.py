@@ -354,3 +354,20 @@ def test_help_contract_and_man_page_name_the_same_options(tool, section,
         in_man = set(re.findall(r"--[a-z][a-z-]+", man))
         assert options <= in_man, "not in %s: %s" % (page,
                                                        sorted(options - in_man))
+
+
+def test_the_test_plan_in_development_md_is_plan_py():
+    """docs/development.md shows the plan that conftest.py applies, and
+    every integration test module is in it."""
+    import plan
+    doc = open(os.path.join(ROOT, "docs", "development.md")).read()
+    m = re.search(r"<!-- plan\.py: [^\n]*-->\n(.*?)<!-- end of the plan -->",
+                  doc, re.S)
+    assert m, "docs/development.md has no plan table"
+    assert m.group(1) == plan.markdown(), \
+        "docs/development.md's plan differs from tests/integration/plan.py"
+    here = os.path.dirname(os.path.abspath(__file__))
+    modules = {f[:-3] for f in os.listdir(here)
+               if f.startswith("test_") and f.endswith(".py")}
+    planned = {k.split("::")[0] for k in plan.PLAN}
+    assert modules == planned

@@ -1,0 +1,137 @@
+"""The test plan: on which runs of `make check` each integration test runs,
+and why (docs/development.md, "The test plan", shows this table).
+
+A run is one broker in one waiting mode:
+
+  3.10.8   Debian 12: RabbitMQ 3.10.8, rabbitmq-c 0.11 (this machine)
+  4.0.5    Debian 13: RabbitMQ 4.0.5, rabbitmq-c 0.15
+  4.3.6    Debian 14: RabbitMQ 4.3.6, rabbitmq-c 0.18, ladder waiting
+  native   Debian 14: RabbitMQ 4.3.6, native waiting (and the sanitized run)
+
+`make check` sets CASCADE_TEST_RUN to the run's name, and conftest.py leaves
+out what the plan does not give that run.  Without it (`make test`, `make
+check-full`, a developer's pytest) every test runs.
+
+What the broker or rabbitmq-c does differently (the dead-letter worker,
+delivery limits, the consumer timeout, streams, permissions, frames, TLS,
+table decoding, AMQP 1.0) runs on every broker it differs on; what is
+cascade's own logic over those runs once, on the newest broker, in each
+waiting mode it can change.
+"""
+
+RUNS = ("3.10.8", "4.0.5", "4.3.6", "native")
+
+EVERY = RUNS
+LADDER = ("3.10.8", "4.0.5", "4.3.6")
+NEWEST = ("4.3.6", "native")
+ONCE = ("4.3.6",)
+HOST = ("3.10.8",)
+
+# module, or module::test (a test's own line wins over its module's):
+# (runs, why)
+PLAN = {
+    "test_broker_versions": (EVERY, "kills, upgrades and consumer cancels: "
+                             "what each broker redelivers and cancels"),
+    "test_cli": (ONCE, "the command line and config: no broker behaviour"),
+    "test_clients": (LADDER, "real clients' publishes as each broker and "
+                     "rabbitmq-c take them; waiting changes nothing"),
+    "test_ctl": (EVERY, "passive declares (403 or 404), stream reading and "
+                 "requeue through each broker"),
+    "test_ctl::test_requeue_keeps_a_due_time_still_ahead": (
+        NEWEST, "requeue's due-time logic; its broker steps are the other "
+        "requeue tests'"),
+    "test_ctl_dlx": (ONCE, "cascade-ctl's reading of fake management "
+                     "answers and its options: no broker behaviour"),
+    "test_ctl_dlx::test_default_timeout_warns": (
+        LADDER, "each broker's management API and advanced.config"),
+    "test_ctl_dlx::test_ten_seconds_no_warning": (
+        LADDER, "each broker's management API and advanced.config"),
+    "test_ctl_dlx::test_password_from_the_environment": (
+        LADDER, "each broker's management API"),
+    "test_ctl_dlx::test_not_an_administrator_is_unknown": (
+        LADDER, "each broker's management permissions"),
+    "test_decode_bounds": (EVERY, "rabbitmq-c 0.11, 0.15 and 0.18 decode "
+                           "tables differently"),
+    "test_delay": (EVERY, "every hop rides each broker's dead-letter "
+                   "worker"),
+    "test_deploy": (ONCE, "install, systemd and man pages: no broker "
+                    "behaviour"),
+    "test_errors": (EVERY, "a missing exchange closes a channel: each "
+                    "broker's way"),
+    "test_events": (EVERY, "streams, offsets and replay: each broker's "
+                    "streams"),
+    "test_events::test_list_shows_what_waits_with_filters_and_json": (
+        NEWEST, "list's filters and JSON: cascade's logic"),
+    "test_faults": (EVERY, "kills, cuts and broker restarts: what each "
+                    "broker redelivers"),
+    "test_headers": (LADDER, "header values as rabbitmq-c decodes them; "
+                     "waiting changes nothing"),
+    "test_native": (EVERY, "4.3's holding queue over AMQP 1.0; the older "
+                    "brokers check that native refuses and auto keeps the "
+                    "ladder"),
+    "test_native::test_native_kill_9_with_messages_held_by_the_queue": (
+        NEWEST, "native waiting only"),
+    "test_native::test_native_a_cancel_recorded_while_down_holds_at_start": (
+        NEWEST, "native waiting only"),
+    "test_production": (EVERY, "metrics, logs and a least-privileged user: "
+                        "each broker's permissions, each mode's counters"),
+    "test_properties": (EVERY, "properties and bodies intact through each "
+                        "broker and each waiting mode"),
+    "test_rabbitmq43": (EVERY, "delivery limits, consumer timeouts, Khepri "
+                        "and deprecations: each version's own"),
+    "test_requests": (EVERY, "requests and claims through each broker's "
+                      "streams, with kills"),
+    "test_requests::test_reschedule_later_with_ctl_is_not_delivered_at_the_"
+    "old_time": (NEWEST, "reschedule logic"),
+    "test_requests::test_reschedule_earlier_with_ctl_arrives_at_the_new_"
+    "time": (NEWEST, "reschedule logic"),
+    "test_requests::test_reschedule_earlier_with_the_header": (
+        NEWEST, "reschedule logic"),
+    "test_requests::test_another_user_cannot_cancel_or_reschedule_a_"
+    "message": (NEWEST, "ownership logic; test_trust covers it on every "
+                "broker"),
+    "test_requests::test_unique_keep_and_replace": (
+        NEWEST, "unique-id logic"),
+    "test_requests::test_unique_race_between_two_daemons": (
+        NEWEST, "unique-id logic between two daemons"),
+    "test_requests::test_a_series_of_5_every_second_numbered_without_drift": (
+        NEWEST, "repeat logic"),
+    "test_requests::test_an_endless_series_stops_when_cancelled": (
+        NEWEST, "repeat logic"),
+    "test_retry": (NEWEST, "retry policies: cascade's logic, published as "
+                   "any delay"),
+    "test_shards": (EVERY, "shards over each broker's quorum queues and "
+                    "leader placement"),
+    "test_shards::test_changing_shards_drains_the_former_layout": (
+        NEWEST, "draining a former layout: cascade's logic"),
+    "test_soak": (HOST, "a minute of random faults, on this machine's "
+                  "broker; longer soaks by hand on each (README)"),
+    "test_stuck": (EVERY, "backpressure, frames and redelivery counts: "
+                   "each broker's and rabbitmq-c's"),
+    "test_tls": (EVERY, "TLS through each rabbitmq-c, and Proton's in "
+                 "native waiting"),
+    "test_trust": (EVERY, "user-id checks, permissions and streams: each "
+                   "broker's, and each mode's hops (docs/security.md)"),
+    "test_newcomer": (HOST, "a fresh Debian 12 root (make test-newcomer)"),
+}
+
+
+def runs_of(module, name):
+    """The runs the test `name` (without its parameters) of `module` (a
+    file name without .py) is planned for; KeyError when its module is not
+    in the plan."""
+    key = module + "::" + name
+    if key in PLAN:
+        return PLAN[key][0]
+    return PLAN[module][0]
+
+
+def markdown():
+    """The plan as the table docs/development.md shows (test_deploy.py
+    checks that they agree)."""
+    lines = ["| tests | " + " | ".join(RUNS) + " | why |",
+             "|---|" + "---|" * len(RUNS) + "---|"]
+    for key, (runs, why) in PLAN.items():
+        cells = ["yes" if r in runs else "" for r in RUNS]
+        lines.append("| `%s` | %s | %s |" % (key, " | ".join(cells), why))
+    return "\n".join(lines) + "\n"
