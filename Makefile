@@ -104,22 +104,19 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_flow.o
 test: deps
 	$(MAKE) unit test-alerts integration
 
-# Every test: the fast tier, the slow single-broker tests, the tests that
-# start a RabbitMQ cluster and a one-minute soak on this machine's RabbitMQ,
-# the first three again on
-# Debian 13 (RabbitMQ 4.0.5, rabbitmq-c 0.15) and Debian 14 (RabbitMQ 4.3.6,
-# rabbitmq-c 0.18), the fast tier on 4.3.6 in native waiting, and a
-# newcomer's `make run` in a fresh Debian 12 root.
-# Each part says how long it took.
-TIMED = @t=$$(date +%s); $(1) || exit $$?; \
-	echo "check: $(2): $$(($$(date +%s) - t)) s"
+# What CI runs (.ci/run): every run of the test plan (docs/development.md,
+# tests/integration/plan.py) with warnings as errors: this machine's
+# RabbitMQ 3.10.8, Debian 13's 4.0.5 and Debian 14's 4.3.6 in both waiting
+# modes, the sanitized fast tier, the fuzzers for a bounded time and a
+# newcomer's make run, in two lanes side by side (tools/check).  Each part
+# says how long it took, and the table at the end.
 check: deps
-	$(call TIMED,$(MAKE) unit test-alerts test-dashboard integration \
-		test-slow test-cluster test-soak,this machine)
-	$(call TIMED,$(MAKE) test-rabbitmq4,RabbitMQ 4.0.5)
-	$(call TIMED,$(MAKE) test-rabbitmq43,RabbitMQ 4.3.6)
-	$(call TIMED,$(MAKE) test-native,RabbitMQ 4.3.6 native waiting)
-	$(call TIMED,$(MAKE) test-newcomer,newcomer)
+	tools/check
+
+# Every test on every run, as by hand before resolving an issue that
+# changes how cascade talks to the broker (docs/development.md says which).
+check-full: deps
+	tools/check --full
 
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
@@ -127,8 +124,17 @@ unit: $(UNIT_BINS)
 
 # -rfEx: failures, errors and expected failures, with their reasons, in the
 # summary, so a CI log says why a fault test was an expected failure.
+# TEST_JOBS: tests run side by side (pytest-xdist), each worker with a
+# private broker of its own; the modules that start brokers for the module
+# keep to one worker (conftest.py).  Most of a test is waiting for a delay,
+# so three share this 2-core machine.  CLUSTER_JOBS: the same for the
+# cluster tests, three nodes each.  1: one at a time.
+TEST_JOBS ?= 3
+CLUSTER_JOBS ?= 2
 PYTEST_ARGS ?=
-PYTEST := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx
+PYTEST_BASE := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx \
+	--durations=5 --dist loadgroup
+PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
 	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak" \
 		$(PYTEST_ARGS) \
@@ -142,7 +148,8 @@ test-slow: deps
 # The tests that start several RabbitMQ nodes (a few minutes each).
 test-cluster: deps
 	$(MAKE) all
-	$(PYTEST) -m cluster $(PYTEST_ARGS) tests/integration
+	$(PYTEST_BASE) -n $(CLUSTER_JOBS) -m cluster $(PYTEST_ARGS) \
+		tests/integration
 
 # The fast tier, the slow and the cluster tests on another Debian release:
 # in a cached root that tools/debian-root builds on first use (as root, a
@@ -183,8 +190,8 @@ test-native:
 # for Debian 13 or 14.
 NEWCOMER_SUITE ?= bookworm
 test-newcomer:
-	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST) -m newcomer $(PYTEST_ARGS) \
-		tests/integration
+	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST_BASE) -n 0 -m newcomer \
+		$(PYTEST_ARGS) tests/integration
 
 # The Grafana dashboard (conf/grafana) against Grafana's published schema
 # (the types of npm's @grafana/schema, checked by tsc), its queries parsed
@@ -199,7 +206,7 @@ test-dashboard:
 # checker), on this machine's RabbitMQ; the long runs are by hand (README).
 test-soak: deps
 	$(MAKE) all
-	$(PYTEST) -m soak $(PYTEST_ARGS) tests/integration
+	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) tests/integration
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
