@@ -1,6 +1,6 @@
 /*
- * stream: reading the streams P.events and P.cancels (events.h) from
- * their first record up to a marker of our own, for list and cancel.
+ * stream: reading the stream P.events (events.h) from its first record up
+ * to a marker of our own, for list, cancel and reschedule.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -107,26 +107,18 @@ stream_frame(struct ctl *c)
 	}
 }
 
-/*
- * Read the streams s[0..n) from their first record up to a marker of ours,
- * written (and confirmed) first: so every record written before we began
- * is read.  Records after the marker are not folded: f is what the
- * streams held at one moment.  -1 with c->err.
- */
 /* One record of stream s: the marker, or into the fold.  0, or -1. */
 static int
 stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
-              struct waiting_fold *f, int *left)
+              struct waiting_fold *f)
 {
 	struct event e;
 
 	if (events_parse(p, &e) < 0)
 		return 0;
 	if (e.kind == EVENT_MARKER) {
-		if (headers_key_is(e.marker, s->marker)) {
+		if (headers_key_is(e.marker, s->marker))
 			s->reached = 1;
-			(*left)--;
-		}
 		return 0;
 	}
 	if (waiting_fold_event(f, &e) < 0) {
@@ -140,7 +132,7 @@ stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
 /* A stream message: one record, or a batch of them (events.h). */
 static int
 stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
-               struct waiting_fold *f, int *left)
+               struct waiting_fold *f)
 {
 	amqp_basic_properties_t p;
 	amqp_pool_t pool;
@@ -158,53 +150,52 @@ stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
 		return 0;
 	}
 	if (!events_is_batch(&msg->properties))
-		return stream_record(c, s, &msg->properties, f, left);
+		return stream_record(c, s, &msg->properties, f);
 	init_amqp_pool(&pool, 4096);
 	while (rc == 0 && !s->reached &&
 	       (got = events_batch_next(msg->body, &off, &pool, &p)) != 0) {
 		if (got < 0)
 			break; /* the rest does not decode: skip it */
-		rc = stream_record(c, s, &p, f, left);
+		rc = stream_record(c, s, &p, f);
 	}
 	empty_amqp_pool(&pool);
 	return rc;
 }
 
+/*
+ * Read stream s from its first record up to a marker of ours, written (and
+ * confirmed) first: so every record written before we began is read.
+ * Records after the marker are not folded: f is what the stream held at
+ * one moment.  -1 with c->err.
+ */
 static int
-stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
+stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 {
 	uint64_t last = 0, acked = 0;
 	struct event e;
 	char id[17];
-	int left = n, which;
 
-	for (int i = 0; i < n; i++) {
-		if (stream_exists(c, s[i].name) < 0)
-			return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		events_new_id(id);
-		snprintf(s[i].marker, sizeof(s[i].marker), "ctl-%d-%s",
-		         (int)getpid(), id);
-		memset(&e, 0, sizeof(e));
-		e.kind = EVENT_MARKER;
-		e.at = duration_wall_ms();
-		e.marker = amqp_cstring_bytes(s[i].marker);
-		if (session_record(c, s[i].name, &e) < 0)
-			return -1;
-	}
+	if (stream_exists(c, s->name) < 0)
+		return -1;
+	events_new_id(id);
+	snprintf(s->marker, sizeof(s->marker), "ctl-%d-%s", (int)getpid(), id);
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.at = duration_wall_ms();
+	e.marker = amqp_cstring_bytes(s->marker);
+	if (session_record(c, s->name, &e) < 0)
+		return -1;
 	/* Streams want a prefetch and manual acks. */
 	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
 	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
 		return -1;
-	for (int i = 0; i < n; i++) {
-		if (stream_consume(c, &s[i]) < 0)
-			return -1;
-	}
-	while (left > 0) {
+	if (stream_consume(c, s) < 0)
+		return -1;
+	while (!s->reached) {
 		struct timeval tv = {STREAM_IDLE_MS / 1000, 0};
 		amqp_envelope_t env;
 		amqp_rpc_reply_t r;
+		int rc;
 
 		amqp_maybe_release_buffers(c->conn);
 		r = amqp_consume_message(c->conn, &env, &tv, 0);
@@ -216,14 +207,11 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_TIMEOUT) {
-			for (which = 0; which < n && s[which].reached; which++)
-				;
 			snprintf(c->err, sizeof(c->err),
 			         "nothing came from stream %s for %ds before "
 			         "the marker written at start (%" PRIu64
 			         " records read)",
-			         s[which].name, STREAM_IDLE_MS / 1000,
-			         f->records);
+			         s->name, STREAM_IDLE_MS / 1000, f->records);
 			return -1;
 		}
 		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
@@ -231,16 +219,11 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 			                    sizeof(c->err));
 			return -1;
 		}
-		for (which = 0; which < n; which++)
-			if (headers_key_is(env.consumer_tag, s[which].tag))
-				break;
-		if (which < n && !s[which].reached &&
-		    stream_message(c, &s[which], &env.message, f, &left) < 0) {
-			amqp_destroy_envelope(&env);
-			return -1;
-		}
+		rc = stream_message(c, s, &env.message, f);
 		last = env.delivery_tag;
 		amqp_destroy_envelope(&env);
+		if (rc < 0)
+			return -1;
 		if (last - acked >= STREAM_ACK_EVERY) {
 			if (amqp_basic_ack(c->conn, BROKER_CH_WORK, last, 1) !=
 			    AMQP_STATUS_OK) {
@@ -262,7 +245,7 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 		        "docs/security.md\n",
 		        f->untrusted, who);
 	}
-	/* Stop the deliveries: what came after the markers is not wanted. */
+	/* Stop the deliveries: what came after the marker is not wanted. */
 	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
 	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
 }
@@ -276,5 +259,5 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 	memset(&s, 0, sizeof(s));
 	s.name = c->topo.events;
 	s.tag = "cascade-ctl.events";
-	return stream_read(c, &s, 1, f);
+	return stream_read(c, &s, f);
 }
