@@ -1,6 +1,7 @@
 /*
  * stream: reading the stream P.events (events.h) from its first record up
- * to a marker of our own, for list, cancel and reschedule.
+ * to a marker of our own, for list, cancel and reschedule, and past any
+ * message in it that the AMQP library cannot decode.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -20,12 +21,21 @@
 /* No record for this long before reaching our marker: give up.  An idle
  * limit, not a total one, so that a long stream may take its time. */
 #define STREAM_IDLE_MS 30000
+/*
+ * Undecodable messages read past in one reading, at most.  Each costs a
+ * connection; a stream with more (every one forged: cascade writes none)
+ * is refused, at a clear error, rather than read for hours.
+ */
+#define STREAM_SKIPS_MAX 1000
 
 struct stream {
 	const char *name;
 	const char *tag; /* our consumer tag */
 	char marker[64]; /* the token of the marker we wrote */
 	int reached;
+	struct events_resume resume; /* where to read on after a loss */
+	int64_t skipped;             /* undecodable messages read past */
+	int64_t first_skipped;       /* the offset of the first */
 };
 
 /* Whether stream name exists; -1 with c->err when not, or on an error. */
@@ -46,7 +56,10 @@ stream_exists(struct ctl *c, const char *name)
 	return 0;
 }
 
-/* basic.consume of a stream from its first record. */
+/*
+ * basic.consume of a stream from s->resume.from (its first record when
+ * none), with the prefetch and manual acks a stream wants.
+ */
 static int
 stream_consume(struct ctl *c, const struct stream *s)
 {
@@ -55,9 +68,17 @@ stream_consume(struct ctl *c, const struct stream *s)
 	amqp_rpc_reply_t r;
 	char what[TOPOLOGY_NAME_MAX + 32];
 
+	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+		return -1;
 	arg.key = amqp_cstring_bytes("x-stream-offset");
-	arg.value.kind = AMQP_FIELD_KIND_UTF8;
-	arg.value.value.bytes = amqp_cstring_bytes("first");
+	if (s->resume.from < 0) {
+		arg.value.kind = AMQP_FIELD_KIND_UTF8;
+		arg.value.value.bytes = amqp_cstring_bytes("first");
+	} else {
+		arg.value.kind = AMQP_FIELD_KIND_I64;
+		arg.value.value.i64 = s->resume.from;
+	}
 	if (amqp_basic_consume(
 	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
 	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
@@ -163,6 +184,43 @@ stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
 }
 
 /*
+ * The AMQP library could not decode a message of s (rabbitmq-c 0.14 and
+ * later refuse headers nested over 100 deep) and the connection is lost
+ * on it: connect again and read on past it (events.h).  Each skip starts
+ * the reading at a later offset than the one before, so the marker is
+ * reached; at most STREAM_SKIPS_MAX are made.  -1 with c->err.
+ */
+static int
+stream_skip(struct ctl *c, struct stream *s)
+{
+	int64_t from;
+
+	if (s->skipped == STREAM_SKIPS_MAX) {
+		snprintf(c->err, sizeof(c->err),
+		         "%s holds more than %d messages this AMQP library "
+		         "cannot decode (headers nested over 100 deep?), the "
+		         "first at offset %" PRId64 ": not read further; they "
+		         "go as the stream's retention passes them",
+		         s->name, STREAM_SKIPS_MAX, s->first_skipped);
+		return -1;
+	}
+	from = events_resume_skip(&s->resume);
+	if (s->skipped++ == 0)
+		s->first_skipped = from - 1;
+	if (session_reconnect(c) < 0) {
+		char why[512]; /* a connect error says a few words */
+		snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1,
+		         c->err);
+		snprintf(c->err, sizeof(c->err),
+		         "connecting again to read %s past an undecodable "
+		         "message: %s",
+		         s->name, why);
+		return -1;
+	}
+	return stream_consume(c, s);
+}
+
+/*
  * Read stream s from its first record up to a marker of ours, written (and
  * confirmed) first: so every record written before we began is read.
  * Records after the marker are not folded: f is what the stream held at
@@ -185,10 +243,7 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 	e.marker = amqp_cstring_bytes(s->marker);
 	if (session_record(c, s->name, &e) < 0)
 		return -1;
-	/* Streams want a prefetch and manual acks. */
-	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
-	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
-		return -1;
+	events_resume_init(&s->resume);
 	if (stream_consume(c, s) < 0)
 		return -1;
 	while (!s->reached) {
@@ -199,6 +254,13 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 
 		amqp_maybe_release_buffers(c->conn);
 		r = amqp_consume_message(c->conn, &env, &tv, 0);
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_BAD_AMQP_DATA) {
+			if (stream_skip(c, s) < 0)
+				return -1;
+			last = acked = 0; /* tags of the new channel */
+			continue;
+		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
 			if (stream_frame(c) < 0)
@@ -219,6 +281,7 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 			                    sizeof(c->err));
 			return -1;
 		}
+		events_resume_read(&s->resume, &env.message.properties);
 		rc = stream_message(c, s, &env.message, f);
 		last = env.delivery_tag;
 		amqp_destroy_envelope(&env);
@@ -234,6 +297,14 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 			acked = last;
 		}
 	}
+	if (s->skipped > 0)
+		fprintf(stderr,
+		        PROG ": skipped %" PRId64 " undecodable message(s) in "
+		             "%s at offset %" PRId64 "%s: headers nested "
+		             "deeper than this AMQP library decodes (see "
+		             "docs/CONTRACT.md section 4.4)\n",
+		        s->skipped, s->name, s->first_skipped,
+		        s->skipped > 1 ? " and later" : "");
 	if (f->untrusted > 0) {
 		char who[ESCAPE_MAX_FACTOR * 64 + 4];
 		escape_bytes(f->untrusted_writer, strlen(f->untrusted_writer),
