@@ -2,8 +2,11 @@
 and an envelope nested 200,000 deep.  rabbitmq-c 0.11 decodes nested
 tables by unbounded recursion; the daemon and cascade-ctl must neither
 crash nor stall on any of them (docs/CONTRACT.md section 4.4)."""
+import json
+import re
 import resource
 import struct
+import subprocess
 import time
 import uuid
 
@@ -11,6 +14,7 @@ import pika
 import pytest
 
 from helpers import ctl, parked, target, wait_for, wait_parked
+from test_rabbitmq43 import broker_version
 
 # What the daemon and cascade-ctl negotiate (src/broker.c asks 131072, and
 # so does RabbitMQ's default), and pika too: RabbitMQ takes a frame payload
@@ -20,14 +24,14 @@ HEADER_FIXED = 12  # class id, weight, body size before the properties
 DEPTH_MAX = 16  # include/wirecheck.h
 
 
-def nested(levels, kind):
-    """Basic properties (flags on) with headers {"k": levels nested tables
+def nested(levels, kind, key=b"k"):
+    """Basic properties (flags on) with headers {key: levels nested tables
     ("F") or arrays ("A"), the last empty}: written flat, not by
     recursion."""
     per = 7 if kind == b"F" else 5
     inner = per * levels - (2 if kind == b"F" else 0)
-    table_len = 2 + inner
-    out = bytearray(struct.pack(">HI", 0x2000, table_len) + b"\x01k")
+    table_len = 1 + len(key) + inner
+    out = bytearray(struct.pack(">HIB", 0x2000, table_len, len(key)) + key)
     left = inner
     for i in range(levels):
         left -= 5
@@ -203,3 +207,62 @@ def test_batch_and_envelope_bombs_in_the_stream(client, daemon_factory,
                  r.stdout, r.stderr, d.log()[-3000:]))
     alive_and_ready(d)
     delayed_arrives(client, d)
+
+
+def ctl_cannot_decode_a_stream_bomb(broker):
+    """Whether a header nested over 100 deep, forged into a stream, reaches
+    cascade-ctl undecodable: RabbitMQ before 4.0 drops every nested value
+    from a stream message's headers, and rabbitmq-c before 0.14 decodes
+    such a header (by recursion)."""
+    v = subprocess.run(["pkg-config", "--modversion", "librabbitmq"],
+                       capture_output=True, text=True, check=True).stdout
+    library = tuple(int(x) for x in v.strip().split(".")[:2])
+    return broker_version(broker) >= (4, 0) and library >= (0, 14)
+
+
+def test_ctl_reads_past_an_undecodable_message_in_the_events_stream(
+        client, daemon):
+    """Two messages nested 200 deep, forged into P.events between two
+    scheduled records by a user with write on amq.default: list and
+    cancel still read every record after them, and exit 0
+    (docs/CONTRACT.md sections 4.4 and 7.2).  With RabbitMQ 4 and
+    rabbitmq-c 0.14 or later cascade-ctl cannot decode them: it connects
+    again, reads on past each and says so once.  Elsewhere the broker
+    drops the nested header (3.x) or the library decodes it (0.11), and
+    they are messages like any other that are not records."""
+    d = daemon
+    ex, _ = target(client)
+    before, after = ("%s-%s" % (w, uuid.uuid4().hex[:8])
+                     for w in ("before", "after"))
+    hour = {"x-delay": 3600000, "x-target-exchange": ex}
+    client.publish(d.prefix, "orders", b"1", hour, message_id=before)
+    listed = {}
+
+    def lists(mid):
+        listed["r"] = r = ctl(d, "list", "--json", rc=None)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        return mid in [m["id"] for m in json.loads(r.stdout)["messages"]]
+    wait_for(lambda: lists(before), 15, "%s in cascade-ctl list" % before)
+    # Two, one after the other: the second is read past too.  RabbitMQ 4
+    # keeps a nested header in a stream only under an x- key (as an AMQP
+    # 1.0 message annotation).
+    for _ in range(2):
+        publish_raw(d.broker, "", d.prefix + ".events",
+                    nested(200, b"A", b"x-bomb"))
+    client.publish(d.prefix, "orders", b"2", hour, message_id=after)
+    wait_for(lambda: lists(after), 15,
+             lambda: "%s in cascade-ctl list: %s" % (after, listed["r"]))
+    r = listed["r"]
+    assert sorted(m["id"] for m in json.loads(r.stdout)["messages"]) == \
+        sorted([before, after]), r.stdout
+    c = ctl(d, "cancel", after)
+    assert "%s: cancelled 1 waiting message" % after in c.stdout, c.stdout
+    skips = ctl_cannot_decode_a_stream_bomb(d.broker)
+    for err in (r.stderr, c.stderr):
+        if skips:
+            assert re.fullmatch(
+                r"cascade-ctl: skipped 2 undecodable message\(s\) in "
+                r"%s\.events at offset \d+ and later: [^\n]*\n" % d.prefix,
+                err), err
+        else:
+            assert err == "", err

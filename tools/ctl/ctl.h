@@ -119,6 +119,12 @@ int ctl_parse_limit(const char *s, uint64_t *out);
 int session_open(struct ctl *c, const char *path);
 /* A clean close: the broker has handled every ack and nack first. */
 void session_close(struct ctl *c);
+/*
+ * Drop the connection, which the AMQP library can no longer read, and
+ * connect again to c->url, with the same channels open.  -1 with c->err
+ * (c->conn is then NULL: only session_close may follow).
+ */
+int session_reconnect(struct ctl *c);
 
 /*
  * Passive declare of q->name on ch: its counts, or q->missing when the
@@ -170,8 +176,12 @@ int session_rk_unknown(const struct ctl *c, const struct park_target *t);
 
 /* Whether stream name exists; -1 with c->err when not, or on an error. */
 int stream_exists(struct ctl *c, const char *name);
-/* Fold P.events from its first record up to a marker written (and
- * confirmed) first: what the stream held at one moment.  -1 with c->err. */
+/*
+ * Fold P.events from its first record up to a marker written (and
+ * confirmed) first: what the stream held at one moment.  A message the
+ * AMQP library cannot decode costs the connection: it is connected again
+ * and reads on past it, and says so on stderr.  -1 with c->err.
+ */
 int stream_fold(struct ctl *c, struct waiting_fold *f);
 
 /*

@@ -1,8 +1,8 @@
 /*
  * session: the one broker session cascade-ctl's commands share: the
- * config and topology it names, the connection, passive declares, the
- * error queue's basic.get and give back, and confirmed records to a
- * stream.  A broker error becomes c->err, never an exit.
+ * config and topology it names, the connection (and connecting again),
+ * passive declares, the error queue's basic.get and give back, and
+ * confirmed records to a stream.  A broker error becomes c->err, never an exit.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -62,9 +62,26 @@ void
 session_close(struct ctl *c)
 {
 	topology_free(&c->topo);
+	if (c->conn == NULL)
+		return; /* a reconnect failed */
 	amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);
 	amqp_destroy_connection(c->conn);
 	c->conn = NULL;
+}
+
+/*
+ * A connection the AMQP library can no longer read (it could not decode
+ * a frame, so it has lost its place in the byte stream) cannot be closed
+ * cleanly: drop it, which ends its consumers, and connect to the same
+ * broker again.  Publisher confirms are selected anew at the next publish.
+ */
+int
+session_reconnect(struct ctl *c)
+{
+	amqp_destroy_connection(c->conn);
+	memset(&c->confirms, 0, sizeof(c->confirms));
+	c->conn = broker_connect_url(&c->cfg, c->url, c->err, sizeof(c->err));
+	return c->conn != NULL ? 0 : -1;
 }
 
 /*

@@ -1,6 +1,7 @@
 /*
- * stream: reading the streams P.events and P.cancels (events.h) from
- * their first record up to a marker of our own, for list and cancel.
+ * stream: reading the stream P.events (events.h) from its first record up
+ * to a marker of our own, for list, cancel and reschedule, and past any
+ * message in it that the AMQP library cannot decode.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -20,12 +21,21 @@
 /* No record for this long before reaching our marker: give up.  An idle
  * limit, not a total one, so that a long stream may take its time. */
 #define STREAM_IDLE_MS 30000
+/*
+ * Undecodable messages read past in one reading, at most.  Each costs a
+ * connection; a stream with more (every one forged: cascade writes none)
+ * is refused, at a clear error, rather than read for hours.
+ */
+#define STREAM_SKIPS_MAX 1000
 
 struct stream {
 	const char *name;
 	const char *tag; /* our consumer tag */
 	char marker[64]; /* the token of the marker we wrote */
 	int reached;
+	struct events_resume resume; /* where to read on after a loss */
+	int64_t skipped;             /* undecodable messages read past */
+	int64_t first_skipped;       /* the offset of the first */
 };
 
 /* Whether stream name exists; -1 with c->err when not, or on an error. */
@@ -46,7 +56,10 @@ stream_exists(struct ctl *c, const char *name)
 	return 0;
 }
 
-/* basic.consume of a stream from its first record. */
+/*
+ * basic.consume of a stream from s->resume.from (its first record when
+ * none), with the prefetch and manual acks a stream wants.
+ */
 static int
 stream_consume(struct ctl *c, const struct stream *s)
 {
@@ -55,9 +68,17 @@ stream_consume(struct ctl *c, const struct stream *s)
 	amqp_rpc_reply_t r;
 	char what[TOPOLOGY_NAME_MAX + 32];
 
+	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+		return -1;
 	arg.key = amqp_cstring_bytes("x-stream-offset");
-	arg.value.kind = AMQP_FIELD_KIND_UTF8;
-	arg.value.value.bytes = amqp_cstring_bytes("first");
+	if (s->resume.from < 0) {
+		arg.value.kind = AMQP_FIELD_KIND_UTF8;
+		arg.value.value.bytes = amqp_cstring_bytes("first");
+	} else {
+		arg.value.kind = AMQP_FIELD_KIND_I64;
+		arg.value.value.i64 = s->resume.from;
+	}
 	if (amqp_basic_consume(
 	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
 	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
@@ -107,26 +128,18 @@ stream_frame(struct ctl *c)
 	}
 }
 
-/*
- * Read the streams s[0..n) from their first record up to a marker of ours,
- * written (and confirmed) first: so every record written before we began
- * is read.  Records after the marker are not folded: f is what the
- * streams held at one moment.  -1 with c->err.
- */
 /* One record of stream s: the marker, or into the fold.  0, or -1. */
 static int
 stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
-              struct waiting_fold *f, int *left)
+              struct waiting_fold *f)
 {
 	struct event e;
 
 	if (events_parse(p, &e) < 0)
 		return 0;
 	if (e.kind == EVENT_MARKER) {
-		if (headers_key_is(e.marker, s->marker)) {
+		if (headers_key_is(e.marker, s->marker))
 			s->reached = 1;
-			(*left)--;
-		}
 		return 0;
 	}
 	if (waiting_fold_event(f, &e) < 0) {
@@ -140,7 +153,7 @@ stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
 /* A stream message: one record, or a batch of them (events.h). */
 static int
 stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
-               struct waiting_fold *f, int *left)
+               struct waiting_fold *f)
 {
 	amqp_basic_properties_t p;
 	amqp_pool_t pool;
@@ -158,56 +171,96 @@ stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
 		return 0;
 	}
 	if (!events_is_batch(&msg->properties))
-		return stream_record(c, s, &msg->properties, f, left);
+		return stream_record(c, s, &msg->properties, f);
 	init_amqp_pool(&pool, 4096);
 	while (rc == 0 && !s->reached &&
 	       (got = events_batch_next(msg->body, &off, &pool, &p)) != 0) {
 		if (got < 0)
 			break; /* the rest does not decode: skip it */
-		rc = stream_record(c, s, &p, f, left);
+		rc = stream_record(c, s, &p, f);
 	}
 	empty_amqp_pool(&pool);
 	return rc;
 }
 
+/*
+ * The AMQP library could not decode a message of s (rabbitmq-c 0.14 and
+ * later refuse headers nested over 100 deep) and the connection is lost
+ * on it: connect again and read on past it (events.h).  Each skip starts
+ * the reading at a later offset than the one before, so the marker is
+ * reached; at most STREAM_SKIPS_MAX are made.  -1 with c->err.
+ */
 static int
-stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
+stream_skip(struct ctl *c, struct stream *s)
+{
+	int64_t from;
+
+	if (s->skipped == STREAM_SKIPS_MAX) {
+		snprintf(c->err, sizeof(c->err),
+		         "%s holds more than %d messages this AMQP library "
+		         "cannot decode (headers nested over 100 deep?), the "
+		         "first at offset %" PRId64 ": not read further; they "
+		         "go as the stream's retention passes them",
+		         s->name, STREAM_SKIPS_MAX, s->first_skipped);
+		return -1;
+	}
+	from = events_resume_skip(&s->resume);
+	if (s->skipped++ == 0)
+		s->first_skipped = from - 1;
+	if (session_reconnect(c) < 0) {
+		char why[512]; /* a connect error says a few words */
+		snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1,
+		         c->err);
+		snprintf(c->err, sizeof(c->err),
+		         "connecting again to read %s past an undecodable "
+		         "message: %s",
+		         s->name, why);
+		return -1;
+	}
+	return stream_consume(c, s);
+}
+
+/*
+ * Read stream s from its first record up to a marker of ours, written (and
+ * confirmed) first: so every record written before we began is read.
+ * Records after the marker are not folded: f is what the stream held at
+ * one moment.  -1 with c->err.
+ */
+static int
+stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 {
 	uint64_t last = 0, acked = 0;
 	struct event e;
 	char id[17];
-	int left = n, which;
 
-	for (int i = 0; i < n; i++) {
-		if (stream_exists(c, s[i].name) < 0)
-			return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		events_new_id(id);
-		snprintf(s[i].marker, sizeof(s[i].marker), "ctl-%d-%s",
-		         (int)getpid(), id);
-		memset(&e, 0, sizeof(e));
-		e.kind = EVENT_MARKER;
-		e.at = duration_wall_ms();
-		e.marker = amqp_cstring_bytes(s[i].marker);
-		if (session_record(c, s[i].name, &e) < 0)
-			return -1;
-	}
-	/* Streams want a prefetch and manual acks. */
-	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
-	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+	if (stream_exists(c, s->name) < 0)
 		return -1;
-	for (int i = 0; i < n; i++) {
-		if (stream_consume(c, &s[i]) < 0)
-			return -1;
-	}
-	while (left > 0) {
+	events_new_id(id);
+	snprintf(s->marker, sizeof(s->marker), "ctl-%d-%s", (int)getpid(), id);
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_MARKER;
+	e.at = duration_wall_ms();
+	e.marker = amqp_cstring_bytes(s->marker);
+	if (session_record(c, s->name, &e) < 0)
+		return -1;
+	events_resume_init(&s->resume);
+	if (stream_consume(c, s) < 0)
+		return -1;
+	while (!s->reached) {
 		struct timeval tv = {STREAM_IDLE_MS / 1000, 0};
 		amqp_envelope_t env;
 		amqp_rpc_reply_t r;
+		int rc;
 
 		amqp_maybe_release_buffers(c->conn);
 		r = amqp_consume_message(c->conn, &env, &tv, 0);
+		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+		    r.library_error == AMQP_STATUS_BAD_AMQP_DATA) {
+			if (stream_skip(c, s) < 0)
+				return -1;
+			last = acked = 0; /* tags of the new channel */
+			continue;
+		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
 			if (stream_frame(c) < 0)
@@ -216,14 +269,11 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_TIMEOUT) {
-			for (which = 0; which < n && s[which].reached; which++)
-				;
 			snprintf(c->err, sizeof(c->err),
 			         "nothing came from stream %s for %ds before "
 			         "the marker written at start (%" PRIu64
 			         " records read)",
-			         s[which].name, STREAM_IDLE_MS / 1000,
-			         f->records);
+			         s->name, STREAM_IDLE_MS / 1000, f->records);
 			return -1;
 		}
 		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
@@ -231,16 +281,12 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 			                    sizeof(c->err));
 			return -1;
 		}
-		for (which = 0; which < n; which++)
-			if (headers_key_is(env.consumer_tag, s[which].tag))
-				break;
-		if (which < n && !s[which].reached &&
-		    stream_message(c, &s[which], &env.message, f, &left) < 0) {
-			amqp_destroy_envelope(&env);
-			return -1;
-		}
+		events_resume_read(&s->resume, &env.message.properties);
+		rc = stream_message(c, s, &env.message, f);
 		last = env.delivery_tag;
 		amqp_destroy_envelope(&env);
+		if (rc < 0)
+			return -1;
 		if (last - acked >= STREAM_ACK_EVERY) {
 			if (amqp_basic_ack(c->conn, BROKER_CH_WORK, last, 1) !=
 			    AMQP_STATUS_OK) {
@@ -251,6 +297,14 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 			acked = last;
 		}
 	}
+	if (s->skipped > 0)
+		fprintf(stderr,
+		        PROG ": skipped %" PRId64 " undecodable message(s) in "
+		             "%s at offset %" PRId64 "%s: headers nested "
+		             "deeper than this AMQP library decodes (see "
+		             "docs/CONTRACT.md section 4.4)\n",
+		        s->skipped, s->name, s->first_skipped,
+		        s->skipped > 1 ? " and later" : "");
 	if (f->untrusted > 0) {
 		char who[ESCAPE_MAX_FACTOR * 64 + 4];
 		escape_bytes(f->untrusted_writer, strlen(f->untrusted_writer),
@@ -262,7 +316,7 @@ stream_read(struct ctl *c, struct stream *s, int n, struct waiting_fold *f)
 		        "docs/security.md\n",
 		        f->untrusted, who);
 	}
-	/* Stop the deliveries: what came after the markers is not wanted. */
+	/* Stop the deliveries: what came after the marker is not wanted. */
 	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
 	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
 }
@@ -276,5 +330,5 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 	memset(&s, 0, sizeof(s));
 	s.name = c->topo.events;
 	s.tag = "cascade-ctl.events";
-	return stream_read(c, &s, 1, f);
+	return stream_read(c, &s, f);
 }
