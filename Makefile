@@ -131,25 +131,25 @@ unit: $(UNIT_BINS)
 # cluster tests, three nodes each.  1: one at a time.
 TEST_JOBS ?= 3
 CLUSTER_JOBS ?= 2
+# TESTS: which integration tests (a file, or file::test), all by default.
 PYTEST_ARGS ?=
+TESTS ?= tests/integration
 PYTEST_BASE := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx \
 	--durations=5 --dist loadgroup
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
 	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak" \
-		$(PYTEST_ARGS) \
-		tests/integration
+		$(PYTEST_ARGS) $(TESTS)
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
 test-slow: deps
 	$(MAKE) all
-	$(PYTEST) -m slow $(PYTEST_ARGS) tests/integration
+	$(PYTEST) -m slow $(PYTEST_ARGS) $(TESTS)
 
 # The tests that start several RabbitMQ nodes (a few minutes each).
 test-cluster: deps
 	$(MAKE) all
-	$(PYTEST_BASE) -n $(CLUSTER_JOBS) -m cluster $(PYTEST_ARGS) \
-		tests/integration
+	$(PYTEST_BASE) -n $(CLUSTER_JOBS) -m cluster $(PYTEST_ARGS) $(TESTS)
 
 # The fast tier, the slow and the cluster tests on another Debian release:
 # in a cached root that tools/debian-root builds on first use (as root, a
@@ -161,10 +161,10 @@ BUILD_RABBITMQ43 ?= build-deb14
 ROOT_TIERS ?= test test-slow test-cluster
 test-rabbitmq4:
 	tools/debian-root trixie run make BUILD=$(BUILD_RABBITMQ4) WERROR=1 \
-		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
+		PYTEST_ARGS='$(PYTEST_ARGS)' TESTS='$(TESTS)' $(ROOT_TIERS)
 test-rabbitmq43:
 	tools/debian-root forky run make BUILD=$(BUILD_RABBITMQ43) WERROR=1 \
-		PYTEST_ARGS='$(PYTEST_ARGS)' $(ROOT_TIERS)
+		PYTEST_ARGS='$(PYTEST_ARGS)' TESTS='$(TESTS)' $(ROOT_TIERS)
 
 # The same tests on RabbitMQ 4.3.6 with [topology] mode = native for every
 # daemon that does not set its own (tests/integration/helpers.py): each
@@ -181,7 +181,8 @@ NATIVE_SKIP ?= --ignore=tests/integration/test_cli.py \
 test-native:
 	tools/debian-root forky run env CASCADE_TEST_MODE=native make \
 		BUILD=$(BUILD_RABBITMQ43) WERROR=1 \
-		PYTEST_ARGS='$(NATIVE_SKIP) $(PYTEST_ARGS)' $(NATIVE_TIERS)
+		PYTEST_ARGS='$(NATIVE_SKIP) $(PYTEST_ARGS)' TESTS='$(TESTS)' \
+		$(NATIVE_TIERS)
 
 # A newcomer: a fresh minimal Debian 12 root (debootstrap, git and make
 # only), a clone of this repository's HEAD in it, the README's `make run`
@@ -191,7 +192,7 @@ test-native:
 NEWCOMER_SUITE ?= bookworm
 test-newcomer:
 	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST_BASE) -n 0 -m newcomer \
-		$(PYTEST_ARGS) tests/integration
+		$(PYTEST_ARGS) $(TESTS)
 
 # The Grafana dashboard (conf/grafana) against Grafana's published schema
 # (the types of npm's @grafana/schema, checked by tsc), its queries parsed
@@ -206,7 +207,7 @@ test-dashboard:
 # checker), on this machine's RabbitMQ; the long runs are by hand (README).
 test-soak: deps
 	$(MAKE) all
-	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) tests/integration
+	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) $(TESTS)
 
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
