@@ -134,7 +134,9 @@ CLUSTER_JOBS ?= 2
 # TESTS: which integration tests (a file, or file::test), all by default.
 PYTEST_ARGS ?=
 TESTS ?= tests/integration
-PYTEST_BASE := CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -rfEx \
+PYTEST_BASE := CASCADE_BUILD=$(BUILD) \
+	CASCADE_TEST_LATE_SCALE=$(if $(SANITIZER),3,1) \
+	/usr/bin/python3 -m pytest -q -rfEx \
 	--durations=5 --dist loadgroup
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all

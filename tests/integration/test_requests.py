@@ -588,7 +588,10 @@ def test_a_burst_of_reschedule_requests_leaves_plain_messages_on_time(
     for i in range(5):
         mid = uid("plain")
         sent[mid] = publish(client, d, q, mid, 1.5)
-    expect_on_time(client, q, sent, timeout=10)
+    # Held behind the requests, as before P.requests, they came 20 s and
+    # more late; 1,000 requests are also real work for a 2-core machine
+    # that runs other tests beside this one.
+    expect_on_time(client, q, sent, timeout=10, late=4)
     # Every request is recorded in the end, once each (no daemon died).
     wait_for(lambda: recorded(d, names) == len(names), 120,
              "every request recorded")
