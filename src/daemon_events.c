@@ -657,8 +657,8 @@ daemon_record(struct daemon *d, struct message *m)
 			    64;
 	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
 		/* A daemon's (trust.h), capped where it was taken. */
-		if (series_add(&d->series, e.id, e.occurrence, e.token,
-		               e.until) < 0) {
+		if (series_add(&d->series, e.id, e.occurrence, e.token, e.until,
+		               e.at) < 0) {
 			message_free(m);
 			daemon_fail(d, "out of memory for series");
 			return;
