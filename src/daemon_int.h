@@ -12,8 +12,14 @@
  *   daemon_publish.c  publish, confirms, nacks, returns, retries, acks,
  *                     exchange lookups
  *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
- *   daemon_events.c   records in P.events, cancellations, the replay of
- *                     P.cancels
+ *   daemon_events.c   records in P.events, requests and claims: recorded,
+ *                     held, applied to a waiting message
+ *   daemon_replay.c   the replay of P.cancels at connect and its reading
+ *                     after, probes
+ *   daemon_series.c   repeats: stale copies, the next copy, series records
+ *   daemon_ids.c      the ids held and [events] max_held_ids
+ *   daemon_scan.c     reschedules published to P: a reading of P.events,
+ *                     copies
  *   daemon_hold.c     native waiting: the holding queues over AMQP 1.0,
  *                     the choice of mode, envelopes
  *   daemon_http.c     /metrics and /healthz
@@ -306,7 +312,8 @@ void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
  * daemon_events.c
  */
 
-/* Set the watchers this file owns (replay). */
+/* Set the watchers this file owns (the batch) and those of daemon_replay
+ * and daemon_scan. */
 void daemon_events_init(struct daemon *d);
 /* The record of the cancellation request m (ROUTE_RECORD). */
 int daemon_request_event(const struct daemon *d, const struct message *m,
@@ -355,6 +362,52 @@ void daemon_admit(struct daemon *d, struct message *m);
  * be recorded first when it will wait (ROUTE_CLAIM), 0.
  */
 int daemon_unique(struct daemon *d, struct message *m);
+/* The claim record of m (ROUTE_CLAIM): the same every time. */
+int daemon_claim_event(const struct daemon *d, const struct message *m,
+                       struct event *e);
+/* A request (cancel, reschedule) read from P.cancels and in force: hold
+ * it.  0, or -1 out of memory. */
+int daemon_request_read(struct daemon *d, struct event *e);
+/* A claim read from P.cancels and in force: who holds the id now, and the
+ * loser's cancellation.  0, or -1 out of memory. */
+int daemon_claim_read(struct daemon *d, struct event *e);
+/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
+int daemon_cancel_request(struct daemon *d, struct message *m);
+/* Write the batch of P.events records now.  An AMQP status. */
+int daemon_events_flush(struct daemon *d);
+/* Forget the records not written yet (the connection is gone). */
+void daemon_events_drop(struct daemon *d);
+/* Write a record into P.events (batched) or P.cancels. */
+int daemon_write(struct daemon *d, const char *stream, const struct event *e);
+
+/*
+ * daemon_replay.c
+ */
+
+/* Set the watchers this file owns (replay, probe_check). */
+void daemon_replay_init(struct daemon *d);
+/* A request was recorded in P.cancels: check soon that it is read back. */
+void daemon_probe_soon(struct daemon *d);
+/*
+ * May the stream message m, read from stream (d->topo.events or
+ * d->topo.cancels), be read at all (trust.h)?  0: it is skipped, counted
+ * in cascade_records_untrusted_total and its writer logged once.
+ */
+int daemon_trusted(struct daemon *d, const struct message *m,
+                   const char *stream);
+/* A record read from P.cancels.  Takes m. */
+void daemon_record(struct daemon *d, struct message *m);
+/* Read P.cancels from the start and write the marker.  0, or -1 with err. */
+int daemon_replay(struct daemon *d, char *err, size_t errsize);
+/* basic.consume of stream from its first record, on the work channel,
+ * without waiting for the reply. */
+int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
+                          int64_t from);
+
+/*
+ * daemon_series.c
+ */
+
 /* A stale copy of a repeat (series.h): acked, 1; else 0. */
 int daemon_series_stale(struct daemon *d, struct message *m);
 /* m, a repeat's copy, was delivered for occurrences it missed: count. */
@@ -367,35 +420,8 @@ int daemon_series_event(const struct daemon *d, const struct message *m,
  * copy for the next one and return 1 (the caller dispatches it); else 0.
  */
 int daemon_series_next(struct daemon *d, struct message *m);
-/* The claim record of m (ROUTE_CLAIM): the same every time. */
-int daemon_claim_event(const struct daemon *d, const struct message *m,
-                       struct event *e);
-/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
-int daemon_cancel_request(struct daemon *d, struct message *m);
-/* A request was recorded in P.cancels: check soon that it is read back. */
-void daemon_probe_soon(struct daemon *d);
-/*
- * May the stream message m, read from stream (d->topo.events or
- * d->topo.cancels), be read at all (trust.h)?  0: it is skipped, counted
- * in cascade_records_untrusted_total and its writer logged once.
- */
-int daemon_trusted(struct daemon *d, const struct message *m,
-                   const char *stream);
-
-/* A record read from P.cancels.  Takes m. */
-void daemon_record(struct daemon *d, struct message *m);
-/* Write the batch of P.events records now.  An AMQP status. */
-int daemon_events_flush(struct daemon *d);
-/* Forget the records not written yet (the connection is gone). */
-void daemon_events_drop(struct daemon *d);
-/* Read P.cancels from the start and write the marker.  0, or -1 with err. */
-int daemon_replay(struct daemon *d, char *err, size_t errsize);
-/* basic.consume of stream from its first record, on the work channel,
- * without waiting for the reply. */
-int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
-                          int64_t from);
-/* Write a record into P.events (batched) or P.cancels. */
-int daemon_write(struct daemon *d, const char *stream, const struct event *e);
+/* A series record read and in force: hold it.  0, or -1 out of memory. */
+int daemon_series_read(struct daemon *d, const struct event *e);
 
 /*
  * daemon_scan.c
