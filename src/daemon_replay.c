@@ -1,18 +1,19 @@
 /*
- * The replay of P.cancels after each connect: read from its first record
- * to a marker of the daemon's own before the queues are consumed, so that
- * no message is routed before every request, claim and series recorded so
- * far is known; then read on, with a probe marker now and then to measure
- * how current the reading is and to catch one the broker stopped feeding.
- * Each record read is believed by its writer (trust.h) and handed to what
- * holds its kind: requests and claims (daemon_events.c), series
- * (daemon_series.c).
+ * The replay of P.cancels and P.series after each connect: each is read
+ * from its first record to a marker of the daemon's own before the queues
+ * are consumed, so that no message is routed before every request, claim
+ * and series recorded so far is known; then both are read on, with a probe
+ * marker in each now and then to measure how current the reading is and
+ * to catch one the broker stopped feeding.  Each record read is believed
+ * by its writer (trust.h) and handed to what holds its kind: requests and
+ * claims (daemon_events.c), series (daemon_series.c).  P.series holds
+ * series records and markers only: anything else there is skipped.
  *
- * Owns: replaying, replayed, marker, cancels_resume, cancels_read_at,
- * the probe, the replay and probe timers.
- * Calls into: daemon_events, daemon_series (hold what is read),
- * daemon_publish (ack), daemon_conn (consume the queues once replayed,
- * daemon_fail).
+ * Owns: streams, replaying, marker, the probe, the replay and probe
+ * timers.
+ * Calls into: daemon_events, daemon_series (hold what is read, start the
+ * refresh), daemon_publish (ack), daemon_conn (consume the queues once
+ * replayed, daemon_fail).
  */
 #include "daemon_int.h"
 
@@ -29,32 +30,40 @@
 #include "headers.h"
 #include "log.h"
 
-#define REPLAY_REMARK 10. /* s: write the P.cancels marker again */
+#define REPLAY_REMARK 10. /* s: write a marker not back yet again */
 /* s: once consuming, write a marker to time the reading; seldom, for
- * P.cancels keeps every one for [events] max_age. */
+ * the streams keep every one for their retention. */
 #define CANCELS_PROBE 120.
 /* s: how long a probe marker may take to come back.  RabbitMQ 4.3 has been
  * seen to stop feeding a stream consumer after a partition, without a
  * word: a probe not back after CANCELS_PROBE_MISSES such waits (it is
  * written again in between, as a marker may be lost) means the reading
- * stalled, and the daemon connects again, which reads P.cancels afresh. */
+ * stalled, and the daemon connects again, which reads the streams
+ * afresh. */
 #define CANCELS_PROBE_BACK 15.
 #define CANCELS_PROBE_MISSES 2
 /* ms: a recorded request asks for a probe, at most this often. */
 #define CANCELS_PROBE_GAP 10000
 
+/* The name of the stream of metrics index stream (METRICS_STREAM_*). */
+static const char *
+daemon_stream_name(const struct daemon *d, int stream)
+{
+	if (stream == METRICS_STREAM_CANCELS)
+		return d->topo.cancels;
+	return stream == METRICS_STREAM_SERIES ? d->topo.series
+	                                       : d->topo.events;
+}
+
 int
-daemon_trusted(struct daemon *d, const struct message *m, const char *stream)
+daemon_trusted(struct daemon *d, const struct message *m, int stream)
 {
 	amqp_bytes_t writer;
 
 	if (trust_stream_message(d->cfg, amqp_cstring_bytes(d->own_user),
 	                         &m->props))
 		return 1;
-	if (stream == d->topo.cancels)
-		d->m.untrusted_cancels++;
-	else
-		d->m.untrusted_events++;
+	d->m.untrusted[stream]++;
 	writer = trust_writer_of(&m->props);
 	if (trust_first_sight(&d->untrusted, writer)) {
 		char who[ESCAPE_MAX_FACTOR * 64 + 4],
@@ -73,30 +82,80 @@ daemon_trusted(struct daemon *d, const struct message *m, const char *stream)
 		    "by a user that is neither the daemon's nor one of "
 		    "[events] control_users: skipped (logged once per "
 		    "writer)\"",
-		    stream, type, who);
+		    daemon_stream_name(d, stream), type, who);
 	}
 	return 0;
 }
 
-/* A record from P.cancels: a request to hold, or our marker. */
+int
+daemon_stream_of_tag(const struct daemon *d, amqp_bytes_t tag)
+{
+	for (int i = 0; i < DAEMON_STREAMS; i++)
+		if (headers_key_is(tag, d->streams[i].tag))
+			return i + 1;
+	return 0;
+}
+
+/*
+ * Our marker came back in stream s: the reading is current up to when it
+ * was written.  The first after connecting ends that stream's replay, and
+ * the last stream's starts consuming.  0, or -1 with err.
+ */
+static int
+daemon_marker_back(struct daemon *d, struct stream_reading *s, int64_t at,
+                   char *err, size_t errsize)
+{
+	int probing = 0;
+
+	if (at > s->read_at)
+		s->read_at = at;
+	if (s->probe_at > 0 && at >= s->probe_at)
+		s->probe_at = 0;
+	for (int i = 0; i < DAEMON_STREAMS; i++)
+		probing |= d->streams[i].probe_at > 0;
+	if (!probing) {
+		d->probe_misses = 0;
+		ev_timer_stop(d->loop, &d->probe_check);
+	}
+	if (!s->replaying)
+		return 0;
+	s->replaying = 0;
+	if (--d->replaying > 0)
+		return 0;
+	/* From now on the timer writes probe markers. */
+	ev_timer_stop(d->loop, &d->replay);
+	ev_timer_set(&d->replay, CANCELS_PROBE, CANCELS_PROBE);
+	ev_timer_start(d->loop, &d->replay);
+	return daemon_consume_queues(d, err, errsize);
+}
+
+/*
+ * A record from P.cancels (a request to hold, a claim, a series record an
+ * earlier version wrote there, or our marker) or from P.series (a series
+ * record, or our marker).
+ */
 void
 daemon_record(struct daemon *d, struct message *m)
 {
+	struct stream_reading *s = &d->streams[m->stream - 1];
+	int series_only = s == &d->streams[STREAM_SERIES];
 	char err[512];
 	struct event e;
 	int rc = 0;
 	const char *why = NULL;
 
-	if (d->replaying)
-		d->replayed++;
-	events_resume_read(&d->cancels_resume, &m->props);
-	if (!daemon_trusted(d, m, d->topo.cancels) ||
+	if (s->replaying)
+		s->replayed++;
+	events_resume_read(&s->resume, &m->props);
+	if (!daemon_trusted(d, m, s->metric) ||
 	    events_parse(&m->props, &e) < 0) {
 		daemon_ack(d, m);
 		return;
 	}
-	if ((e.kind == EVENT_CANCEL || e.kind == EVENT_RESCHEDULE) &&
-	    e.until > duration_wall_ms()) {
+	if (series_only && e.kind != EVENT_SERIES && e.kind != EVENT_MARKER)
+		; /* not P.series' kind: skipped */
+	else if ((e.kind == EVENT_CANCEL || e.kind == EVENT_RESCHEDULE) &&
+	         e.until > duration_wall_ms()) {
 		rc = daemon_request_read(d, &e);
 		why = "out of memory for cancellations";
 	} else if (e.kind == EVENT_CLAIM && e.until > duration_wall_ms()) {
@@ -107,26 +166,8 @@ daemon_record(struct daemon *d, struct message *m)
 		why = "out of memory for series";
 	} else if (e.kind == EVENT_MARKER &&
 	           headers_key_is(e.marker, d->marker)) {
-		if (e.at > d->cancels_read_at)
-			d->cancels_read_at = e.at;
-		if (d->probe_at > 0 && e.at >= d->probe_at) {
-			d->probe_at = 0;
-			d->probe_misses = 0;
-			ev_timer_stop(d->loop, &d->probe_check);
-		}
-		if (!d->replaying) {
-			daemon_ack(d, m);
-			return;
-		}
-		d->replaying = 0;
-		/* From now on the timer writes a probe marker. */
-		ev_timer_stop(d->loop, &d->replay);
-		ev_timer_set(&d->replay, CANCELS_PROBE, CANCELS_PROBE);
-		ev_timer_start(d->loop, &d->replay);
-		if (daemon_consume_queues(d, err, sizeof(err)) < 0) {
-			rc = -1;
-			why = err;
-		}
+		rc = daemon_marker_back(d, s, e.at, err, sizeof(err));
+		why = err;
 	}
 	if (rc < 0) {
 		message_free(m);
@@ -136,13 +177,10 @@ daemon_record(struct daemon *d, struct message *m)
 	daemon_ack(d, m);
 }
 
-/*
- * Read P.cancels from the start, and write a marker into it: the queues
- * are consumed once the marker comes back, so no message is routed
- * before every cancellation recorded so far is known.
- */
+/* Write our marker into stream s.  An AMQP status. */
 static int
-daemon_write_marker(struct daemon *d, int64_t at)
+daemon_write_marker(struct daemon *d, const struct stream_reading *s,
+                    int64_t at)
 {
 	struct event e;
 
@@ -152,29 +190,35 @@ daemon_write_marker(struct daemon *d, int64_t at)
 	e.marker = amqp_cstring_bytes(d->marker);
 	/* Readers believe a marker from cascade's own users only (trust.h). */
 	e.writer = amqp_cstring_bytes(d->own_user);
-	return daemon_write(d, d->topo.cancels, &e);
+	return daemon_write(d, s->name, &e);
 }
 
 /*
- * Once consuming: a marker that must come back within CANCELS_PROBE_BACK
- * seconds (on_probe_check).  Nothing is written while the broker blocks
- * us, and the check waits meanwhile.
+ * Once consuming: a marker in each stream that must come back within
+ * CANCELS_PROBE_BACK seconds (on_probe_check); with pending, only into
+ * those whose probe is not back yet.  Nothing is written while the broker
+ * blocks us, and the check waits meanwhile.
  */
 static void
-daemon_probe(struct daemon *d)
+daemon_probe(struct daemon *d, int pending)
 {
 	int64_t at = duration_wall_ms();
 	int st;
 
 	if (d->out.blocked)
 		return;
-	if ((st = daemon_write_marker(d, at)) != AMQP_STATUS_OK) {
-		daemon_fail(d, amqp_error_string2(st));
-		return;
+	for (int i = 0; i < DAEMON_STREAMS; i++) {
+		struct stream_reading *s = &d->streams[i];
+		if (pending && s->probe_at == 0)
+			continue;
+		if ((st = daemon_write_marker(d, s, at)) != AMQP_STATUS_OK) {
+			daemon_fail(d, amqp_error_string2(st));
+			return;
+		}
+		if (s->probe_at == 0)
+			s->probe_at = at;
 	}
 	d->probe_written = duration_mono_ms();
-	if (d->probe_at == 0)
-		d->probe_at = at;
 	if (!ev_is_active(&d->probe_check)) {
 		ev_timer_set(&d->probe_check, CANCELS_PROBE_BACK, 0.);
 		ev_timer_start(d->loop, &d->probe_check);
@@ -185,20 +229,25 @@ void
 daemon_probe_soon(struct daemon *d)
 {
 	if (!d->consuming || d->replaying || d->broken || d->stopping ||
-	    d->probe_at > 0 ||
+	    d->streams[STREAM_CANCELS].probe_at > 0 ||
 	    duration_mono_ms() - d->probe_written < CANCELS_PROBE_GAP)
 		return;
-	daemon_probe(d);
+	daemon_probe(d, 0);
 }
 
 static void
 on_probe_check(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct daemon *d = DAEMON_OF(w, probe_check);
+	const struct stream_reading *late = NULL;
+	int64_t now = duration_wall_ms();
 
 	(void)loop;
 	(void)revents;
-	if (d->broken || d->conn == NULL || d->stopping || d->probe_at == 0)
+	for (int i = 0; i < DAEMON_STREAMS && late == NULL; i++)
+		if (d->streams[i].probe_at > 0)
+			late = &d->streams[i];
+	if (d->broken || d->conn == NULL || d->stopping || late == NULL)
 		return;
 	if (d->out.blocked) {
 		/* Reading may wait on writing: judge once unblocked. */
@@ -207,12 +256,15 @@ on_probe_check(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (++d->probe_misses < CANCELS_PROBE_MISSES) {
-		log_warn("reading_cancellations",
-		         " stream=%s waited_ms=%" PRId64
-		         " reason=\"probe marker not back yet: written "
-		         "again\"",
-		         d->topo.cancels, duration_wall_ms() - d->probe_at);
-		daemon_probe(d);
+		for (int i = 0; i < DAEMON_STREAMS; i++)
+			if (d->streams[i].probe_at > 0)
+				log_warn("reading_cancellations",
+				         " stream=%s waited_ms=%" PRId64
+				         " reason=\"probe marker not back yet: "
+				         "written again\"",
+				         d->streams[i].name,
+				         now - d->streams[i].probe_at);
+		daemon_probe(d, 1);
 		return;
 	}
 	d->m.cancels_stalls++;
@@ -220,16 +272,18 @@ on_probe_check(struct ev_loop *loop, ev_timer *w, int revents)
 	          " stream=%s waited_ms=%" PRId64
 	          " reason=\"no probe marker read back: the broker stopped "
 	          "feeding this reader; connecting again to read it afresh\"",
-	          d->topo.cancels, duration_wall_ms() - d->probe_at);
-	daemon_fail(d, "reading P.cancels stalled");
+	          late->name, now - late->probe_at);
+	daemon_fail(d, late == &d->streams[STREAM_CANCELS]
+	                   ? "reading P.cancels stalled"
+	                   : "reading P.series stalled");
 }
 
 /*
- * The marker is written without a confirm, and a stream whose leader
- * moves may lose it: write it again every REPLAY_REMARK seconds until one
- * comes back, and say how far the reading got.  Once consuming, probe
- * every CANCELS_PROBE seconds: when the marker comes back tells how
- * current the cancellations read are
+ * A marker is written without a confirm, and a stream whose leader moves
+ * may lose it: write it again every REPLAY_REMARK seconds into each stream
+ * it has not come back from, and say how far the reading got.  Once
+ * consuming, probe every CANCELS_PROBE seconds: when the markers come back
+ * tells how current what is read is
  * (cascade_cancellations_read_age_seconds), and one that does not come
  * back at all is a stalled reading (on_probe_check).
  */
@@ -246,15 +300,24 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (!d->replaying) {
-		daemon_probe(d);
+		daemon_probe(d, 0);
 		return;
 	}
-	log_warn("reading_cancellations",
-	         " stream=%s read=%" PRIu64 " held=%zu reason=\"marker not "
-	         "back yet: written again\"",
-	         d->topo.cancels, d->replayed, d->cancels.map.n);
-	if ((st = daemon_write_marker(d, duration_wall_ms())) != AMQP_STATUS_OK)
-		daemon_fail(d, amqp_error_string2(st));
+	for (int i = 0; i < DAEMON_STREAMS; i++) {
+		struct stream_reading *s = &d->streams[i];
+		if (!s->replaying)
+			continue;
+		log_warn("reading_cancellations",
+		         " stream=%s read=%" PRIu64
+		         " held=%zu reason=\"marker not back yet: written "
+		         "again\"",
+		         s->name, s->replayed, daemon_held(d));
+		st = daemon_write_marker(d, s, duration_wall_ms());
+		if (st != AMQP_STATUS_OK) {
+			daemon_fail(d, amqp_error_string2(st));
+			return;
+		}
+	}
 }
 
 int
@@ -287,34 +350,52 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 	char id[17];
 	int st;
 
-	st = daemon_consume_stream(d, d->topo.cancels, CANCELS_TAG,
-	                           d->cancels_resume.from);
-	if (st == AMQP_STATUS_OK) {
-		events_new_id(id);
-		snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s",
-		         (int)getpid(), id);
-		st = daemon_write_marker(d, duration_wall_ms());
-	}
-	if (st != AMQP_STATUS_OK) {
-		snprintf(err, errsize, "consume %s: %s", d->topo.cancels,
-		         amqp_error_string2(st));
-		return -1;
-	}
-	d->replaying = 1;
-	d->replayed = 0;
-	d->probe_at = 0;
+	events_new_id(id);
+	snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s", (int)getpid(),
+	         id);
+	d->replaying = 0;
 	d->probe_misses = 0;
+	for (int i = 0; i < DAEMON_STREAMS; i++) {
+		struct stream_reading *s = &d->streams[i];
+		st = daemon_consume_stream(d, s->name, s->tag, s->resume.from);
+		if (st == AMQP_STATUS_OK)
+			st = daemon_write_marker(d, s, duration_wall_ms());
+		if (st != AMQP_STATUS_OK) {
+			snprintf(err, errsize, "consume %s: %s", s->name,
+			         amqp_error_string2(st));
+			return -1;
+		}
+		s->replaying = 1;
+		s->replayed = 0;
+		s->probe_at = 0;
+		d->replaying++;
+		log_info("reading_cancellations", " stream=%s", s->name);
+	}
 	ev_timer_set(&d->replay, REPLAY_REMARK, REPLAY_REMARK);
 	ev_timer_start(d->loop, &d->replay);
-	log_info("reading_cancellations", " stream=%s", d->topo.cancels);
 	return 0;
 }
 
 void
 daemon_replay_init(struct daemon *d)
 {
+	static const struct {
+		const char *tag;
+		int metric;
+	} of[DAEMON_STREAMS] = {
+	    [STREAM_CANCELS] = {CANCELS_TAG, METRICS_STREAM_CANCELS},
+	    [STREAM_SERIES] = {SERIES_TAG, METRICS_STREAM_SERIES},
+	};
+
 	ev_init(&d->replay, on_replay);
 	ev_init(&d->probe_check, on_probe_check);
-	events_resume_init(&d->cancels_resume);
-	d->cancels_read_at = duration_wall_ms();
+	for (int i = 0; i < DAEMON_STREAMS; i++) {
+		struct stream_reading *s = &d->streams[i];
+		memset(s, 0, sizeof(*s));
+		s->name = daemon_stream_name(d, of[i].metric);
+		s->tag = of[i].tag;
+		s->metric = of[i].metric;
+		events_resume_init(&s->resume);
+		s->read_at = duration_wall_ms();
+	}
 }

@@ -366,11 +366,14 @@ def test_a_series_of_5_every_second_numbered_without_drift(client,
                        h != "x-cascade-occurrence" for h in p.headers), \
             p.headers
     expect_nothing(client, [q], time.time() + 2.5)
-    # One series record per copy after the first, in P.cancels.
-    recs = [r for r in records(d.broker, d.prefix + ".cancels")
+    # One series record per copy after the first, in P.series; none in
+    # P.cancels, which keeps records for max_age and is read at connect.
+    recs = [r for r in records(d.broker, d.prefix + ".series")
             if r.type == "series"]
     assert [r.headers["x-cascade-occurrence"] for r in recs] == \
         [2, 3, 4, 5], recs
+    assert not [r for r in records(d.broker, d.prefix + ".cancels")
+                if r.type == "series"]
     # A bad interval is refused with the reason.
     client.publish(d.prefix, q, b"x", {"x-remaining-delay": "1s",
                                        "x-cascade-every": "500ms"},
@@ -541,7 +544,7 @@ def test_a_repeat_from_1970_does_not_flood(client, daemon_factory):
     arrived = [t for t, _, _ in caught_up]
     assert arrived[30] - arrived[0] >= 30 * 0.1 - 0.2, arrived
     # A series' records: one per copy, not one per missed occurrence.
-    recs = [r for r in records(d.broker, d.prefix + ".cancels")
+    recs = [r for r in records(d.broker, d.prefix + ".series")
             if r.type == "series"]
     assert len(recs) <= len(got) + len(caught_up) + 2, len(recs)
 

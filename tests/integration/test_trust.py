@@ -477,10 +477,13 @@ def test_a_forged_series_record_does_not_stop_a_repeat(d, users, guest):
     cid = rows[0]["cascade_id"]
     assert cid, rows
     # A later occurrence, with a token of the attacker's: every copy of
-    # the real series would look stale.
-    attacker.record(d.prefix + ".cancels", "series", {
-        "x-cascade-series": cid, "x-cascade-occurrence": 1000,
-        "x-cascade-token": "forged", "x-cascade-until": now_ms() + 3600000})
+    # the real series would look stale.  In P.series, where the daemons
+    # write them, and in P.cancels, where earlier versions did.
+    for stream in (".series", ".cancels"):
+        attacker.record(d.prefix + stream, "series", {
+            "x-cascade-series": cid, "x-cascade-occurrence": 1000,
+            "x-cascade-token": "forged",
+            "x-cascade-until": now_ms() + 3600000})
     got = arrived(guest, q, 3, 2 + 2 + LATE + 1.5)
     assert [p.headers.get("x-cascade-occurrence") for _, p, _ in got] == \
         [1, 2, 3], got
