@@ -605,5 +605,6 @@ daemon_events_init(struct daemon *d)
 {
 	ev_init(&d->batch_timer, on_batch);
 	daemon_replay_init(d);
+	daemon_series_init(d);
 	daemon_scan_init(d);
 }

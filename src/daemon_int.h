@@ -186,6 +186,10 @@ struct daemon {
 	unsigned probe_misses;
 	ev_timer probe_check;
 	int64_t probe_written;
+	/* daemon_series.c: the refresh of series records (series.h): its
+	 * timer and where in the map its next tick goes on. */
+	ev_timer series_refresh;
+	size_t series_cursor;
 	char own_user[256]; /* the broker user it logs in as (cancels.h) */
 	struct trust_seen untrusted; /* writers logged as untrusted */
 	int64_t unsigned_until;  /* [router] accept_unsigned_until, Unix ms */
@@ -331,8 +335,8 @@ void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
  * daemon_events.c
  */
 
-/* Set the watchers this file owns (the batch) and those of daemon_replay
- * and daemon_scan. */
+/* Set the watchers this file owns (the batch) and those of daemon_replay,
+ * daemon_series and daemon_scan. */
 void daemon_events_init(struct daemon *d);
 /* The record of the cancellation request m (ROUTE_RECORD). */
 int daemon_request_event(const struct daemon *d, const struct message *m,
@@ -443,6 +447,11 @@ int daemon_series_event(const struct daemon *d, const struct message *m,
 int daemon_series_next(struct daemon *d, struct message *m);
 /* A series record read and in force: hold it.  0, or -1 out of memory. */
 int daemon_series_read(struct daemon *d, const struct event *e);
+/* Set the watcher this file owns (series_refresh). */
+void daemon_series_init(struct daemon *d);
+/* Both streams are read: (re)arm the refresh, which keeps itself going
+ * until the connection fails. */
+void daemon_series_start(struct daemon *d);
 
 /*
  * daemon_scan.c

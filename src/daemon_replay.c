@@ -126,6 +126,7 @@ daemon_marker_back(struct daemon *d, struct stream_reading *s, int64_t at,
 	ev_timer_stop(d->loop, &d->replay);
 	ev_timer_set(&d->replay, CANCELS_PROBE, CANCELS_PROBE);
 	ev_timer_start(d->loop, &d->replay);
+	daemon_series_start(d);
 	return daemon_consume_queues(d, err, errsize);
 }
 

@@ -2,20 +2,27 @@
  * Repeats (series.h, docs/CONTRACT.md 7.8): a copy made stale by a crash
  * or a duplicate delivery is dropped, missed occurrences are counted, the
  * next copy of a delivered occurrence is routed and its series record
- * written, and the series records read back are held.
+ * written, the series records read back are held, and the latest record
+ * of each is written again into P.series before [events] series_window
+ * lets it age out (the refresh).
  *
- * Owns: series, series_prune_at.
- * Calls into: daemon_publish (ack), daemon_conn (daemon_fail, through the
- * caller).
+ * Owns: series, series_prune_at, the refresh timer and its cursor.
+ * Calls into: daemon_publish (ack, random), daemon_events (write a
+ * record), daemon_conn (daemon_fail).
  */
 #include "daemon_int.h"
 
 #include "amqp_compat.h"
+#include <ev.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "duration.h"
 #include "log.h"
+
+/* s: how often the refresh goes on through the series held, each time
+ * after 50 % to 150 % of this. */
+#define SERIES_REFRESH_TICK 1.
 
 int
 daemon_series_stale(struct daemon *d, struct message *m)
@@ -102,4 +109,79 @@ daemon_series_read(struct daemon *d, const struct event *e)
 		d->series_prune_at =
 		    2 * series_prune(&d->series, duration_wall_ms()) + 64;
 	return 0;
+}
+
+/* Write the latest record of series id, h, again into P.series. */
+static int
+daemon_series_rewrite(amqp_bytes_t id, const struct series_head *h, void *ctx)
+{
+	struct daemon *d = ctx;
+	struct event e;
+	int st;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_SERIES;
+	e.at = duration_wall_ms();
+	e.id = id;
+	e.occurrence = h->occurrence;
+	e.token = (amqp_bytes_t){h->token_len, (void *)h->token};
+	e.until = h->until;
+	/* Believed from cascade's own users only (trust.h). */
+	e.writer = amqp_cstring_bytes(d->own_user);
+	if ((st = daemon_write(d, d->topo.series, &e)) != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return -1;
+	}
+	d->m.series_refreshed++;
+	return 0;
+}
+
+/*
+ * A tick of the refresh (series.h): the series whose latest record was
+ * written more than a quarter of [events] series_window ago, and which
+ * are still in force, get it written again, a bounded part of the map per
+ * tick.  Written without a confirm, like a marker: one lost is written
+ * again a quarter window later, well before the record ages out.  The
+ * age that counts as old is drawn a little above a quarter each tick, and
+ * every daemon walks its map in an order of its own (idmap's hash is
+ * seeded per process), so that daemons seldom write the same record
+ * together: the first one's, read back, makes it fresh for the others.
+ */
+static void
+on_series_refresh(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, series_refresh);
+	int64_t now = duration_wall_ms(),
+	        quarter = d->cfg->events_series_window / 4, stale;
+
+	(void)loop;
+	(void)revents;
+	if (d->broken || d->conn == NULL || d->stopping)
+		return;
+	daemon_series_start(d);
+	/* Only once both streams are read (the map is whole), and never
+	 * while the broker blocks us: a publish could hang. */
+	if (!d->consuming || d->replaying || d->out.blocked)
+		return;
+	stale = now - quarter -
+	        (int64_t)(daemon_random_unit() * (double)(quarter / 8));
+	(void)series_refresh(&d->series, &d->series_cursor,
+	                     SERIES_REFRESH_SLOTS, SERIES_REFRESH_MAX, stale,
+	                     now, daemon_series_rewrite, d);
+}
+
+void
+daemon_series_start(struct daemon *d)
+{
+	ev_timer_stop(d->loop, &d->series_refresh);
+	ev_timer_set(&d->series_refresh,
+	             SERIES_REFRESH_TICK * (0.5 + daemon_random_unit()), 0.);
+	ev_timer_start(d->loop, &d->series_refresh);
+}
+
+void
+daemon_series_init(struct daemon *d)
+{
+	ev_init(&d->series_refresh, on_series_refresh);
+	d->series_cursor = 0;
 }
