@@ -101,9 +101,13 @@ daemon_series_next(struct daemon *d, struct message *m)
 int
 daemon_series_read(struct daemon *d, const struct event *e)
 {
-	/* A daemon's (trust.h), capped where it was taken. */
+	int64_t now = duration_wall_ms();
+
+	/* A daemon's (trust.h), capped where it was taken.  Written by a
+	 * clock ahead of ours, it was written when read at the latest:
+	 * taken as younger, it could age out before it is written again. */
 	if (series_add(&d->series, e->id, e->occurrence, e->token, e->until,
-	               e->at) < 0)
+	               e->at < now ? e->at : now) < 0)
 		return -1;
 	if (d->series.map.n >= d->series_prune_at)
 		d->series_prune_at =
