@@ -55,20 +55,31 @@ daemon_series_missed(struct daemon *d, const struct message *m)
 	         r->catch_up_all ? "all" : "collapse");
 }
 
+/* The series record (id, occurrence, token, until) written at `at`, as
+ * ours: believed from cascade's own users only (trust.h). */
+static void
+daemon_series_record(const struct daemon *d, amqp_bytes_t id,
+                     int64_t occurrence, amqp_bytes_t token, int64_t until,
+                     int64_t at, struct event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->kind = EVENT_SERIES;
+	e->at = at;
+	e->id = id;
+	e->occurrence = occurrence;
+	e->token = token;
+	e->until = until;
+	e->writer = amqp_cstring_bytes(d->own_user);
+}
+
 int
 daemon_series_event(const struct daemon *d, const struct message *m,
                     struct event *e)
 {
 	const struct route *r = &m->route;
 
-	memset(e, 0, sizeof(*e));
-	e->kind = EVENT_SERIES;
-	e->at = r->since;
-	e->id = r->id;
-	e->occurrence = r->occurrence;
-	e->token = r->token;
-	e->until = r->due + 86400000LL;
-	e->writer = amqp_cstring_bytes(d->own_user);
+	daemon_series_record(d, r->id, r->occurrence, r->token,
+	                     r->due + 86400000LL, r->since, e);
 	return 0;
 }
 
@@ -123,15 +134,9 @@ daemon_series_rewrite(amqp_bytes_t id, const struct series_head *h, void *ctx)
 	struct event e;
 	int st;
 
-	memset(&e, 0, sizeof(e));
-	e.kind = EVENT_SERIES;
-	e.at = duration_wall_ms();
-	e.id = id;
-	e.occurrence = h->occurrence;
-	e.token = (amqp_bytes_t){h->token_len, (void *)h->token};
-	e.until = h->until;
-	/* Believed from cascade's own users only (trust.h). */
-	e.writer = amqp_cstring_bytes(d->own_user);
+	daemon_series_record(d, id, h->occurrence,
+	                     (amqp_bytes_t){h->token_len, (void *)h->token},
+	                     h->until, duration_wall_ms(), &e);
 	if ((st = daemon_write(d, d->topo.series, &e)) != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
 		return -1;
