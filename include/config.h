@@ -134,6 +134,9 @@ enum tail_mode {
 	X(events, max_held_ids, UINT, "1000000", 1, 100000000, NULL,           \
 	  "ids held in memory (requests, claims, series); past it new ones "   \
 	  "are refused, claims and series first")                              \
+	X(events, series_window, DUR, "1d", 3600000LL, 2592000000LL, NULL,     \
+	  "how long P.series keeps repeats' records; a daemon writes a "       \
+	  "series' record again when a quarter of it has passed")              \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \

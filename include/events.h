@@ -10,8 +10,11 @@
  *              it connects, keeps the requests whose messages may still be
  *              waiting (cancels.h), and drops (or parks) those messages at
  *              their next hop or delivery.
+ *   P.series   repeats' `series` records (series.h), read like P.cancels,
+ *              kept for [events] series_window only: the daemons write
+ *              the latest of each series again before it ages out.
  *
- * Either stream also carries `marker` records: a reader writes one and
+ * Every stream also carries `marker` records: a reader writes one and
  * reads until it sees it, so it knows it has read everything before.
  *
  * A record is an AMQP message with an empty body; its type property names
@@ -42,7 +45,7 @@ enum event_kind {
 	EVENT_RESCHEDULE, /* a request, in P.cancels: a new due time */
 	EVENT_CLAIM,      /* in P.cancels: a message with x-cascade-unique */
 	EVENT_DUPLICATE,  /* in P.events: one not scheduled (unique keep) */
-	EVENT_SERIES,     /* in P.cancels: a repeat's live copy (series.h) */
+	EVENT_SERIES,     /* in P.series: a repeat's live copy (series.h) */
 	EVENT_KINDS
 };
 

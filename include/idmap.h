@@ -53,4 +53,15 @@ void *idmap_del(struct idmap *m, amqp_bytes_t key);
 void idmap_each(struct idmap *m,
                 int (*fn)(amqp_bytes_t key, void *value, void *ctx), void *ctx);
 
+/*
+ * Visit the entries in at most `slots` slots from slot *cursor on, for a
+ * walk spread over many calls: fn returns nonzero to stop after that entry.
+ * *cursor is then where the next call goes on, 0 once the walk passed the
+ * last slot.  A walk misses or repeats an entry only when the map grows or
+ * loses entries between calls.  Returns how many slots it looked at.
+ */
+size_t idmap_walk(struct idmap *m, size_t *cursor, size_t slots,
+                  int (*fn)(amqp_bytes_t key, void *value, void *ctx),
+                  void *ctx);
+
 #endif

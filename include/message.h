@@ -30,7 +30,9 @@ struct message {
 	int redelivered;       /* basic.deliver's flag */
 	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */
-	int stream;            /* a record from P.cancels (events.h) */
+	/* A record from a stream the daemon replays (P.cancels, P.series):
+	 * 1 + its index there (daemon_int.h); 0: none. */
+	int stream;
 	int synthetic; /* made by the daemon (a refusal to park): no ack */
 	/* A repeat's delivery (series.h): 1 delivered, its next copy is
 	 * going out; 2 that copy is out, its record is going out. */

@@ -37,6 +37,15 @@ enum {
 /* The kind's name, as in the metrics label. */
 const char *metrics_held_name(int kind);
 
+/* The streams records are read from, as the metrics label them:
+ * P.events, P.cancels, P.series. */
+enum {
+	METRICS_STREAM_EVENTS,
+	METRICS_STREAM_CANCELS,
+	METRICS_STREAM_SERIES,
+	METRICS_STREAMS
+};
+
 /* Consumed queues: ingress, retry, requests, a return queue and a holding
  * queue per shard, and as many drained (topology.h). */
 #define METRICS_QUEUES_MAX (3 + 3 * LADDER_MAX_SHARDS)
@@ -76,13 +85,15 @@ struct metrics {
 	uint64_t replaced;      /* x-cascade-unique replace: dropped */
 	uint64_t series_stale;  /* a repeat's stale copy, dropped */
 	uint64_t series_missed; /* a repeat's occurrences collapsed */
+	/* a series' latest record written again before it aged out */
+	uint64_t series_refreshed;
 	uint64_t requests_refused;
 	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
 	/* stream messages skipped: written by a user not cascade's own
-	 * (trust.h), in P.events and in P.cancels */
-	uint64_t untrusted_events, untrusted_cancels;
+	 * (trust.h), by METRICS_STREAM_* */
+	uint64_t untrusted[METRICS_STREAMS];
 	/* stream messages the AMQP library could not decode, read past */
-	uint64_t undecodable_events, undecodable_cancels;
+	uint64_t undecodable[METRICS_STREAMS];
 	/* records of P.cancels not held: [events] max_held_ids reached */
 	uint64_t held_refused[METRICS_HELD_KINDS];
 	/* lateness of each confirmed delivery: published at minus due */
@@ -99,8 +110,9 @@ struct metrics {
 	uint64_t held_ids_max;                 /* [events] max_held_ids */
 	/* how far past its due time the most overdue message held is, ms */
 	int64_t overdue_ms;
-	/* ms since the newest marker read back from P.cancels was written;
-	 * -1: [events] off, no P.cancels to read */
+	/* ms since the newest marker read back from P.cancels and P.series
+	 * was written, the older of the two; -1: [events] off, no stream to
+	 * read */
 	int64_t cancels_read_age_ms;
 	int connected, consuming, blocked;
 	int native; /* 1: native waiting; 0: the ladder; -1: not chosen */

@@ -1,6 +1,7 @@
 /*
  * Repeats (x-cascade-every): which copy of each series is the live one,
- * folded from the series records in P.cancels.  Pure code.
+ * folded from the series records in P.series (and in P.cancels, where
+ * versions before P.series wrote them).  Pure code.
  *
  * When a daemon delivers occurrence k of a series, it publishes the copy
  * for occurrence k + 1 with a fresh token, then records (series, k + 1,
@@ -101,6 +102,9 @@ struct series {
 struct series_head {
 	int64_t occurrence; /* the latest recorded */
 	int64_t until;      /* forgotten after this */
+	/* When the latest record was last written, Unix ms: its newest
+	 * x-cascade-at (the refresh writes it again, below). */
+	int64_t written;
 	uint32_t token_len;
 	char token[]; /* not terminated */
 };
@@ -109,11 +113,11 @@ void series_init(struct series *s);
 void series_free(struct series *s);
 
 /*
- * A record: occurrence of series id has token.  -1 out of memory, or a
- * token longer than UINT32_MAX bytes.
+ * A record written at `at` (Unix ms): occurrence of series id has token.
+ * -1 out of memory, or a token longer than UINT32_MAX bytes.
  */
 int series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
-               amqp_bytes_t token, int64_t until);
+               amqp_bytes_t token, int64_t until, int64_t at);
 
 /* Is the copy (occurrence, token) of series id a stale one? */
 int series_stale(const struct series *s, amqp_bytes_t id, int64_t occurrence,
@@ -121,5 +125,29 @@ int series_stale(const struct series *s, amqp_bytes_t id, int64_t occurrence,
 
 /* Forget series past their time; how many are left. */
 size_t series_prune(struct series *s, int64_t now);
+
+/*
+ * The refresh.  P.series keeps records for [events] series_window only, and
+ * a series whose latest record aged out while it lives could no longer tell
+ * a stale copy.  So every daemon writes the latest record of each series it
+ * holds again once that record is old: written at or before `stale` (a
+ * quarter of the window ago) with its until still after now.  A record
+ * another daemon wrote again, read back, makes it fresh here too, so one
+ * daemon's refresh serves all.
+ *
+ * series_refresh goes on from *cursor through at most `slots` slots of the
+ * map (idmap_walk: a tick's work is bounded however many series are held)
+ * and hands at most `max` old records to write, which writes one again and
+ * returns 0 (the record is then taken as written now; one lost on the way
+ * is written again a quarter window later), or -1 to stop.  Returns how
+ * many it wrote.
+ */
+#define SERIES_REFRESH_SLOTS 16384
+#define SERIES_REFRESH_MAX 500
+size_t series_refresh(struct series *s, size_t *cursor, size_t slots,
+                      size_t max, int64_t stale, int64_t now,
+                      int (*write)(amqp_bytes_t id, const struct series_head *h,
+                                   void *ctx),
+                      void *ctx);
 
 #endif

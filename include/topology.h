@@ -7,6 +7,7 @@
 
 #include "amqp_compat.h"
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "ladder.h"
@@ -21,6 +22,7 @@ struct topology {
 	char retry[TOPOLOGY_NAME_MAX];   /* exchange and queue */
 	char events[TOPOLOGY_NAME_MAX];  /* stream: what waits (events.h) */
 	char cancels[TOPOLOGY_NAME_MAX]; /* stream: cancellation requests */
+	char series[TOPOLOGY_NAME_MAX];  /* stream: repeats' series records */
 	/* queue: reschedule requests waiting for a reading of P.events */
 	char requests[TOPOLOGY_NAME_MAX];
 	unsigned levels;
@@ -70,6 +72,13 @@ topology_delay(const struct topology *t, unsigned s, unsigned k)
 {
 	return t->delay[s * t->levels + k];
 }
+
+/*
+ * P.series' segment files, in bytes (x-stream-max-segment-size-bytes): a
+ * stream drops records a whole segment at a time, so it keeps at most its
+ * window plus one segment, about 4,000 series records.
+ */
+#define TOPOLOGY_SERIES_SEGMENT (INT64_C(1) << 20)
 
 /* topology_declare: a queue exists with other arguments (406). */
 #define TOPOLOGY_MISMATCH (-2)

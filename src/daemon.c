@@ -74,10 +74,11 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	for (unsigned i = 0; i <= d->nconsumers; i++) {
-		/* The queues, and P.cancels last (unknown tags are fine). */
+	for (unsigned i = 0; i < d->nconsumers + DAEMON_STREAMS; i++) {
+		/* The queues, and the streams last (unknown tags are fine). */
 		cancel.consumer_tag = amqp_cstring_bytes(
-		    i < d->nconsumers ? d->consumers[i].tag : CANCELS_TAG);
+		    i < d->nconsumers ? d->consumers[i].tag
+		                      : d->streams[i - d->nconsumers].tag);
 		cancel.nowait = 0;
 		if (amqp_send_method(d->conn, BROKER_CH_WORK,
 		                     AMQP_BASIC_CANCEL_METHOD,

@@ -62,6 +62,7 @@ daemon_teardown_soon(struct daemon *d)
 	ev_timer_stop(d->loop, &d->heartbeat);
 	ev_timer_stop(d->loop, &d->replay);
 	ev_timer_stop(d->loop, &d->probe_check);
+	ev_timer_stop(d->loop, &d->series_refresh);
 	ev_timer_set(&d->teardown, 0., 0.);
 	ev_timer_start(d->loop, &d->teardown);
 }

@@ -14,10 +14,6 @@
 #include "version.h"
 
 /*
- * /metrics and /healthz.  Healthy means what a load balancer or systemd
- * would want to know: connected and consuming, not stopping.
- */
-/*
  * How far past its due time (ms) the most overdue message the daemon holds
  * is: in the sub-resolution tail, or on the publish channel (queued, in
  * flight, backing off, paused, stuck); 0 for none.  What waits in the
@@ -45,6 +41,22 @@ daemon_overdue_ms(const struct daemon *d, int64_t now)
 	return worst;
 }
 
+/* How old the newest markers read back are, the older of the streams'. */
+static int64_t
+daemon_read_age(const struct daemon *d, int64_t now)
+{
+	int64_t age = 0;
+
+	for (int i = 0; i < DAEMON_STREAMS; i++)
+		if (now - d->streams[i].read_at > age)
+			age = now - d->streams[i].read_at;
+	return age;
+}
+
+/*
+ * /metrics and /healthz.  Healthy means what a load balancer or systemd
+ * would want to know: connected and consuming, not stopping.
+ */
 int
 daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
             const char **content_type)
@@ -100,10 +112,7 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		if (recent > d->m.overdue_ms)
 			d->m.overdue_ms = recent;
 		d->m.cancels_read_age_ms =
-		    config_events(d->cfg)
-		        ? (now > d->cancels_read_at ? now - d->cancels_read_at
-		                                    : 0)
-		        : -1;
+		    config_events(d->cfg) ? daemon_read_age(d, now) : -1;
 		d->m.backing_off = (unsigned)targets_backing_off(
 		    &d->targets, duration_mono_ms());
 		d->m.connected = d->conn != NULL && !d->broken;

@@ -12,8 +12,14 @@
  *   daemon_publish.c  publish, confirms, nacks, returns, retries, acks,
  *                     exchange lookups
  *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
- *   daemon_events.c   records in P.events, cancellations, the replay of
- *                     P.cancels
+ *   daemon_events.c   records in P.events, requests and claims: recorded,
+ *                     held, applied to a waiting message
+ *   daemon_replay.c   the replay of P.cancels and P.series at connect and
+ *                     their reading after, probes
+ *   daemon_series.c   repeats: stale copies, the next copy, series records
+ *   daemon_ids.c      the ids held and [events] max_held_ids
+ *   daemon_scan.c     reschedules published to P: a reading of P.events,
+ *                     copies
  *   daemon_hold.c     native waiting: the holding queues over AMQP 1.0,
  *                     the choice of mode, envelopes
  *   daemon_http.c     /metrics and /healthz
@@ -54,8 +60,33 @@
 /* The daemon that embeds the watcher w as its field `field` (libev). */
 #define DAEMON_OF(w, field) CONTAINER_OF(w, struct daemon, field)
 
-/* Reads P.cancels (events.h) on the work channel as well. */
+/* Reads P.cancels and P.series (events.h) on the work channel as well. */
 #define CANCELS_TAG "cancels"
+#define SERIES_TAG "series"
+
+/*
+ * The streams every daemon reads from their first record when it connects,
+ * each to a marker of its own, before it consumes anything
+ * (daemon_replay.c), and then keeps reading: P.cancels (requests, claims,
+ * and the series records of versions before P.series) and P.series
+ * (repeats' series records, daemon_series.c).
+ */
+enum daemon_stream { STREAM_CANCELS, STREAM_SERIES, DAEMON_STREAMS };
+
+struct stream_reading {
+	const char *name;  /* d->topo.cancels, d->topo.series */
+	const char *tag;   /* its consumer tag */
+	int metric;        /* METRICS_STREAM_* */
+	int replaying;     /* read from the start; its marker not back yet */
+	uint64_t replayed; /* records read while replaying */
+	struct events_resume resume; /* past what cannot be decoded */
+	/* When the newest marker of ours read back was written (wall ms; the
+	 * start before the first): how current what it holds is. */
+	int64_t read_at;
+	/* The oldest probe marker written and not read back yet (its `at`,
+	 * wall ms; 0: none). */
+	int64_t probe_at;
+};
 
 /*
  * What the work channel consumes: ingress, retry, the return queue of each
@@ -133,7 +164,7 @@ struct daemon {
 	/* daemon_events.c: records and cancellations. */
 	struct cancels cancels; /* requests read from P.cancels */
 	struct claims claims;   /* unique ids' holders, from P.cancels */
-	struct series series;   /* repeats' live copies, from P.cancels */
+	struct series series;   /* repeats' live copies, from P.series */
 	size_t series_prune_at; /* prune when this many are held */
 	size_t claims_prune_at; /* prune when this many are held */
 	/* [events] max_held_ids reached: when all three were last pruned
@@ -141,29 +172,28 @@ struct daemon {
 	int64_t held_pruned_at;
 	int64_t held_full_logged;
 	/*
-	 * Reading P.cancels from the start after connecting: the queues are
-	 * consumed once the marker written then comes back (events.h).
+	 * daemon_replay.c: P.cancels and P.series read from the start after
+	 * connecting; the queues are consumed once the marker written into
+	 * each comes back (events.h).  replaying: how many have not yet.
+	 * Once consuming, a probe marker is written into each every
+	 * CANCELS_PROBE seconds: how many checks the oldest missed, the
+	 * check's timer, when one was last written (monotonic ms).
 	 */
+	struct stream_reading streams[DAEMON_STREAMS];
 	int replaying;
 	char marker[40];
+	ev_timer replay; /* writes the markers again (on_replay) */
+	unsigned probe_misses;
+	ev_timer probe_check;
+	int64_t probe_written;
+	/* daemon_series.c: the refresh of series records (series.h): its
+	 * timer and where in the map its next tick goes on. */
+	ev_timer series_refresh;
+	size_t series_cursor;
 	char own_user[256]; /* the broker user it logs in as (cancels.h) */
 	struct trust_seen untrusted; /* writers logged as untrusted */
 	int64_t unsigned_until;  /* [router] accept_unsigned_until, Unix ms */
 	size_t cancels_prune_at; /* prune when this many are held */
-	uint64_t replayed;       /* records read while replaying */
-	ev_timer replay;         /* writes the marker again (on_replay) */
-	/* When the newest marker of ours read back from P.cancels was
-	 * written (wall ms; the start before the first): how current the
-	 * cancellations it knows are.  Once consuming, a marker is written
-	 * every CANCELS_PROBE seconds to keep measuring. */
-	int64_t cancels_read_at;
-	/* The oldest probe marker written and not read back yet (its `at`,
-	 * wall ms; 0: none), how many checks it missed, the check's timer,
-	 * and when a probe was last written (monotonic ms). */
-	int64_t probe_at;
-	unsigned probe_misses;
-	ev_timer probe_check;
-	int64_t probe_written;
 	/* The most overdue message published (ms past due), in this
 	 * OVERDUE_SLOT_MS slot of the wall clock and the one before: with what
 	 * it holds now, cascade_overdue_seconds. */
@@ -187,7 +217,6 @@ struct daemon {
 		ev_timer remark;
 		struct events_resume resume; /* past what cannot be read */
 	} scan;
-	struct events_resume cancels_resume; /* P.cancels, the same */
 	/* P.events records not written yet, one message per batch */
 	char *batch;
 	size_t batch_len, batch_cap;
@@ -306,7 +335,8 @@ void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
  * daemon_events.c
  */
 
-/* Set the watchers this file owns (replay). */
+/* Set the watchers this file owns (the batch) and those of daemon_replay,
+ * daemon_series and daemon_scan. */
 void daemon_events_init(struct daemon *d);
 /* The record of the cancellation request m (ROUTE_RECORD). */
 int daemon_request_event(const struct daemon *d, const struct message *m,
@@ -355,6 +385,54 @@ void daemon_admit(struct daemon *d, struct message *m);
  * be recorded first when it will wait (ROUTE_CLAIM), 0.
  */
 int daemon_unique(struct daemon *d, struct message *m);
+/* The claim record of m (ROUTE_CLAIM): the same every time. */
+int daemon_claim_event(const struct daemon *d, const struct message *m,
+                       struct event *e);
+/* A request (cancel, reschedule) read from P.cancels and in force: hold
+ * it.  0, or -1 out of memory. */
+int daemon_request_read(struct daemon *d, struct event *e);
+/* A claim read from P.cancels and in force: who holds the id now, and the
+ * loser's cancellation.  0, or -1 out of memory. */
+int daemon_claim_read(struct daemon *d, struct event *e);
+/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
+int daemon_cancel_request(struct daemon *d, struct message *m);
+/* Write the batch of P.events records now.  An AMQP status. */
+int daemon_events_flush(struct daemon *d);
+/* Forget the records not written yet (the connection is gone). */
+void daemon_events_drop(struct daemon *d);
+/* Write a record into P.events (batched), P.cancels or P.series. */
+int daemon_write(struct daemon *d, const char *stream, const struct event *e);
+
+/*
+ * daemon_replay.c
+ */
+
+/* Set the watchers this file owns (replay, probe_check). */
+void daemon_replay_init(struct daemon *d);
+/* A request was recorded in P.cancels: check soon that it is read back. */
+void daemon_probe_soon(struct daemon *d);
+/*
+ * May the stream message m, read from the stream of metrics index stream
+ * (METRICS_STREAM_*), be read at all (trust.h)?  0: it is skipped, counted
+ * in cascade_records_untrusted_total and its writer logged once.
+ */
+int daemon_trusted(struct daemon *d, const struct message *m, int stream);
+/* The stream a consumer tag reads: 1 + its index in d->streams, or 0. */
+int daemon_stream_of_tag(const struct daemon *d, amqp_bytes_t tag);
+/* A record read from d->streams[m->stream - 1].  Takes m. */
+void daemon_record(struct daemon *d, struct message *m);
+/* Read P.cancels and P.series from the start and write the markers.  0,
+ * or -1 with err. */
+int daemon_replay(struct daemon *d, char *err, size_t errsize);
+/* basic.consume of stream from its first record, on the work channel,
+ * without waiting for the reply. */
+int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
+                          int64_t from);
+
+/*
+ * daemon_series.c
+ */
+
 /* A stale copy of a repeat (series.h): acked, 1; else 0. */
 int daemon_series_stale(struct daemon *d, struct message *m);
 /* m, a repeat's copy, was delivered for occurrences it missed: count. */
@@ -367,35 +445,13 @@ int daemon_series_event(const struct daemon *d, const struct message *m,
  * copy for the next one and return 1 (the caller dispatches it); else 0.
  */
 int daemon_series_next(struct daemon *d, struct message *m);
-/* The claim record of m (ROUTE_CLAIM): the same every time. */
-int daemon_claim_event(const struct daemon *d, const struct message *m,
-                       struct event *e);
-/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
-int daemon_cancel_request(struct daemon *d, struct message *m);
-/* A request was recorded in P.cancels: check soon that it is read back. */
-void daemon_probe_soon(struct daemon *d);
-/*
- * May the stream message m, read from stream (d->topo.events or
- * d->topo.cancels), be read at all (trust.h)?  0: it is skipped, counted
- * in cascade_records_untrusted_total and its writer logged once.
- */
-int daemon_trusted(struct daemon *d, const struct message *m,
-                   const char *stream);
-
-/* A record read from P.cancels.  Takes m. */
-void daemon_record(struct daemon *d, struct message *m);
-/* Write the batch of P.events records now.  An AMQP status. */
-int daemon_events_flush(struct daemon *d);
-/* Forget the records not written yet (the connection is gone). */
-void daemon_events_drop(struct daemon *d);
-/* Read P.cancels from the start and write the marker.  0, or -1 with err. */
-int daemon_replay(struct daemon *d, char *err, size_t errsize);
-/* basic.consume of stream from its first record, on the work channel,
- * without waiting for the reply. */
-int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
-                          int64_t from);
-/* Write a record into P.events (batched) or P.cancels. */
-int daemon_write(struct daemon *d, const char *stream, const struct event *e);
+/* A series record read and in force: hold it.  0, or -1 out of memory. */
+int daemon_series_read(struct daemon *d, const struct event *e);
+/* Set the watcher this file owns (series_refresh). */
+void daemon_series_init(struct daemon *d);
+/* Both streams are read: (re)arm the refresh, which keeps itself going
+ * until the connection fails. */
+void daemon_series_start(struct daemon *d);
 
 /*
  * daemon_scan.c

@@ -574,9 +574,12 @@ daemon_publish(struct daemon *d, struct message *m)
 		break;
 	case ROUTE_RECORD:
 	case ROUTE_CLAIM:
-	case ROUTE_SERIES:
 		exchange = amqp_empty_bytes;
 		routing_key = amqp_cstring_bytes(d->topo.cancels);
+		break;
+	case ROUTE_SERIES:
+		exchange = amqp_empty_bytes;
+		routing_key = amqp_cstring_bytes(d->topo.series);
 		break;
 	case ROUTE_PARK:
 	default:

@@ -464,7 +464,7 @@ daemon_scan_message(struct daemon *d, struct message *m)
 		daemon_ack(d, m);
 		return;
 	}
-	if (!daemon_trusted(d, m, d->topo.events)) {
+	if (!daemon_trusted(d, m, METRICS_STREAM_EVENTS)) {
 		rc = 0;
 	} else if (!events_is_batch(&m->props)) {
 		rc = scan_record(d, &m->props);

@@ -173,7 +173,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		}
 		m->src = ROUTE_FROM_INGRESS;
 		m->consumer = 0; /* ingress */
-		m->stream = headers_key_is(dv->consumer_tag, CANCELS_TAG);
+		m->stream = daemon_stream_of_tag(d, dv->consumer_tag);
 		m->scan =
 		    daemon_scan_tag(d, dv->consumer_tag, &m->scan_current);
 		for (unsigned i = 0; i < d->nconsumers; i++) {
@@ -220,9 +220,9 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	}
 	case AMQP_BASIC_CONSUME_OK_METHOD: {
 		amqp_basic_consume_ok_t *ok = dec;
-		/* The queues' consumers, all registered (not P.cancels'). */
+		/* The queues' consumers, all registered (not the streams'). */
 		if (ch == BROKER_CH_WORK &&
-		    !headers_key_is(ok->consumer_tag, CANCELS_TAG) &&
+		    !daemon_stream_of_tag(d, ok->consumer_tag) &&
 		    !daemon_scan_tag(d, ok->consumer_tag, NULL) &&
 		    d->consume_oks > 0 && --d->consume_oks == 0)
 			daemon_ready(d);
@@ -366,19 +366,17 @@ daemon_undecodable(struct daemon *d, int st)
 	 * (events.h), or every connection would end on it. */
 	if (st == AMQP_STATUS_BAD_AMQP_DATA && m != NULL && !m->have_header &&
 	    (m->stream || m->scan)) {
-		int cancels = m->stream;
-		int64_t from = events_resume_skip(cancels ? &d->cancels_resume
-		                                          : &d->scan.resume);
-		if (cancels)
-			d->m.undecodable_cancels++;
-		else
-			d->m.undecodable_events++;
+		struct stream_reading *s =
+		    m->stream ? &d->streams[m->stream - 1] : NULL;
+		int64_t from =
+		    events_resume_skip(s ? &s->resume : &d->scan.resume);
+		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
 		log_error("record_undecodable",
 		          " stream=%s next_offset=%" PRId64
 		          " reason=\"a stream message this AMQP library "
 		          "cannot decode (headers nested over 100 deep?): read "
 		          "on past it\"",
-		          cancels ? d->topo.cancels : d->topo.events, from);
+		          s ? s->name : d->topo.events, from);
 		return;
 	}
 	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL || m->is_return ||

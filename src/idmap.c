@@ -243,3 +243,19 @@ idmap_each(struct idmap *m, int (*fn)(amqp_bytes_t key, void *value, void *ctx),
 			i++;
 	}
 }
+
+size_t
+idmap_walk(struct idmap *m, size_t *cursor, size_t slots,
+           int (*fn)(amqp_bytes_t key, void *value, void *ctx), void *ctx)
+{
+	size_t i = *cursor, seen = 0;
+
+	while (i < m->cap && seen < slots) {
+		struct idmap_slot *s = &m->slot[i++];
+		seen++;
+		if (s->key != NULL && fn(key_of(s->key), s->value, ctx))
+			break;
+	}
+	*cursor = i < m->cap ? i : 0;
+	return seen;
+}

@@ -68,16 +68,18 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 	out_printf(o, "%s %" PRIu64 "\n", name, v);
 }
 
-/* A counter labelled by stream: P.events, P.cancels. */
+/* A counter labelled by stream: P.events, P.cancels, P.series. */
 static void
-out_streams(struct out *o, const char *name, const char *help, uint64_t events,
-            uint64_t cancels)
+out_streams(struct out *o, const char *name, const char *help,
+            const uint64_t v[METRICS_STREAMS])
 {
+	static const char *const streams[METRICS_STREAMS] = {
+	    "events", "cancels", "series"};
+
 	out_head(o, name, "counter", help);
-	out_printf(o,
-	           "%s{stream=\"events\"} %" PRIu64 "\n"
-	           "%s{stream=\"cancels\"} %" PRIu64 "\n",
-	           name, events, name, cancels);
+	for (int i = 0; i < METRICS_STREAMS; i++)
+		out_printf(o, "%s{stream=\"%s\"} %" PRIu64 "\n", name,
+		           streams[i], v[i]);
 }
 
 static const char *const windows[METRICS_NWINDOWS] = {"minute", "hour", "day",
@@ -276,6 +278,10 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Occurrences of repeats not delivered: missed (an outage, a "
 	        "start in the past) and collapsed into a later delivery.",
 	        m->series_missed);
+	out_one(&o, "cascade_series_refreshed_total", "counter",
+	        "Repeats' latest series records written again into P.series "
+	        "before [events] series_window let them age out.",
+	        m->series_refreshed);
 	out_one(&o, "cascade_requests_refused_total", "counter",
 	        "Requests (cancel, reschedule) refused because the "
 	        "requester may not change the message; each is parked.",
@@ -321,18 +327,18 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		        "again to read the stream afresh.",
 		        m->cancels_stalls);
 		out_streams(&o, "cascade_records_untrusted_total",
-		            "Records and batches read from P.events and "
-		            "P.cancels and skipped: written by a user that is "
-		            "neither the daemon's nor one of [events] "
-		            "control_users.",
-		            m->untrusted_events, m->untrusted_cancels);
+		            "Records and batches read from P.events, "
+		            "P.cancels and P.series and skipped: written by a "
+		            "user that is neither the daemon's nor one of "
+		            "[events] control_users.",
+		            m->untrusted);
 		out_streams(
 		    &o, "cascade_records_undecodable_total",
-		    "Stream messages of P.events and P.cancels this "
-		    "AMQP library could not decode (headers nested over "
-		    "100 deep): the connection was lost on each, and the "
-		    "reading went on past it.",
-		    m->undecodable_events, m->undecodable_cancels);
+		    "Stream messages of P.events, P.cancels and P.series "
+		    "this AMQP library could not decode (headers nested "
+		    "over 100 deep): the connection was lost on each, and "
+		    "the reading went on past it.",
+		    m->undecodable);
 	}
 
 	out_head(&o, "cascade_lateness_seconds", "histogram",

@@ -131,9 +131,17 @@ sized(struct series_head *h, amqp_bytes_t token)
 	return n;
 }
 
+static int
+same_token(const struct series_head *h, amqp_bytes_t token)
+{
+	return token.len == h->token_len &&
+	       (token.len == 0 ||
+	        memcmp(token.bytes, h->token, token.len) == 0);
+}
+
 int
 series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
-           amqp_bytes_t token, int64_t until)
+           amqp_bytes_t token, int64_t until, int64_t at)
 {
 	void **ref = idmap_ref(&s->map, id), *prev;
 	struct series_head *h = ref != NULL ? *ref : NULL, *n;
@@ -142,6 +150,14 @@ series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
 		return -1;
 	if (h != NULL && occurrence < h->occurrence)
 		return 0; /* an older record read late: the later stands */
+	/* The same record again (a refresh): only its age changes. */
+	if (h != NULL && occurrence == h->occurrence && same_token(h, token)) {
+		if (at > h->written)
+			h->written = at;
+		if (until > h->until)
+			h->until = until;
+		return 0;
+	}
 	if ((n = sized(h, token)) == NULL)
 		return -1;
 	if (ref != NULL) {
@@ -151,6 +167,7 @@ series_add(struct series *s, amqp_bytes_t id, int64_t occurrence,
 		return -1;
 	}
 	n->occurrence = occurrence;
+	n->written = at;
 	n->token_len = (uint32_t)token.len;
 	if (token.len > 0)
 		memcpy(n->token, token.bytes, token.len);
@@ -170,9 +187,7 @@ series_stale(const struct series *s, amqp_bytes_t id, int64_t occurrence,
 		return 0;
 	if (occurrence < h->occurrence)
 		return 1;
-	return occurrence == h->occurrence &&
-	       (token.len != h->token_len ||
-	        memcmp(token.bytes, h->token, token.len) != 0);
+	return occurrence == h->occurrence && !same_token(h, token);
 }
 
 static int
@@ -192,4 +207,41 @@ series_prune(struct series *s, int64_t now)
 {
 	idmap_each(&s->map, lapsed, &now);
 	return s->map.n;
+}
+
+struct refresh {
+	int64_t stale, now;
+	size_t max, wrote;
+	int (*write)(amqp_bytes_t id, const struct series_head *h, void *ctx);
+	void *ctx;
+};
+
+/* One entry of the walk: write it again when old and in force; 1 stops. */
+static int
+refresh_one(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct refresh *r = ctx;
+	struct series_head *h = value;
+
+	if (h->written > r->stale || h->until <= r->now)
+		return 0;
+	if (r->write(key, h, r->ctx) < 0)
+		return 1;
+	h->written = r->now;
+	return ++r->wrote >= r->max;
+}
+
+size_t
+series_refresh(struct series *s, size_t *cursor, size_t slots, size_t max,
+               int64_t stale, int64_t now,
+               int (*write)(amqp_bytes_t id, const struct series_head *h,
+                            void *ctx),
+               void *ctx)
+{
+	struct refresh r = {stale, now, max, 0, write, ctx};
+
+	if (max == 0)
+		return 0;
+	(void)idmap_walk(&s->map, cursor, slots, refresh_one, &r);
+	return r.wrote;
 }

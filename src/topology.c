@@ -37,6 +37,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	snprintf(t->retry, sizeof(t->retry), "%s.retry", prefix);
 	snprintf(t->events, sizeof(t->events), "%s.events", prefix);
 	snprintf(t->cancels, sizeof(t->cancels), "%s.cancels", prefix);
+	snprintf(t->series, sizeof(t->series), "%s.series", prefix);
 	snprintf(t->requests, sizeof(t->requests), "%s.requests", prefix);
 	t->levels = l->levels;
 	t->shards = shards > 0 ? shards : 1;
@@ -236,22 +237,29 @@ topology_consumed(amqp_connection_state_t conn, amqp_channel_t ch,
 
 /*
  * A stream of records (events.h): durable, replicated like a quorum queue,
- * its records kept for max_age.  One that exists with another retention
- * keeps it (arguments cannot change on a declared queue), with a warning.
+ * its records kept for max_age.  With segment > 0 its segment files are
+ * that many bytes at most: a stream drops old records only a whole
+ * segment at a time, and RabbitMQ's default segment (500 MB) would hold
+ * weeks of P.series' records past its window.  One that exists with
+ * other arguments keeps them (arguments cannot change on a declared
+ * queue), with a warning.
  */
 static int
 topology_stream(amqp_connection_state_t conn, amqp_channel_t ch,
-                const char *name, int64_t max_age, char *err, size_t errsize)
+                const char *name, int64_t max_age, int64_t segment, char *err,
+                size_t errsize)
 {
-	amqp_table_entry_t e[2];
+	amqp_table_entry_t e[3];
 	char age[32];
-	int rc;
+	int n = 0, rc;
 
 	/* Streams take a retention in Y, M, D, h, m or s. */
 	snprintf(age, sizeof(age), "%" PRId64 "s", (max_age + 999) / 1000);
-	arg_str(&e[0], "x-queue-type", "stream");
-	arg_str(&e[1], "x-max-age", age);
-	rc = topology_queue(conn, ch, name, (amqp_table_t){2, e}, err, errsize);
+	arg_str(&e[n++], "x-queue-type", "stream");
+	arg_str(&e[n++], "x-max-age", age);
+	if (segment > 0)
+		arg_i64(&e[n++], "x-stream-max-segment-size-bytes", segment);
+	rc = topology_queue(conn, ch, name, (amqp_table_t){n, e}, err, errsize);
 	if (rc != TOPOLOGY_MISMATCH)
 		return rc;
 	if (topology_reopen(conn, ch, err, errsize) < 0)
@@ -263,11 +271,13 @@ topology_stream(amqp_connection_state_t conn, amqp_channel_t ch,
 		return TOPOLOGY_MISMATCH;
 	}
 	log_warn("stream_arguments",
-	         " queue=%s reason=\"declared with another x-max-age: it "
-	         "keeps its own (wanted %s)\" fix=\"set [events] max_age to "
+	         " queue=%s reason=\"declared with other arguments: it keeps "
+	         "its own (wanted x-max-age %s%s)\" fix=\"set [events] %s to "
 	         "match, or delete the stream (its records go with it) and "
 	         "restart\"",
-	         name, age);
+	         name, age,
+	         segment > 0 ? ", x-stream-max-segment-size-bytes" : "",
+	         segment > 0 ? "series_window" : "max_age");
 	return 0;
 }
 
@@ -367,11 +377,14 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	 * off ingress (daemon_scan.c); consumed like the others. */
 	if (config_events(cfg) &&
 	    ((rc = topology_stream(conn, ch, t->events,
-	                           config_events_max_age(cfg), err, errsize)) <
-	         0 ||
+	                           config_events_max_age(cfg), 0, err,
+	                           errsize)) < 0 ||
 	     (rc = topology_stream(conn, ch, t->cancels,
-	                           config_events_max_age(cfg), err, errsize)) <
-	         0 ||
+	                           config_events_max_age(cfg), 0, err,
+	                           errsize)) < 0 ||
+	     (rc = topology_stream(
+	          conn, ch, t->series, cfg->events_series_window,
+	          TOPOLOGY_SERIES_SEGMENT, err, errsize)) < 0 ||
 	     (rc = topology_consumed(conn, ch, t, t->requests, 1, quorum, v4, 0,
 	                             &reject_parks[ROUTE_FROM_REQUESTS], err,
 	                             errsize)) < 0))

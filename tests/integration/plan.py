@@ -98,6 +98,11 @@ PLAN = {
         NEWEST, "repeat logic"),
     "test_requests::test_an_endless_series_stops_when_cancelled": (
         NEWEST, "repeat logic"),
+    "test_requests::test_p_series_keeps_its_window_in_small_segments": (
+        LADDER, "each broker's stream arguments; waiting changes nothing"),
+    "test_requests::test_an_old_series_record_is_written_again_before_it_"
+    "ages_out": (ONCE, "the refresh of series records: cascade's logic "
+                 "(every daemon's start reads P.series on every broker)"),
     "test_retry": (NEWEST, "retry policies: cascade's logic, published as "
                    "any delay"),
     "test_shards": (EVERY, "shards over each broker's quorum queues and "

@@ -109,7 +109,8 @@ def test_consumer_timeout_loses_nothing_and_sticks_nothing(timeout_broker,
             rows = [line.split() for line in out.splitlines()
                     if line.startswith(d.prefix + ".")
                     and not line.startswith(d.prefix + ".events")
-                    and not line.startswith(d.prefix + ".cancels")]
+                    and not line.startswith(d.prefix + ".cancels")
+                    and not line.startswith(d.prefix + ".series")]
             return rows and all(r[1] == "0" and r[2] == "0" for r in rows)
 
         wait_for(settled, 30, "every cascade queue empty and acknowledged")

@@ -366,11 +366,14 @@ def test_a_series_of_5_every_second_numbered_without_drift(client,
                        h != "x-cascade-occurrence" for h in p.headers), \
             p.headers
     expect_nothing(client, [q], time.time() + 2.5)
-    # One series record per copy after the first, in P.cancels.
-    recs = [r for r in records(d.broker, d.prefix + ".cancels")
+    # One series record per copy after the first, in P.series; none in
+    # P.cancels, which keeps records for max_age and is read at connect.
+    recs = [r for r in records(d.broker, d.prefix + ".series")
             if r.type == "series"]
     assert [r.headers["x-cascade-occurrence"] for r in recs] == \
         [2, 3, 4, 5], recs
+    assert not [r for r in records(d.broker, d.prefix + ".cancels")
+                if r.type == "series"]
     # A bad interval is refused with the reason.
     client.publish(d.prefix, q, b"x", {"x-remaining-delay": "1s",
                                        "x-cascade-every": "500ms"},
@@ -422,6 +425,114 @@ def test_kill_9_while_a_series_runs_neither_forks_nor_loses(
         # (at-least-once), never a second series.
         assert sorted(set(occ)) == list(range(1, 9)), (mid, occ)
         assert len(occ) <= 8 + 3, (mid, occ)
+
+
+def series_record(d, stream, sid, at, until, occurrence=7, token="tok"):
+    """A series record written into stream as the daemon's own user (the
+    broker URL's, guest) would: CONTRACT.md 7.8."""
+    conn = d.broker.connect()
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", stream, b"", pika.BasicProperties(
+            type="series", delivery_mode=2, user_id="guest",
+            headers={"x-cascade-at": at, "x-cascade-series": sid,
+                     "x-cascade-occurrence": occurrence,
+                     "x-cascade-token": token, "x-cascade-until": until}),
+            mandatory=True)
+    finally:
+        conn.close()
+
+
+def stream_arguments(d, name):
+    """The arguments queue name was declared with, from rabbitmqctl."""
+    import json
+    out = d.broker.ctl("list_queues", "-q", "--formatter", "json", "name",
+                       "arguments").stdout
+    for q in json.loads(out):
+        if q["name"] == name:
+            args = q["arguments"]
+            # A list of [key, type, value] on some versions, a map on
+            # others.
+            if isinstance(args, list):
+                return {a[0]: a[-1] for a in args}
+            return args
+    raise AssertionError("no queue %s in %s" % (name, out))
+
+
+def test_p_series_keeps_its_window_in_small_segments(daemon_factory):
+    """P.series is declared with x-max-age = [events] series_window and
+    1 MiB segments (a stream drops whole segments only).  One that exists
+    with other arguments is kept, with a warning, as P.events is."""
+    d = daemon_factory(ladder(*SHORT, events={"series_window": "2h"}))
+    args = stream_arguments(d, d.prefix + ".series")
+    assert args.get("x-queue-type") == "stream", args
+    assert args.get("x-max-age") == "7200s", args
+    assert args.get("x-stream-max-segment-size-bytes") == 1048576, args
+    d.stop()
+    other = daemon_factory(ladder(*SHORT), start=False)
+    conn = d.broker.connect()
+    try:
+        conn.channel().queue_declare(other.prefix + ".series", durable=True,
+                                     arguments={"x-queue-type": "stream",
+                                                "x-max-age": "1D"})
+    finally:
+        conn.close()
+    other.start()
+    assert "msg=stream_arguments queue=%s.series" % other.prefix in \
+        other.log(), other.log()
+
+
+def refreshed(d, sid):
+    """The series records of sid in P.series, as (at, occurrence, token,
+    until)."""
+    return [(r.headers["x-cascade-at"], r.headers["x-cascade-occurrence"],
+             r.headers["x-cascade-token"], r.headers["x-cascade-until"])
+            for r in records(d.broker, d.prefix + ".series")
+            if r.type == "series" and
+            r.headers.get("x-cascade-series") == sid]
+
+
+def test_an_old_series_record_is_written_again_before_it_ages_out(
+        daemon_factory):
+    """A series whose latest record was written more than a quarter of
+    [events] series_window ago, and is still in force, gets it written
+    again into P.series (the refresh, CONTRACT.md 7.8), also one an
+    earlier version left in P.cancels; a fresh one, or one no longer in
+    force, does not.  The records say when they were written, so an old
+    one is made here rather than waited for."""
+    d = daemon_factory(ladder(*SHORT, events={"series_window": "1h"}))
+    now = int(time.time() * 1000)
+    until = now + 3600000
+    old, fresh, lapsed, legacy = (uid("old"), uid("fresh"), uid("lapsed"),
+                                  uid("legacy"))
+    series_record(d, d.prefix + ".series", old, now - 20 * 60000, until)
+    series_record(d, d.prefix + ".series", fresh, now - 5 * 60000, until)
+    series_record(d, d.prefix + ".series", lapsed, now - 20 * 60000,
+                  now - 1000)
+    series_record(d, d.prefix + ".cancels", legacy, now - 50 * 60000, until,
+                  occurrence=3, token="tok3")
+    wait_for(lambda: len(refreshed(d, old)) == 2 and
+             len(refreshed(d, legacy)) == 1, 10,
+             "the old records written again")
+    at, occurrence, token, until_ = refreshed(d, old)[1]
+    assert at >= now and (occurrence, token, until_) == (7, "tok", until)
+    at, occurrence, token, until_ = refreshed(d, legacy)[0]
+    assert at >= now and (occurrence, token, until_) == (3, "tok3", until)
+    # Written again once: read back, it is fresh (a tick is 0.5 to 1.5 s).
+    time.sleep(1.6)
+    assert len(refreshed(d, old)) == 2
+    assert len(refreshed(d, fresh)) == 1
+    assert len(refreshed(d, lapsed)) == 1
+    assert total(d.metrics(), "cascade_series_refreshed_total") == 2
+    # A daemon started now reads them back from both streams, held as
+    # they were: fresh, so it writes none of them again.
+    d.stop()
+    d.start()
+    time.sleep(1.5)
+    m = d.metrics()
+    assert m['cascade_held_ids{kind="series"}'] == 3, m
+    assert total(m, "cascade_series_refreshed_total") == 0
 
 
 def test_unique_ids_are_their_publisher_s(client, daemon_factory, users):
@@ -541,7 +652,7 @@ def test_a_repeat_from_1970_does_not_flood(client, daemon_factory):
     arrived = [t for t, _, _ in caught_up]
     assert arrived[30] - arrived[0] >= 30 * 0.1 - 0.2, arrived
     # A series' records: one per copy, not one per missed occurrence.
-    recs = [r for r in records(d.broker, d.prefix + ".cancels")
+    recs = [r for r in records(d.broker, d.prefix + ".series")
             if r.type == "series"]
     assert len(recs) <= len(got) + len(caught_up) + 2, len(recs)
 

@@ -265,6 +265,7 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
     there; each is parked, once, with a reason, as bad_target."""
     p = d.prefix
     targets = [("", p + ".events"), ("", p + ".cancels"),
+               ("", p + ".series"),
                ("", p + ".error"), ("", p + ".ingress"),
                ("amq.default", p + ".cancels"), (p, "anything"),
                (p + ".retry", "")]
@@ -294,8 +295,8 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
     # its message-id); the attacker's message itself has none.
     landed = {s: [r.message_id for r in records(d.broker, p + s)
                   if r.message_id in mids and r.type is None]
-              for s in (".events", ".cancels")}
-    assert landed == {".events": [], ".cancels": []}, landed
+              for s in (".events", ".cancels", ".series")}
+    assert landed == {".events": [], ".cancels": [], ".series": []}, landed
     # Each parked once, saying why (an x-cascade-error).
     assert all(len(got.get(m, [])) == 1 and got[m][0] for m in mids), \
         "not each parked once with a reason: %s" % {
@@ -477,10 +478,13 @@ def test_a_forged_series_record_does_not_stop_a_repeat(d, users, guest):
     cid = rows[0]["cascade_id"]
     assert cid, rows
     # A later occurrence, with a token of the attacker's: every copy of
-    # the real series would look stale.
-    attacker.record(d.prefix + ".cancels", "series", {
-        "x-cascade-series": cid, "x-cascade-occurrence": 1000,
-        "x-cascade-token": "forged", "x-cascade-until": now_ms() + 3600000})
+    # the real series would look stale.  In P.series, where the daemons
+    # write them, and in P.cancels, where earlier versions did.
+    for stream in (".series", ".cancels"):
+        attacker.record(d.prefix + stream, "series", {
+            "x-cascade-series": cid, "x-cascade-occurrence": 1000,
+            "x-cascade-token": "forged",
+            "x-cascade-until": now_ms() + 3600000})
     got = arrived(guest, q, 3, 2 + 2 + LATE + 1.5)
     assert [p.headers.get("x-cascade-occurrence") for _, p, _ in got] == \
         [1, 2, 3], got
@@ -693,7 +697,7 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
                r"^%s\.(events|cancels|error)$" % p)
     broker.ctl("add_user", reader, "pw-reader")
     broker.ctl("set_permissions", "-p", "/", reader, "^$", "^$",
-               r"^%s\.(events|cancels)$" % p)
+               r"^%s\.(events|cancels|series)$" % p)
     try:
         for args, rc in ((["status"], 0), (["errors"], 0), (["list"], 0),
                          (["cancel", "--force", uid("any")], 0),
@@ -708,7 +712,7 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
         assert "dry run: would requeue" in r.stdout, r.stdout
         params = pika.URLParameters(broker.url)
         params.credentials = pika.PlainCredentials(reader, "pw-reader")
-        for stream in (".events", ".cancels"):
+        for stream in (".events", ".cancels", ".series"):
             got = []
 
             def on_message(c, m, pr, b, got=got):

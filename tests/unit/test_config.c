@@ -822,6 +822,23 @@ Test(config, held_ids_leave_requests_a_tenth_of_the_cap)
 	load_bad("[events]\nmax_held_ids = 100000001\n");
 }
 
+Test(config, series_window_is_an_hour_to_thirty_days)
+{
+	load_ok("");
+	cr_assert_eq(cfg.events_series_window, DAY);
+	load_ok("[events]\nseries_window = 1h\n");
+	cr_assert_eq(cfg.events_series_window, 3600000);
+	load_ok("[events]\nseries_window = 30d\n");
+	cr_assert_eq(cfg.events_series_window, 30 * DAY);
+	load_bad("[events]\n\nseries_window = 59m\n");
+	cr_assert(strstr(err, "test.ini:3: events.series_window") != NULL, "%s",
+	          err);
+	load_bad("[events]\nseries_window = 31d\n");
+	cr_assert(strstr(err, "events.series_window") != NULL, "%s", err);
+	load_bad("[events]\nseries_window = 3600\n");
+	cr_assert(strstr(err, "events.series_window") != NULL, "%s", err);
+}
+
 Test(config, events_max_age_must_outlive_max_delay)
 {
 	load_bad("[router]\nmax_delay = 30d\n[events]\nmax_age = 7d\n");

@@ -87,6 +87,54 @@ Test(idmap, each_removes_what_it_is_told_and_keeps_the_rest)
 	idmap_free(&m, NULL);
 }
 
+static int
+count_until(amqp_bytes_t key, void *value, void *ctx)
+{
+	size_t *n = ctx;
+
+	(void)key;
+	(void)value;
+	return ++n[0] == n[1];
+}
+
+/* A walk over many calls sees every entry once, and stops when told. */
+Test(idmap, a_walk_goes_on_where_it_stopped_and_ends_at_0)
+{
+	struct idmap m;
+	void *old;
+	char key[16];
+	size_t cursor = 0, seen[2] = {0, 0}, calls = 0, slots = 0;
+
+	idmap_init(&m);
+	cr_assert_eq(idmap_walk(&m, &cursor, 10, count_until, seen), 0);
+	cr_assert_eq(cursor, 0);
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		cr_assert_eq(idmap_put(&m, amqp_cstring_bytes(key), &m, &old),
+		             0);
+	}
+	cr_assert_eq(m.cap, 256);
+	do {
+		slots += idmap_walk(&m, &cursor, 7, count_until, seen);
+		calls++;
+	} while (cursor != 0);
+	cr_assert_eq(seen[0], 100);
+	cr_assert_eq(slots, 256);
+	cr_assert_eq(calls, (256 + 6) / 7);
+	/* Told to stop after the 10th entry: the next call goes on from
+	 * the slot after it. */
+	seen[0] = 0;
+	seen[1] = 10;
+	(void)idmap_walk(&m, &cursor, 256, count_until, seen);
+	cr_assert_eq(seen[0], 10);
+	cr_assert_neq(cursor, 0);
+	seen[1] = 0;
+	while (cursor != 0)
+		(void)idmap_walk(&m, &cursor, 256, count_until, seen);
+	cr_assert_eq(seen[0], 100);
+	idmap_free(&m, NULL);
+}
+
 Test(idmap, long_keys_and_keys_differing_only_in_length)
 {
 	struct idmap m;

@@ -265,13 +265,16 @@ Test(metrics, cancellations_read_age)
 
 	memset(&m, 0, sizeof(m));
 	m.cancels_read_age_ms = 125250;
-	m.untrusted_events = 3;
-	m.undecodable_cancels = 2;
+	m.untrusted[METRICS_STREAM_EVENTS] = 3;
+	m.undecodable[METRICS_STREAM_CANCELS] = 2;
+	m.undecodable[METRICS_STREAM_SERIES] = 5;
 	cr_assert_gt(render(&m), 0);
 	expect_line("cascade_cancellations_read_age_seconds 125.250");
 	expect_line("cascade_records_untrusted_total{stream=\"events\"} 3");
 	expect_line("cascade_records_untrusted_total{stream=\"cancels\"} 0");
 	expect_line("cascade_records_undecodable_total{stream=\"cancels\"} 2");
+	expect_line("cascade_records_undecodable_total{stream=\"series\"} 5");
+	expect_line("cascade_records_untrusted_total{stream=\"series\"} 0");
 	m.overdue_ms = 61500;
 	m.cancels_read_age_ms = -1;
 	cr_assert_gt(render(&m), 0);

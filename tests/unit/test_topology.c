@@ -29,6 +29,10 @@ Test(topology_names, default_prefix_and_ladder)
 	cr_assert_str_eq(t.ret[0], "cascade.return");
 	cr_assert_str_eq(t.error, "cascade.error");
 	cr_assert_str_eq(t.retry, "cascade.retry");
+	cr_assert_str_eq(t.events, "cascade.events");
+	cr_assert_str_eq(t.cancels, "cascade.cancels");
+	cr_assert_str_eq(t.series, "cascade.series");
+	cr_assert_str_eq(t.requests, "cascade.requests");
 	cr_assert_eq(t.levels, 12);
 	cr_assert_str_eq(t.delay[0], "cascade.delay.2000");
 	cr_assert_str_eq(t.delay[1], "cascade.delay.8000");
@@ -67,7 +71,7 @@ Test(topology_names, names_are_distinct)
 {
 	struct ladder l = make(1000, 2, 20);
 	struct topology t;
-	const char *all[5 + 20];
+	const char *all[9 + 20];
 	size_t n = 0;
 
 	cr_assert_eq(topology_names(&t, "cascade", &l, 1, 0), 0);
@@ -76,6 +80,10 @@ Test(topology_names, names_are_distinct)
 	all[n++] = t.ret[0];
 	all[n++] = t.error;
 	all[n++] = t.retry;
+	all[n++] = t.events;
+	all[n++] = t.cancels;
+	all[n++] = t.series;
+	all[n++] = t.requests;
 	for (unsigned k = 0; k < t.levels; k++)
 		all[n++] = t.delay[k];
 	for (size_t i = 0; i < n; i++)

@@ -146,7 +146,8 @@ fill_series(uint64_t n)
 	series_init(&s);
 	a = sample();
 	for (uint64_t i = 0; i < n; i++)
-		if (series_add(&s, cid(id, i), 2, cid(token, i + 1), 2000) < 0)
+		if (series_add(&s, cid(id, i), 2, cid(token, i + 1), 2000, 0) <
+		    0)
 			return -1;
 	b = sample();
 	report("series", n, a, b);

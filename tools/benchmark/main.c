@@ -4,7 +4,7 @@
  *
  *   cascade-bench run [options]      publish, consume the target, report
  *   cascade-bench forward [options]  the plain forwarder (mode forward)
- *   cascade-bench records -n N       P.cancels as a repeat leaves it
+ *   cascade-bench records -n N       P.series as a repeat leaves it
  *
  * Each message carries its id and due time in its body, so lateness is
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
@@ -30,10 +30,12 @@ usage(FILE *fp)
 	    "       cascade-bench forward [-c FILE] [--hops N] "
 	    "[--queue TARGET]\n"
 	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
-	    "       cascade-bench records [-c FILE] [-p P] -n N   write N "
-	    "series records\n"
-	    "                        (one series of every 1s) into "
-	    "P.cancels\n"
+	    "       cascade-bench records [-c FILE] [-p P] [--stream S] -n N\n"
+	    "                        write N series records (one series of "
+	    "every 1s)\n"
+	    "                        into P.S: series (default), or cancels "
+	    "as versions\n"
+	    "                        before P.series wrote them\n"
 	    "\n"
 	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
 	    "  -n, --count N         messages (default 10000)\n"
@@ -91,6 +93,7 @@ main(int argc, char *argv[])
 	    {"target-type", required_argument, NULL, 'T'},
 	    {"dist", required_argument, NULL, 'D'},
 	    {"seed", required_argument, NULL, 'E'},
+	    {"stream", required_argument, NULL, 'Z'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -119,6 +122,7 @@ main(int argc, char *argv[])
 	o.idle_ms = 10000;
 	o.unit = 1;
 	o.seed = 1;
+	o.stream = "series";
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
 	                         NULL)) != -1) {
 		switch (ch) {
@@ -219,6 +223,16 @@ main(int argc, char *argv[])
 				return 2;
 			}
 			o.target_type = optarg;
+			break;
+		case 'Z':
+			if (strcmp(optarg, "series") != 0 &&
+			    strcmp(optarg, "cancels") != 0) {
+				fprintf(stderr,
+				        "cascade-bench: --stream: series "
+				        "or cancels\n");
+				return 2;
+			}
+			o.stream = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -1,8 +1,9 @@
 /*
- * `cascade-bench records`: fill P.cancels with what a long-running repeat
- * leaves there, encoded by the daemon's own code (events_props), so that
- * a daemon's reading of P.cancels at connect can be timed (tools/bench
- * replay).
+ * `cascade-bench records`: fill P.series (--stream series, the default) or
+ * P.cancels (--stream cancels, where versions before P.series wrote them)
+ * with what a long-running repeat leaves there, encoded by the daemon's
+ * own code (events_props), so that a daemon's reading of the streams at
+ * connect can be timed (tools/bench replay).
  *
  * --count N series records of one series of every 1 s, occurrences 2 to
  * N + 1, due over the N seconds before now, each with a fresh token: what
@@ -42,7 +43,7 @@ records_write(const struct opts *o)
 	    config_url_user(getenv("CASCADE_BROKER_URL"), user, sizeof(user)) <
 	        0)
 		user[0] = '\0';
-	snprintf(stream, sizeof(stream), "%s.cancels", o->prefix);
+	snprintf(stream, sizeof(stream), "%s.%s", o->prefix, o->stream);
 	if (broker_confirm_select(conn, CH_PUB, &c, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cascade-bench: %s\n", err);
 		return 1;

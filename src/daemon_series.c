@@ -1,0 +1,196 @@
+/*
+ * Repeats (series.h, docs/CONTRACT.md 7.8): a copy made stale by a crash
+ * or a duplicate delivery is dropped, missed occurrences are counted, the
+ * next copy of a delivered occurrence is routed and its series record
+ * written, the series records read back are held, and the latest record
+ * of each is written again into P.series before [events] series_window
+ * lets it age out (the refresh).
+ *
+ * Owns: series, series_prune_at, the refresh timer and its cursor.
+ * Calls into: daemon_publish (ack, random), daemon_events (write a
+ * record), daemon_conn (daemon_fail).
+ */
+#include "daemon_int.h"
+
+#include "amqp_compat.h"
+#include <ev.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "duration.h"
+#include "log.h"
+
+/* s: how often the refresh goes on through the series held, each time
+ * after 50 % to 150 % of this. */
+#define SERIES_REFRESH_TICK 1.
+
+int
+daemon_series_stale(struct daemon *d, struct message *m)
+{
+	const struct route *r = &m->route;
+
+	if (r->every <= 0 || r->id.len == 0 ||
+	    !series_stale(&d->series, r->id, r->occurrence, r->token))
+		return 0;
+	d->m.series_stale++;
+	log_info("series_stale",
+	         " id=\"%.*s\" occurrence=%" PRId64 " source=%s",
+	         (int)r->id.len, (const char *)r->id.bytes, r->occurrence,
+	         d->consumers[m->consumer].queue);
+	daemon_ack(d, m);
+	return 1;
+}
+
+void
+daemon_series_missed(struct daemon *d, const struct message *m)
+{
+	const struct route *r = &m->route;
+
+	d->m.series_missed += (uint64_t)r->missed;
+	log_info("series_missed",
+	         " id=\"%.*s\" occurrence=%" PRId64 " missed=%" PRId64
+	         " catch_up=%s",
+	         (int)r->id.len, (const char *)r->id.bytes,
+	         r->occurrence + r->missed, r->missed,
+	         r->catch_up_all ? "all" : "collapse");
+}
+
+/* The series record (id, occurrence, token, until) written at `at`, as
+ * ours: believed from cascade's own users only (trust.h). */
+static void
+daemon_series_record(const struct daemon *d, amqp_bytes_t id,
+                     int64_t occurrence, amqp_bytes_t token, int64_t until,
+                     int64_t at, struct event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->kind = EVENT_SERIES;
+	e->at = at;
+	e->id = id;
+	e->occurrence = occurrence;
+	e->token = token;
+	e->until = until;
+	e->writer = amqp_cstring_bytes(d->own_user);
+}
+
+int
+daemon_series_event(const struct daemon *d, const struct message *m,
+                    struct event *e)
+{
+	const struct route *r = &m->route;
+
+	daemon_series_record(d, r->id, r->occurrence, r->token,
+	                     r->due + 86400000LL, r->since, e);
+	return 0;
+}
+
+int
+daemon_series_next(struct daemon *d, struct message *m)
+{
+	struct route *r = &m->route;
+	int64_t now = duration_wall_ms();
+	char token[17];
+
+	if (m->series_step != 0 || r->id.len == 0 || !config_events(d->cfg) ||
+	    !router_series_next(r, now))
+		return 0;
+	events_new_id(token);
+	r->token = message_dup(m, amqp_cstring_bytes(token));
+	r->since = now;
+	r->fresh = 0;
+	router_step(&d->rp, r, now);
+	/* Due within a step: through the return queue, where a daemon holds
+	 * it; the copy must be in the broker before the ack.  What it
+	 * delivers is reckoned when it comes out. */
+	if (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD)
+		r->action = ROUTE_RETURN;
+	r->missed = 0;
+	m->series_step = 1;
+	m->unrecorded = 1; /* its scheduled record: the new due time */
+	return 1;
+}
+
+int
+daemon_series_read(struct daemon *d, const struct event *e)
+{
+	int64_t now = duration_wall_ms();
+
+	/* A daemon's (trust.h), capped where it was taken.  Written by a
+	 * clock ahead of ours, it was written when read at the latest:
+	 * taken as younger, it could age out before it is written again. */
+	if (series_add(&d->series, e->id, e->occurrence, e->token, e->until,
+	               e->at < now ? e->at : now) < 0)
+		return -1;
+	if (d->series.map.n >= d->series_prune_at)
+		d->series_prune_at =
+		    2 * series_prune(&d->series, duration_wall_ms()) + 64;
+	return 0;
+}
+
+/* Write the latest record of series id, h, again into P.series. */
+static int
+daemon_series_rewrite(amqp_bytes_t id, const struct series_head *h, void *ctx)
+{
+	struct daemon *d = ctx;
+	struct event e;
+	int st;
+
+	daemon_series_record(d, id, h->occurrence,
+	                     (amqp_bytes_t){h->token_len, (void *)h->token},
+	                     h->until, duration_wall_ms(), &e);
+	if ((st = daemon_write(d, d->topo.series, &e)) != AMQP_STATUS_OK) {
+		daemon_fail(d, amqp_error_string2(st));
+		return -1;
+	}
+	d->m.series_refreshed++;
+	return 0;
+}
+
+/*
+ * A tick of the refresh (series.h): the series whose latest record was
+ * written more than a quarter of [events] series_window ago, and which
+ * are still in force, get it written again, a bounded part of the map per
+ * tick.  Written without a confirm, like a marker: one lost is written
+ * again a quarter window later, well before the record ages out.  The
+ * age that counts as old is drawn a little above a quarter each tick, and
+ * every daemon walks its map in an order of its own (idmap's hash is
+ * seeded per process), so that daemons seldom write the same record
+ * together: the first one's, read back, makes it fresh for the others.
+ */
+static void
+on_series_refresh(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, series_refresh);
+	int64_t now = duration_wall_ms(),
+	        quarter = d->cfg->events_series_window / 4, stale;
+
+	(void)loop;
+	(void)revents;
+	if (d->broken || d->conn == NULL || d->stopping)
+		return;
+	daemon_series_start(d);
+	/* Only once both streams are read (the map is whole), and never
+	 * while the broker blocks us: a publish could hang. */
+	if (!d->consuming || d->replaying || d->out.blocked)
+		return;
+	stale = now - quarter -
+	        (int64_t)(daemon_random_unit() * (double)(quarter / 8));
+	(void)series_refresh(&d->series, &d->series_cursor,
+	                     SERIES_REFRESH_SLOTS, SERIES_REFRESH_MAX, stale,
+	                     now, daemon_series_rewrite, d);
+}
+
+void
+daemon_series_start(struct daemon *d)
+{
+	ev_timer_stop(d->loop, &d->series_refresh);
+	ev_timer_set(&d->series_refresh,
+	             SERIES_REFRESH_TICK * (0.5 + daemon_random_unit()), 0.);
+	ev_timer_start(d->loop, &d->series_refresh);
+}
+
+void
+daemon_series_init(struct daemon *d)
+{
+	ev_init(&d->series_refresh, on_series_refresh);
+	d->series_cursor = 0;
+}
