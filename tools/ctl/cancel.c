@@ -94,8 +94,7 @@ request_operands(const char *cmd, int n, char **v)
 {
 	if (n == 0) {
 		fprintf(stderr, PROG ": %s: which id?\n", cmd);
-		ctl_usage_short();
-		return -1;
+		return CTL_USAGE;
 	}
 	for (int i = 0; i < n; i++) {
 		size_t len = strlen(v[i]);

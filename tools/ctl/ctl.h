@@ -74,8 +74,9 @@ struct ctl_command {
 	const struct ctl_option *options; /* ends with a NULL name */
 	/* One option of ours: 0, or -1 having said why (exit status 2). */
 	int (*option)(struct ctl *c, const char *name, const char *arg);
-	/* The operands after the command: 0, or -1 having said why (2).
-	 * NULL: the command takes none. */
+	/* The operands after the command: 0, or -1 having said why (2),
+	 * CTL_USAGE when the synopsis should follow.  NULL: the command
+	 * takes none. */
 	int (*operands)(int n, char **v);
 	/* The command, connected: 0, a command's own status >0, or -1 with
 	 * c->err. */
@@ -101,10 +102,10 @@ int requeue_run(struct ctl *c);
 int list_run(struct ctl *c);
 int cancel_run(struct ctl *c);
 
-/* The synopsis a usage error prints (main.c). */
-void ctl_usage_short(void);
+/* An operands function's "wrong, and main.c prints the synopsis". */
+#define CTL_USAGE (-2)
 
-/* --limit N: a positive integer; -1 having said why. */
+/* args.c: --limit N, a positive integer; -1 having said why. */
 int ctl_parse_limit(const char *s, uint64_t *out);
 
 /*

@@ -47,8 +47,8 @@ static const struct ctl_option common_options[] = {
 #define OPTIONS_MAX 32
 
 /* What a usage error prints: the synopsis, not the whole help. */
-void
-ctl_usage_short(void)
+static void
+usage_short(void)
 {
 	fprintf(stderr, "usage: " PROG " [-c FILE] ");
 	for (size_t k = 0; k < NCOMMANDS; k++)
@@ -151,23 +151,6 @@ usage(FILE *fp)
 	    ERRORS_LIMIT);
 }
 
-int
-ctl_parse_limit(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-
-	if (*s >= '0' && *s <= '9') {
-		n = strtoull(s, &end, 10);
-		if (*end == '\0' && n > 0) {
-			*out = n;
-			return 0;
-		}
-	}
-	fprintf(stderr, PROG ": --limit wants a positive integer: %s\n", s);
-	return -1;
-}
-
 /* An option given, in the order given. */
 struct given {
 	const struct ctl_option *opt;
@@ -248,7 +231,7 @@ main_parse(struct ctl *c, int argc, char *argv[], const char **path,
 					break;
 		}
 		if (ch == '?' || idx >= (int)n) {
-			ctl_usage_short();
+			usage_short();
 			goto out;
 		}
 		if (strcmp(all[idx]->name, "help") == 0) {
@@ -263,7 +246,7 @@ main_parse(struct ctl *c, int argc, char *argv[], const char **path,
 	}
 	if (optind == argc) {
 		fprintf(stderr, PROG ": which command?\n");
-		ctl_usage_short();
+		usage_short();
 		goto out;
 	}
 	for (size_t k = 0; k < NCOMMANDS; k++)
@@ -271,22 +254,26 @@ main_parse(struct ctl *c, int argc, char *argv[], const char **path,
 			cmd = &commands[k];
 	if (cmd == NULL) {
 		fprintf(stderr, PROG ": unknown command %s\n", argv[optind]);
-		ctl_usage_short();
+		usage_short();
 		goto out;
 	}
 	if (cmd->operands != NULL) {
-		if (cmd->operands(argc - optind - 1, argv + optind + 1) < 0)
+		int rc = cmd->operands(argc - optind - 1, argv + optind + 1);
+
+		if (rc == CTL_USAGE)
+			usage_short();
+		if (rc < 0)
 			goto out;
 	} else if (argc - optind - 1 > 0) {
 		fprintf(stderr, PROG ": one command at a time\n");
-		ctl_usage_short();
+		usage_short();
 		goto out;
 	}
 	for (size_t i = 0; i < ngiven; i++)
 		if (main_takes(cmd, given[i].opt->name) == NULL) {
 			fprintf(stderr, PROG ": option not valid for %s\n",
 			        cmd->name);
-			ctl_usage_short();
+			usage_short();
 			goto out;
 		}
 	for (size_t i = 0; i < ngiven; i++)
