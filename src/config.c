@@ -1,12 +1,12 @@
 /*
- * The INI file, read with inih.  Every key, default and bound comes from
- * CONFIG_KEYS in config.h; this file only walks that table.
+ * The INI file, read with inih: each key handed to config_set (the key
+ * table, config_keys.c), each error reported with its file, line and key,
+ * then the checks that need more than one key or the environment.
  */
-#include "config.h"
+#include "config_int.h"
 
 #include "amqp_compat.h"
 #include <errno.h>
-#include <fnmatch.h>
 #include <ini.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -18,41 +18,6 @@
 #include "listen.h"
 #include "when.h"
 #include "ladder.h"
-
-enum config_kind {
-	CONFIG_KIND_STR,
-	CONFIG_KIND_DUR,
-	CONFIG_KIND_UINT,
-	CONFIG_KIND_ENUM,
-};
-
-struct config_key {
-	const char *section;
-	const char *name;
-	enum config_kind kind;
-	const char *def;
-	int64_t lo, hi;
-	const char *choices;
-	size_t offset;
-	size_t line_offset;
-};
-
-static const struct config_key config_keys[] = {
-#define CONFIG_ENTRY(sec, nm, kind, d, l, h, ch, help)                         \
-	{#sec,                                                                 \
-	 #nm,                                                                  \
-	 CONFIG_KIND_##kind,                                                   \
-	 d,                                                                    \
-	 l,                                                                    \
-	 h,                                                                    \
-	 ch,                                                                   \
-	 offsetof(struct config, sec##_##nm),                                  \
-	 offsetof(struct config, sec##_##nm##_line)},
-    CONFIG_KEYS(CONFIG_ENTRY)
-#undef CONFIG_ENTRY
-};
-
-#define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
 /* State of one parse: where we are in the file and what went wrong. */
 struct config_parse {
@@ -106,105 +71,6 @@ config_error(struct config_parse *p, int line, const char *key, const char *fmt,
 	p->err[p->errlen] = '\0';
 }
 
-/* Set one key from text; *why says what is wrong when it returns -1. */
-static int
-config_set(struct config *cfg, const struct config_key *k, const char *value,
-           const char **why)
-{
-	char *field = (char *)cfg + k->offset;
-	static char whybuf[128];
-	int64_t ms;
-	uint64_t u;
-	char *end;
-
-	switch (k->kind) {
-	case CONFIG_KIND_STR:
-		if (strlen(value) < (size_t)k->lo) {
-			*why = "must not be empty";
-			return -1;
-		}
-		if (strlen(value) > (size_t)k->hi) {
-			snprintf(whybuf, sizeof(whybuf),
-			         "longer than %" PRId64 " characters", k->hi);
-			*why = whybuf;
-			return -1;
-		}
-		memcpy(field, value, strlen(value) + 1);
-		return 0;
-	case CONFIG_KIND_DUR:
-		if (duration_parse(value, strlen(value), DURATION_BARE_REJECT,
-		                   &ms, why) < 0)
-			return -1;
-		if (ms < k->lo || ms > k->hi) {
-			char lo[32], hi[32];
-			duration_format(k->lo, lo, sizeof(lo));
-			duration_format(k->hi, hi, sizeof(hi));
-			snprintf(whybuf, sizeof(whybuf),
-			         "out of range (%s to %s)", lo, hi);
-			*why = whybuf;
-			return -1;
-		}
-		memcpy(field, &ms, sizeof(ms));
-		return 0;
-	case CONFIG_KIND_UINT:
-		errno = 0;
-		if (value[0] < '0' || value[0] > '9') {
-			*why = "not a whole number";
-			return -1;
-		}
-		u = strtoull(value, &end, 10);
-		if (*end != '\0') {
-			*why = "not a whole number";
-			return -1;
-		}
-		if (errno == ERANGE || u < (uint64_t)k->lo ||
-		    u > (uint64_t)k->hi) {
-			snprintf(whybuf, sizeof(whybuf),
-			         "out of range (%" PRId64 " to %" PRId64 ")",
-			         k->lo, k->hi);
-			*why = whybuf;
-			return -1;
-		}
-		memcpy(field, &u, sizeof(u));
-		return 0;
-	case CONFIG_KIND_ENUM: {
-		const char *c = k->choices;
-		size_t n = strlen(value);
-		int index = 0;
-		for (;;) {
-			size_t len = strcspn(c, "|");
-			if (len == n && memcmp(c, value, n) == 0) {
-				memcpy(field, &index, sizeof(index));
-				return 0;
-			}
-			if (c[len] == '\0')
-				break;
-			c += len + 1;
-			index++;
-		}
-		snprintf(whybuf, sizeof(whybuf), "must be one of %s",
-		         k->choices);
-		*why = whybuf;
-		return -1;
-	}
-	}
-	*why = "unknown kind";
-	return -1;
-}
-
-void
-config_defaults(struct config *cfg)
-{
-	const char *why;
-
-	memset(cfg, 0, sizeof(*cfg));
-	for (size_t i = 0; i < CONFIG_NKEYS; i++)
-		if (config_set(cfg, &config_keys[i], config_keys[i].def, &why) <
-		    0)
-			abort(); /* a bad default is a broken build */
-	retry_defaults(&cfg->retry.def);
-}
-
 /* [retry] and [retry.QUEUE] keys; their names depend on the user's queues. */
 static void
 config_retry(struct config_parse *p, const char *section, const char *name,
@@ -252,10 +118,10 @@ config_handler(void *user, const char *section, const char *name,
                const char *value)
 {
 	struct config_parse *p = user;
-	const struct config_key *k = NULL;
+	const struct config_key *k;
 	const char *why;
 	char key[256];
-	int known_section = 0, first;
+	int known_section, first;
 
 	snprintf(key, sizeof(key), "%s.%s", section, name);
 	if (strcmp(section, "retry") == 0 ||
@@ -263,13 +129,7 @@ config_handler(void *user, const char *section, const char *name,
 		config_retry(p, section, name, value, key);
 		return 1;
 	}
-	for (size_t i = 0; i < CONFIG_NKEYS; i++) {
-		if (strcmp(config_keys[i].section, section) != 0)
-			continue;
-		known_section = 1;
-		if (strcmp(config_keys[i].name, name) == 0)
-			k = &config_keys[i];
-	}
+	k = config_key_find(section, name, &known_section);
 	if (!known_section) {
 		if (*section == '\0')
 			config_error(p, p->line, name,
@@ -369,17 +229,6 @@ config_reader(char *buf, int size, void *stream)
 		return NULL;
 	}
 	return buf;
-}
-
-static int
-config_line(const struct config *cfg, const char *sec, const char *name)
-{
-	for (size_t i = 0; i < CONFIG_NKEYS; i++)
-		if (strcmp(config_keys[i].section, sec) == 0 &&
-		    strcmp(config_keys[i].name, name) == 0)
-			return *(const int *)((const char *)cfg +
-			                      config_keys[i].line_offset);
-	return 0;
 }
 
 static int
@@ -493,124 +342,6 @@ config_check_secrets(struct config_parse *p, int tls_url)
 		             "and tls_key_file");
 }
 
-/* Each pattern of allowed_targets, split at commas and blanks. */
-static int
-next_pattern(const char **s, char *out, size_t size)
-{
-	size_t n;
-
-	*s += strspn(*s, ", \t");
-	n = strcspn(*s, ", \t");
-	if (n == 0)
-		return 0;
-	snprintf(out, size, "%.*s", (int)n, *s);
-	*s += n;
-	return 1;
-}
-
-int
-config_target_allowed(const struct config *cfg, const char *exchange,
-                      size_t len)
-{
-	const char *s = cfg->router_allowed_targets;
-	char pattern[CONFIG_STR_MAX], name[256];
-
-	if (len == 0) {
-		len = strlen("amq.default");
-		exchange = "amq.default";
-	}
-	if (len >= sizeof(name))
-		return 0;
-	memcpy(name, exchange, len);
-	name[len] = '\0';
-	while (next_pattern(&s, pattern, sizeof(pattern)))
-		if (fnmatch(pattern, name, 0) == 0)
-			return 1;
-	return 0;
-}
-
-/*
- * [topology] consume_shards: shard numbers and ranges ("0-3, 7"), apart by
- * commas or blanks, each below shards, into *mask; empty means every one.
- */
-static int
-shard_list(const char *s, unsigned shards, uint64_t *mask, const char **why)
-{
-	const char *start = s;
-	unsigned long lo, hi;
-	char *end;
-
-	*mask = 0;
-	for (;;) {
-		while (*s == ',' || *s == ' ' || *s == '\t')
-			s++;
-		if (*s == '\0')
-			break;
-		if (*s < '0' || *s > '9')
-			goto bad;
-		lo = hi = strtoul(s, &end, 10);
-		s = end;
-		if (*s == '-') {
-			s++;
-			if (*s < '0' || *s > '9')
-				goto bad;
-			hi = strtoul(s, &end, 10);
-			s = end;
-		}
-		if (*s != '\0' && *s != ',' && *s != ' ' && *s != '\t')
-			goto bad;
-		if (lo > hi) {
-			*why = "a range runs from low to high";
-			return -1;
-		}
-		if (hi >= shards) {
-			*why = "names a shard past [topology] shards (shards "
-			       "are numbered from 0)";
-			return -1;
-		}
-		for (unsigned long i = lo; i <= hi; i++)
-			*mask |= UINT64_C(1) << i;
-	}
-	if (*mask == 0 && *start != '\0') {
-		*why = "names no shard (leave it empty for every shard)";
-		return -1;
-	}
-	if (*mask == 0)
-		*mask = shards >= 64 ? UINT64_MAX : (UINT64_C(1) << shards) - 1;
-	return 0;
-bad:
-	*why = "expected shard numbers and ranges such as \"0-3, 7\"";
-	return -1;
-}
-
-unsigned
-config_levels(const struct config *cfg)
-{
-	int64_t ttl = cfg->topology_resolution;
-	unsigned n = 1;
-
-	if (cfg->topology_levels > 0)
-		return (unsigned)cfg->topology_levels;
-	while (n < LADDER_MAX_LEVELS &&
-	       ttl <= cfg->router_max_delay / (int64_t)cfg->topology_factor) {
-		ttl *= (int64_t)cfg->topology_factor;
-		n++;
-	}
-	return n;
-}
-
-int
-config_shard_consumed(const struct config *cfg, unsigned s)
-{
-	uint64_t mask;
-	const char *why;
-
-	return s < 64 &&
-	       shard_list(cfg->topology_consume_shards,
-	                  (unsigned)cfg->topology_shards, &mask, &why) == 0 &&
-	       (mask >> s & 1);
-}
-
 /* Checks that need more than one key, or the environment. */
 static void
 config_check(struct config_parse *p)
@@ -663,7 +394,7 @@ config_check(struct config_parse *p)
 	{
 		const char *s = cfg->router_allowed_targets;
 		char pattern[CONFIG_STR_MAX];
-		if (!next_pattern(&s, pattern, sizeof(pattern)))
+		if (!config_next_pattern(&s, pattern, sizeof(pattern)))
 			config_error(p, cfg->router_allowed_targets_line,
 			             "router.allowed_targets",
 			             "no pattern: nothing could be delivered "
@@ -708,8 +439,9 @@ config_check(struct config_parse *p)
 	}
 	{
 		uint64_t mask;
-		if (shard_list(cfg->topology_consume_shards,
-		               (unsigned)cfg->topology_shards, &mask, &why) < 0)
+		if (config_shard_list(cfg->topology_consume_shards,
+		                      (unsigned)cfg->topology_shards, &mask,
+		                      &why) < 0)
 			config_error(p, cfg->topology_consume_shards_line,
 			             "topology.consume_shards", "%s: \"%s\"",
 			             why, cfg->topology_consume_shards);
@@ -813,162 +545,4 @@ config_load_string(struct config *cfg, const char *name, const char *text,
 	if (errsize)
 		err[0] = '\0';
 	return config_parse_any(cfg, &p);
-}
-
-/* One URL, s[0..n), masked, appended to out. */
-static void
-mask_one(const char *s, size_t n, char *out, size_t size)
-{
-	size_t len = strlen(out);
-	const char *scheme = NULL, *at = NULL, *colon = NULL;
-
-	for (size_t i = 0; i + 3 <= n && scheme == NULL; i++)
-		if (memcmp(s + i, "://", 3) == 0)
-			scheme = s + i;
-	if (scheme != NULL) {
-		scheme += 3;
-		at = memchr(scheme, '@', n - (size_t)(scheme - s));
-		if (at != NULL)
-			colon = memchr(scheme, ':', (size_t)(at - scheme));
-	}
-	if (colon == NULL)
-		snprintf(out + len, size - len, "%.*s", (int)n, s);
-	else
-		snprintf(out + len, size - len, "%.*s:***%.*s",
-		         (int)(colon - s), s, (int)(n - (size_t)(at - s)), at);
-}
-
-void
-config_mask_url(const char *url, char *out, size_t size)
-{
-	const char *p = url;
-
-	if (size == 0)
-		return;
-	out[0] = '\0';
-	/* Every URL of a list, and what separates them, as it was. */
-	while (*p != '\0') {
-		size_t sep = strspn(p, ", \t"), n, len = strlen(out);
-		snprintf(out + len, size - len, "%.*s", (int)sep, p);
-		p += sep;
-		n = strcspn(p, ", \t");
-		if (n > 0)
-			mask_one(p, n, out, size);
-		p += n;
-	}
-}
-
-int
-config_broker_url(const struct config *cfg, unsigned i, char *out, size_t size)
-{
-	const char *p = cfg->broker_url;
-	size_t n;
-
-	for (;;) {
-		p += strspn(p, ", \t");
-		n = strcspn(p, ", \t");
-		if (n == 0)
-			return -1;
-		if (i-- == 0)
-			break;
-		p += n;
-	}
-	if (n >= size)
-		return -1;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return 0;
-}
-
-unsigned
-config_broker_url_count(const struct config *cfg)
-{
-	char url[CONFIG_STR_MAX];
-	unsigned n = 0;
-
-	while (config_broker_url(cfg, n, url, sizeof(url)) == 0)
-		n++;
-	return n;
-}
-
-int
-config_events(const struct config *cfg)
-{
-	return cfg->events_enabled == 0; /* "yes|no" */
-}
-
-size_t
-config_held_limit(const struct config *cfg, int request)
-{
-	size_t cap = (size_t)cfg->events_max_held_ids;
-
-	return request ? cap : cap - cap / 10;
-}
-
-int64_t
-config_events_max_age(const struct config *cfg)
-{
-	return cfg->events_max_age > 0 ? cfg->events_max_age
-	                               : cfg->router_max_delay + 86400000LL;
-}
-
-int
-config_url_user(const char *url, char *out, size_t size)
-{
-	struct amqp_connection_info info;
-	char copy[CONFIG_STR_MAX];
-
-	/* amqp_parse_url cuts its argument apart: it gets a copy. */
-	snprintf(copy, sizeof(copy), "%s", url);
-	if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK)
-		return -1;
-	snprintf(out, size, "%s", info.user != NULL ? info.user : "guest");
-	return 0;
-}
-
-int
-config_broker_user(const struct config *cfg, char *out, size_t size)
-{
-	char url[CONFIG_STR_MAX];
-
-	if (config_broker_url(cfg, 0, url, sizeof(url)) < 0)
-		return -1;
-	return config_url_user(url, out, size);
-}
-
-int
-config_control_user(const struct config *cfg, amqp_bytes_t user)
-{
-	char buf[CONFIG_STR_MAX];
-	const char *list = cfg->events_control_users, *p, *end;
-	size_t n;
-
-	if (user.len == 0)
-		return 0;
-	if (list[0] == '\0') {
-		if (config_broker_user(cfg, buf, sizeof(buf)) < 0)
-			return 0;
-		list = buf;
-	}
-	for (p = list; *p != '\0'; p = end) {
-		p += strspn(p, ", \t");
-		end = p + strcspn(p, ", \t");
-		n = (size_t)(end - p);
-		if (n > 0 && n == user.len && memcmp(p, user.bytes, n) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-int64_t
-config_unsigned_until(const struct config *cfg)
-{
-	char why[128];
-	int64_t t;
-
-	if (cfg->router_accept_unsigned_until[0] == '\0' ||
-	    when_parse_absolute(cfg->router_accept_unsigned_until, &t, why,
-	                        sizeof(why)) < 0)
-		return 0;
-	return t;
 }
