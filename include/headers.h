@@ -11,6 +11,9 @@
 /* The entry named key, or NULL. */
 const amqp_field_value_t *headers_find(const amqp_table_t *t, const char *key);
 
+/* A message's headers table, or NULL when it has none. */
+const amqp_table_t *headers_of(const amqp_basic_properties_t *props);
+
 /*
  * A delay: an integer of any AMQP width, signed or unsigned, in ms, or a
  * string ("5000", "250ms", "90s", "15m", "2h", "3d").  Returns 0, or -1 with

@@ -138,12 +138,6 @@ get_i64(const amqp_table_t *h, const char *key, int64_t *out)
 	return v != NULL && headers_integer(v, out) == 1 ? 0 : -1;
 }
 
-static const amqp_table_t *
-props_headers_of(const amqp_basic_properties_t *p)
-{
-	return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
-}
-
 amqp_bytes_t
 events_owner(const amqp_basic_properties_t *p, int fresh)
 {
@@ -151,8 +145,7 @@ events_owner(const amqp_basic_properties_t *p, int fresh)
 
 	/* On first sight a publisher's own x-cascade-user-id proves
 	 * nothing: only the user-id RabbitMQ checked counts. */
-	if (!fresh &&
-	    get_str(props_headers_of(p), "x-cascade-user-id", &owner) == 0)
+	if (!fresh && get_str(headers_of(p), "x-cascade-user-id", &owner) == 0)
 		return owner;
 	if (p->_flags & AMQP_BASIC_USER_ID_FLAG)
 		owner = p->user_id;
@@ -322,8 +315,7 @@ int
 events_request(const amqp_basic_properties_t *props, int64_t until, int64_t now,
                struct event *e, const char **why)
 {
-	const amqp_table_t *h =
-	    (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers : NULL;
+	const amqp_table_t *h = headers_of(props);
 	const amqp_field_value_t *v;
 
 	const amqp_field_value_t *c = headers_find(h, "x-cascade-cancel"),
@@ -476,8 +468,8 @@ events_resume_read(struct events_resume *r, const amqp_basic_properties_t *p)
 {
 	int64_t off;
 
-	if (get_i64(props_headers_of(p), "x-stream-offset", &off) == 0 &&
-	    off >= 0 && off > r->last && off < INT64_MAX / 2)
+	if (get_i64(headers_of(p), "x-stream-offset", &off) == 0 && off >= 0 &&
+	    off > r->last && off < INT64_MAX / 2)
 		r->last = off;
 }
 

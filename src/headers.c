@@ -6,6 +6,13 @@
 #include "duration.h"
 #include "wirecheck.h"
 
+const amqp_table_t *
+headers_of(const amqp_basic_properties_t *props)
+{
+	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
+	                                                 : NULL;
+}
+
 const amqp_field_value_t *
 headers_find(const amqp_table_t *t, const char *key)
 {

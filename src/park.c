@@ -5,13 +5,6 @@
 
 #include "headers.h"
 
-static const amqp_table_t *
-park_headers(const amqp_basic_properties_t *props)
-{
-	return (props->_flags & AMQP_BASIC_HEADERS_FLAG) ? &props->headers
-	                                                 : NULL;
-}
-
 /* A string header, or 0 when it is absent or of another type. */
 static int
 park_string(const amqp_table_t *h, const char *key, amqp_bytes_t *out)
@@ -69,7 +62,7 @@ void
 park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
             struct park_target *t)
 {
-	const amqp_table_t *h = park_headers(in);
+	const amqp_table_t *h = headers_of(in);
 	const amqp_field_value_t *v;
 	const char *why;
 
@@ -130,7 +123,7 @@ park_requeue_props(const amqp_basic_properties_t *in,
                    amqp_bytes_t parked_routing_key, amqp_pool_t *pool,
                    amqp_basic_properties_t *out)
 {
-	const amqp_table_t *h = park_headers(in);
+	const amqp_table_t *h = headers_of(in);
 	const amqp_field_value_t *cc;
 	struct park_target t;
 	amqp_bytes_t exp;

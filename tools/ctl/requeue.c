@@ -60,12 +60,6 @@ requeue_returned(void *arg, const amqp_basic_return_t *r)
 	         c->topo.ingress, c->topo.exchange);
 }
 
-static const amqp_table_t *
-requeue_headers(const amqp_basic_properties_t *p)
-{
-	return (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL;
-}
-
 /*
  * Whether cascade parked it: it says why (x-cascade-error), or the broker
  * dead-lettered it from one of cascade's queues (x-death).  Anything else
@@ -74,7 +68,7 @@ requeue_headers(const amqp_basic_properties_t *p)
 static int
 requeue_parked_by_cascade(const amqp_basic_properties_t *p)
 {
-	const amqp_table_t *h = requeue_headers(p);
+	const amqp_table_t *h = headers_of(p);
 
 	return headers_find(h, "x-cascade-error") != NULL ||
 	       headers_find(h, "x-death") != NULL;
@@ -89,7 +83,7 @@ static int
 requeue_owner(const amqp_basic_properties_t *p, amqp_bytes_t *owner)
 {
 	const amqp_field_value_t *v =
-	    headers_find(requeue_headers(p), "x-cascade-user-id");
+	    headers_find(headers_of(p), "x-cascade-user-id");
 
 	*owner = amqp_empty_bytes;
 	if (v == NULL)
