@@ -1,5 +1,13 @@
-/* An AMQP 1.0 consumer on Qpid Proton-C's connection driver: see amqp1.h. */
-#include "amqp1.h"
+/*
+ * An AMQP 1.0 consumer on Qpid Proton-C's connection driver (amqp1.h): the
+ * connection.  A TCP socket of our own, TLS as the 0-9-1 connection has
+ * it, the driver pumped by hand (bytes read and written, the idle-timeout
+ * tick, the events dispatched), by libev watchers once started and by a
+ * blocking poll while opening and shutting down.  The links and their
+ * deliveries are amqp1_link.c's, the message inside amqp1_message.c's
+ * (amqp1_int.h).
+ */
+#include "amqp1_int.h"
 
 #include "amqp_compat.h"
 #include <errno.h>
@@ -14,15 +22,11 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <proton/codec.h>
 #include <proton/condition.h>
 #include <proton/connection.h>
 #include <proton/connection_driver.h>
-#include <proton/delivery.h>
-#include <proton/disposition.h>
 #include <proton/link.h>
 #include <proton/sasl.h>
 #include <proton/session.h>
@@ -31,59 +35,13 @@
 #include <proton/transport.h>
 
 #include "config.h"
+#include "duration.h"
 
 /* The default CA store, when [broker] tls_ca_file is empty. */
 #define AMQP1_SYSTEM_CAS "/etc/ssl/certs/ca-certificates.crt"
 
-/* A receiving link, and the delivery being read on it, frame by frame. */
-struct amqp1_link {
-	pn_link_t *pn;
-	char *buf;
-	size_t len, cap;
-	unsigned unsettled; /* its deliveries handed on, not settled */
-	int64_t opened;     /* mono ms */
-	char address[600];
-};
-
-struct amqp1 {
-	pn_connection_driver_t drv;
-	pn_ssl_domain_t *ssl;
-	int fd;
-	uint64_t gen;
-	struct amqp1_link links[AMQP1_MAX_LINKS];
-	unsigned nlinks;
-	unsigned attached;
-	unsigned unsettled;
-	pn_session_t *session;
-	unsigned credit;  /* each link's, once granted */
-	unsigned relinks; /* links replaced so far (names stay unique) */
-	/* Links detached by us, until the broker's detach: what comes on
-	 * them meanwhile is dropped (the broker takes it back). */
-	pn_link_t *retiring[AMQP1_MAX_LINKS];
-	unsigned nretiring;
-	int detaching; /* amqp1_shutdown: links closed, awaiting the broker */
-	unsigned detached;
-	const struct amqp1_handler *h;
-	void *ctx;
-	struct ev_loop *loop;
-	ev_io rio, wio;
-	ev_timer tick;
-	ev_prepare flush; /* sends what settles queued, before the loop waits */
-	int failed;
-	char why[512];
-};
-
 /* Every connection gets the next: a settle names the one it is for. */
 static uint64_t amqp1_generations;
-
-static int64_t
-amqp1_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 amqp1_params_from_url(struct amqp1_params *p, const struct config *cfg,
@@ -154,105 +112,6 @@ amqp1_fail_condition(struct amqp1 *c, const char *what, pn_condition_t *cond)
 		amqp1_fail(c, "%s", what);
 }
 
-static struct amqp1_link *
-amqp1_link_of(struct amqp1 *c, const pn_link_t *l, unsigned *index)
-{
-	for (unsigned i = 0; i < c->nlinks; i++)
-		if (c->links[i].pn == l) {
-			*index = i;
-			return &c->links[i];
-		}
-	return NULL;
-}
-
-static int
-amqp1_retiring(struct amqp1 *c, const pn_link_t *l, int forget)
-{
-	for (unsigned i = 0; i < c->nretiring; i++)
-		if (c->retiring[i] == l) {
-			if (forget)
-				c->retiring[i] = c->retiring[--c->nretiring];
-			return 1;
-		}
-	return 0;
-}
-
-/*
- * A delivery on a link we detached: dropped, the broker returns it.  Not
- * settled: a settle with no outcome is a disposition without a state,
- * which RabbitMQ 4.3 answers by ending the session ("Unrecognised state:
- * undefined"); the delivery goes with the link when the broker's detach
- * comes.
- */
-static void
-amqp1_drop_delivery(pn_delivery_t *d)
-{
-	pn_link_t *l = pn_delivery_link(d);
-	char scratch[4096];
-
-	while (pn_link_recv(l, scratch, sizeof(scratch)) > 0)
-		;
-	if (!pn_delivery_partial(d))
-		pn_link_advance(l);
-}
-
-/* Read what arrived of the current delivery; hand it on once whole. */
-static void
-amqp1_read_delivery(struct amqp1 *c, pn_delivery_t *d)
-{
-	pn_link_t *l = pn_delivery_link(d);
-	struct amqp1_link *lk;
-	struct amqp1_delivery dv;
-	unsigned index;
-	size_t len;
-
-	lk = amqp1_link_of(c, l, &index);
-	if (lk == NULL && pn_delivery_readable(d) && amqp1_retiring(c, l, 0)) {
-		amqp1_drop_delivery(d);
-		return;
-	}
-	if (lk == NULL || !pn_delivery_readable(d))
-		return;
-	for (;;) {
-		size_t pending = pn_delivery_pending(d);
-		if (pending == 0)
-			break;
-		if (lk->len + pending > lk->cap) {
-			size_t cap = lk->cap ? lk->cap : 4096;
-			char *nb;
-			while (cap < lk->len + pending)
-				cap *= 2;
-			nb = realloc(lk->buf, cap);
-			if (nb == NULL) {
-				amqp1_fail(c, "out of memory");
-				return;
-			}
-			lk->buf = nb;
-			lk->cap = cap;
-		}
-		ssize_t n = pn_link_recv(l, lk->buf + lk->len, pending);
-		if (n <= 0)
-			break;
-		lk->len += (size_t)n;
-	}
-	if (pn_delivery_partial(d))
-		return;
-	pn_link_advance(l);
-	if (pn_delivery_settled(d)) {
-		/* Sent settled: nothing of ours to settle. */
-		pn_delivery_settle(d);
-		lk->len = 0;
-		return;
-	}
-	c->unsettled++;
-	lk->unsettled++;
-	dv.pn = d;
-	dv.gen = c->gen;
-	len = lk->len;
-	lk->len = 0;
-	c->h->delivery(c->ctx, index, dv, lk->buf, len);
-}
-
 /* The events the driver has: what the broker did, what we did. */
 static void
 amqp1_events(struct amqp1 *c)
@@ -272,7 +131,8 @@ amqp1_events(struct amqp1 *c)
 				c->attached++;
 			break;
 		case PN_DELIVERY:
-			amqp1_read_delivery(c, pn_event_delivery(e));
+			if (amqp1_read_delivery(c, pn_event_delivery(e)) < 0)
+				amqp1_fail(c, "out of memory");
 			break;
 		case PN_LINK_REMOTE_CLOSE:
 		case PN_LINK_REMOTE_DETACH:
@@ -376,7 +236,7 @@ amqp1_read(struct amqp1 *c)
 static int64_t
 amqp1_tick(struct amqp1 *c)
 {
-	return pn_transport_tick(c->drv.transport, amqp1_now_ms());
+	return pn_transport_tick(c->drv.transport, duration_mono_ms());
 }
 
 /* After reading or settling: events, writes, and the write watcher. */
@@ -428,7 +288,7 @@ on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	if (c->failed)
 		return;
 	if (next > 0) {
-		int64_t in = next - amqp1_now_ms();
+		int64_t in = next - duration_mono_ms();
 		ev_timer_set(w, in > 0 ? (double)in / 1000.0 : 0.001, 0.);
 		ev_timer_start(loop, w);
 	}
@@ -494,7 +354,7 @@ amqp1_connect_socket(const char *host, int port, int64_t deadline, char *err,
 		}
 		pfd.fd = fd;
 		pfd.events = POLLOUT;
-		left = deadline - amqp1_now_ms();
+		left = deadline - duration_mono_ms();
 		if (left <= 0 || poll(&pfd, 1, (int)left) != 1 ||
 		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 ||
 		    soerr != 0) {
@@ -567,28 +427,6 @@ amqp1_tls(struct amqp1 *c, const struct amqp1_params *p, char *err,
 	return 0;
 }
 
-/* "/queues/NAME" with NAME percent-encoded (RabbitMQ's v2 addresses). */
-static void
-amqp1_address(const char *queue, char *out, size_t size)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = (size_t)snprintf(out, size, "/queues/");
-
-	for (const unsigned char *q = (const unsigned char *)queue;
-	     *q != '\0' && o + 4 < size; q++) {
-		if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
-		    (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' ||
-		    *q == '_' || *q == '~') {
-			out[o++] = (char)*q;
-		} else {
-			out[o++] = '%';
-			out[o++] = hex[*q >> 4];
-			out[o++] = hex[*q & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
 /* amqp1_block's conditions. */
 static int
 amqp1_reached(const struct amqp1 *c, const unsigned *count, unsigned want)
@@ -618,7 +456,7 @@ amqp1_block(struct amqp1 *c,
 {
 	while (!c->failed && !done(c, count, want)) {
 		struct pollfd pfd;
-		int64_t left = deadline - amqp1_now_ms();
+		int64_t left = deadline - duration_mono_ms();
 
 		amqp1_pump(c);
 		if (c->failed || done(c, count, want))
@@ -644,61 +482,12 @@ int
 amqp1_wait(struct amqp1 *c, const unsigned *count, unsigned want,
            int64_t timeout_ms, char *err, size_t errsize)
 {
-	amqp1_block(c, amqp1_reached, count, want, amqp1_now_ms() + timeout_ms,
-	            "waiting for a delivery");
+	amqp1_block(c, amqp1_reached, count, want,
+	            duration_mono_ms() + timeout_ms, "waiting for a delivery");
 	if (!c->failed)
 		return 0;
 	snprintf(err, errsize, "%s", c->why);
 	return -1;
-}
-
-/* Link i, attached afresh to its queue, with the credit granted. */
-static void
-amqp1_link_open(struct amqp1 *c, unsigned i)
-{
-	struct amqp1_link *lk = &c->links[i];
-	char name[64];
-	pn_link_t *l;
-
-	snprintf(name, sizeof(name), "cascade-hold-%u-%u", i, c->relinks);
-	l = pn_receiver(c->session, name);
-	pn_terminus_set_address(pn_link_source(l), lk->address);
-	/* At least once: the broker sends unsettled, we settle. */
-	pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
-	pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
-	pn_link_open(l);
-	if (c->credit > 0)
-		pn_link_flow(l, (int)c->credit);
-	lk->pn = l;
-	lk->len = 0;
-	lk->unsettled = 0;
-	lk->opened = amqp1_now_ms();
-}
-
-unsigned
-amqp1_relink_idle(struct amqp1 *c, int64_t age_ms)
-{
-	int64_t now = amqp1_now_ms();
-	unsigned n = 0;
-
-	if (c == NULL || c->failed || c->detaching)
-		return 0;
-	for (unsigned i = 0; i < c->nlinks; i++) {
-		struct amqp1_link *lk = &c->links[i];
-
-		if (lk->unsettled > 0 || lk->len > 0 ||
-		    now - lk->opened < age_ms ||
-		    c->nretiring >= AMQP1_MAX_LINKS)
-			continue;
-		pn_link_close(lk->pn);
-		c->retiring[c->nretiring++] = lk->pn;
-		c->relinks++;
-		amqp1_link_open(c, i);
-		n++;
-	}
-	if (n > 0)
-		amqp1_flush(c);
-	return n;
 }
 
 static int
@@ -714,7 +503,7 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
            unsigned credit, int64_t timeout_ms, const struct amqp1_handler *h,
            void *ctx, char *err, size_t errsize)
 {
-	int64_t deadline = amqp1_now_ms() + timeout_ms;
+	int64_t deadline = duration_mono_ms() + timeout_ms;
 	struct amqp1 *c;
 	pn_session_t *s;
 	char name[64], vhost[300];
@@ -783,10 +572,18 @@ amqp1_grant(struct amqp1 *c, unsigned credit)
 {
 	if (c == NULL || c->failed || credit == 0)
 		return;
-	c->credit += credit;
-	for (unsigned i = 0; i < c->nlinks; i++)
-		pn_link_flow(c->links[i].pn, (int)credit);
+	amqp1_links_flow(c, credit);
 	amqp1_flush(c);
+}
+
+unsigned
+amqp1_relink_idle(struct amqp1 *c, int64_t age_ms)
+{
+	unsigned n = amqp1_links_relink(c, age_ms);
+
+	if (n > 0)
+		amqp1_flush(c);
+	return n;
 }
 
 void
@@ -817,7 +614,7 @@ amqp1_shutdown(struct amqp1 *c, int64_t timeout_ms)
 		c->loop = NULL; /* from here on, no handler runs */
 	}
 	if (!c->failed) {
-		int64_t deadline = amqp1_now_ms() + timeout_ms;
+		int64_t deadline = duration_mono_ms() + timeout_ms;
 
 		/* Detach each link first and wait for the broker's detach:
 		 * RabbitMQ sends the settles it still holds back for a
@@ -852,229 +649,4 @@ amqp1_close(struct amqp1 *c)
 	for (unsigned i = 0; i < c->nlinks; i++)
 		free(c->links[i].buf);
 	free(c);
-}
-
-/* The delivery dv names, when it is of this connection and still open. */
-static pn_delivery_t *
-amqp1_live(struct amqp1 *c, struct amqp1_delivery dv)
-{
-	if (c == NULL || c->failed || dv.gen != c->gen || dv.pn == NULL)
-		return NULL;
-	return dv.pn;
-}
-
-static void
-amqp1_settle(struct amqp1 *c, pn_delivery_t *d, uint64_t outcome)
-{
-	pn_link_t *l = pn_delivery_link(d);
-	struct amqp1_link *lk;
-	unsigned index;
-
-	pn_delivery_update(d, outcome);
-	pn_delivery_settle(d);
-	c->unsettled--;
-	if ((lk = amqp1_link_of(c, l, &index)) != NULL && lk->unsettled > 0)
-		lk->unsettled--;
-	pn_link_flow(l, 1);
-}
-
-void
-amqp1_accept(struct amqp1 *c, struct amqp1_delivery dv)
-{
-	pn_delivery_t *d = amqp1_live(c, dv);
-
-	if (d != NULL)
-		amqp1_settle(c, d, PN_ACCEPTED);
-}
-
-void
-amqp1_release(struct amqp1 *c, struct amqp1_delivery dv)
-{
-	pn_delivery_t *d = amqp1_live(c, dv);
-
-	if (d != NULL)
-		amqp1_settle(c, d, PN_RELEASED);
-}
-
-void
-amqp1_delay(struct amqp1 *c, struct amqp1_delivery dv, int64_t due_ms)
-{
-	pn_delivery_t *d = amqp1_live(c, dv);
-	pn_disposition_t *disp;
-	pn_data_t *ann;
-
-	if (d == NULL)
-		return;
-	disp = pn_delivery_local(d);
-	/* Not failed: the delivery count stays, so the delivery limit never
-	 * drops a message that only waits. */
-	pn_disposition_set_failed(disp, false);
-	pn_disposition_set_undeliverable(disp, false);
-	ann = pn_disposition_annotations(disp);
-	pn_data_clear(ann);
-	pn_data_put_map(ann);
-	pn_data_enter(ann);
-	pn_data_put_symbol(
-	    ann, pn_bytes(strlen(AMQP1_DELIVERY_TIME), AMQP1_DELIVERY_TIME));
-	pn_data_put_timestamp(ann, due_ms);
-	pn_data_exit(ann);
-	amqp1_settle(c, d, PN_MODIFIED);
-}
-
-unsigned
-amqp1_unsettled(const struct amqp1 *c)
-{
-	return c ? c->unsettled : 0;
-}
-
-/* AMQP 1.0 section descriptors (the spec's part 3.2). */
-#define SECTION_HEADER 0x70
-#define SECTION_MESSAGE_ANNOTATIONS 0x72
-#define SECTION_PROPERTIES 0x73
-#define SECTION_DATA 0x75
-#define SECTION_SEQUENCE 0x76
-#define SECTION_VALUE 0x77
-
-/* The header's delivery-count: its fifth field, when present. */
-static uint32_t
-amqp1_header_count(pn_data_t *d)
-{
-	uint32_t count = 0;
-
-	if (pn_data_type(d) != PN_LIST)
-		return 0;
-	pn_data_enter(d);
-	for (int i = 0; i < 5 && pn_data_next(d); i++)
-		if (i == 4 && pn_data_type(d) == PN_UINT)
-			count = pn_data_get_uint(d);
-	pn_data_exit(d);
-	return count;
-}
-
-/* The properties' user-id (their second field), into msg. */
-static void
-amqp1_properties_user(pn_data_t *d, struct amqp1_message *msg)
-{
-	if (pn_data_type(d) != PN_LIST)
-		return;
-	pn_data_enter(d);
-	if (pn_data_next(d) && pn_data_next(d) &&
-	    pn_data_type(d) == PN_BINARY) {
-		pn_bytes_t b = pn_data_get_binary(d);
-		if (b.size > 0 && b.size < sizeof(msg->user_id)) {
-			memcpy(msg->user_id, b.start, b.size);
-			msg->user_id_len = b.size;
-		}
-	}
-	pn_data_exit(d);
-}
-
-/* The integer value of key x-opt-delivery-time in an annotations map. */
-static int64_t
-amqp1_annotation_time(pn_data_t *d)
-{
-	int64_t t = 0;
-
-	if (pn_data_type(d) != PN_MAP)
-		return 0;
-	pn_data_enter(d);
-	while (pn_data_next(d)) {
-		int match = 0;
-		if (pn_data_type(d) == PN_SYMBOL) {
-			pn_bytes_t k = pn_data_get_symbol(d);
-			match =
-			    k.size == strlen(AMQP1_DELIVERY_TIME) &&
-			    memcmp(k.start, AMQP1_DELIVERY_TIME, k.size) == 0;
-		}
-		if (!pn_data_next(d))
-			break;
-		if (!match)
-			continue;
-		switch (pn_data_type(d)) {
-		case PN_TIMESTAMP:
-			t = pn_data_get_timestamp(d);
-			break;
-		case PN_LONG:
-			t = pn_data_get_long(d);
-			break;
-		case PN_ULONG:
-			t = (int64_t)pn_data_get_ulong(d);
-			break;
-		default:
-			break;
-		}
-	}
-	pn_data_exit(d);
-	return t;
-}
-
-int
-amqp1_parse(const char *bytes, size_t len, struct amqp1_message *msg,
-            const char **why)
-{
-	pn_data_t *d = pn_data(16);
-	size_t off = 0;
-	int bodies = 0, rc = -1;
-
-	memset(msg, 0, sizeof(*msg));
-	*why = "out of memory";
-	if (d == NULL)
-		return -1;
-	while (off < len) {
-		ssize_t n;
-		uint64_t code;
-
-		pn_data_clear(d);
-		n = pn_data_decode(d, bytes + off, len - off);
-		if (n <= 0) {
-			*why = "the AMQP 1.0 message does not decode";
-			goto out;
-		}
-		pn_data_rewind(d);
-		if (!pn_data_next(d) || pn_data_type(d) != PN_DESCRIBED) {
-			*why = "an AMQP 1.0 section is not a described type";
-			goto out;
-		}
-		pn_data_enter(d);
-		pn_data_next(d);
-		if (pn_data_type(d) != PN_ULONG) {
-			*why = "an AMQP 1.0 section has a symbolic descriptor";
-			goto out;
-		}
-		code = pn_data_get_ulong(d);
-		pn_data_next(d);
-		if (code == SECTION_HEADER) {
-			msg->delivery_count = amqp1_header_count(d);
-		} else if (code == SECTION_MESSAGE_ANNOTATIONS) {
-			msg->delivery_time = amqp1_annotation_time(d);
-		} else if (code == SECTION_PROPERTIES) {
-			amqp1_properties_user(d, msg);
-		} else if (code == SECTION_DATA) {
-			pn_bytes_t b;
-			if (pn_data_type(d) != PN_BINARY) {
-				*why = "an AMQP 1.0 data section is not binary";
-				goto out;
-			}
-			b = pn_data_get_binary(d);
-			/* The binary is the section's last bytes: point into
-			 * the caller's copy, not the codec's. */
-			msg->body = bytes + off + (size_t)n - b.size;
-			msg->body_len = b.size;
-			bodies++;
-		} else if (code == SECTION_SEQUENCE || code == SECTION_VALUE) {
-			*why = "the AMQP 1.0 body is not a data section";
-			goto out;
-		}
-		off += (size_t)n;
-	}
-	if (bodies != 1) {
-		*why = bodies ? "the AMQP 1.0 body has several data sections"
-		              : "the AMQP 1.0 message has no body";
-		goto out;
-	}
-	rc = 0;
-	*why = NULL;
-out:
-	pn_data_free(d);
-	return rc;
 }
