@@ -57,7 +57,7 @@ daemon_held_prune(struct daemon *d)
 }
 
 /* May one more id of kind be held?  At the limit, prune first (at most
- * once a second: a prune walks every map). */
+ * once a second: a prune walks the whole map). */
 int
 daemon_held_room(struct daemon *d, int kind)
 {
@@ -155,7 +155,8 @@ daemon_held_read(struct daemon *d, struct event *e, const char **why)
 	 * cascade's own users only: trust.h). */
 	if (!trust_writer(d->cfg, own, e->writer) &&
 	    requests_new(&d->requests, e, by) && !daemon_held_room(d, kind)) {
-		daemon_not_held(d, kind, e->cancel);
+		daemon_not_held(d, kind,
+		                kind == REQUESTS_SERIES ? e->id : e->cancel);
 		hold = 0;
 	}
 	if (requests_read(&d->requests, e, by, control, hold,
