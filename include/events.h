@@ -8,9 +8,9 @@
  *              folds them.  Not one per hop.
  *   P.cancels  `cancel` requests.  Every daemon reads it from the start when
  *              it connects, keeps the requests whose messages may still be
- *              waiting (cancels.h), and drops (or parks) those messages at
+ *              waiting (requests.h), and drops (or parks) those messages at
  *              their next hop or delivery.
- *   P.series   repeats' `series` records (series.h), read like P.cancels,
+ *   P.series   repeats' `series` records (requests.h), read like P.cancels,
  *              kept for [events] series_window only: the daemons write
  *              the latest of each series again before it ages out.
  *
@@ -45,7 +45,7 @@ enum event_kind {
 	EVENT_RESCHEDULE, /* a request, in P.cancels: a new due time */
 	EVENT_CLAIM,      /* in P.cancels: a message with x-cascade-unique */
 	EVENT_DUPLICATE,  /* in P.events: one not scheduled (unique keep) */
-	EVENT_SERIES,     /* in P.series: a repeat's live copy (series.h) */
+	EVENT_SERIES,     /* in P.series: a repeat's live copy (requests.h) */
 	EVENT_KINDS
 };
 
@@ -84,7 +84,7 @@ struct event {
 	int park;      /* x-cascade-cancel-park: park rather than drop */
 	int64_t until; /* x-cascade-until: the request lapses then, Unix ms */
 	/*
-	 * Who asks (cancels.h): writer is the record's user-id property,
+	 * Who asks (requests.h): writer is the record's user-id property,
 	 * which RabbitMQ checked against the connection that wrote it.  A
 	 * daemon relaying a request published to P puts the requester's
 	 * user-id (validated the same way; empty when it had none) in
@@ -97,7 +97,7 @@ struct event {
 	 * claimant's cascade id, due its due time, requester its publisher;
 	 * x-cascade-unique: keep, or replace */
 	int replace;
-	/* cancel, made by a daemon from a claim (cancels.h): why; 0 asked */
+	/* cancel, made by a daemon from a claim (requests.h): why; 0 asked */
 	int cancel_reason;
 	/* series: id is the series' (x-cascade-series), with the live
 	 * copy's occurrence and token */
@@ -108,7 +108,7 @@ struct event {
 };
 
 /*
- * Who published a message (cancels.h): the user-id RabbitMQ checked, kept
+ * Who published a message (requests.h): the user-id RabbitMQ checked, kept
  * in x-cascade-user-id while it waits; on first sight (fresh) the
  * property only.  Empty: published without one.
  */

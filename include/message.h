@@ -34,7 +34,7 @@ struct message {
 	 * 1 + its index there (daemon_int.h); 0: none. */
 	int stream;
 	int synthetic; /* made by the daemon (a refusal to park): no ack */
-	/* A repeat's delivery (series.h): 1 delivered, its next copy is
+	/* A repeat's delivery (requests.h): 1 delivered, its next copy is
 	 * going out; 2 that copy is out, its record is going out. */
 	int series_step;
 	int unrecorded; /* given an id; its scheduled record is written when

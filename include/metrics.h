@@ -77,7 +77,7 @@ struct metrics {
 	uint64_t events;
 	uint64_t events_dropped;
 	uint64_t cancelled;
-	/* cancels.h: waiting messages given a new due time, and requests
+	/* requests.h: waiting messages given a new due time, and requests
 	 * refused (their requester may not change the message) */
 	uint64_t rescheduled;
 	uint64_t superseded;    /* an instance a moved copy replaced, dropped */

@@ -86,15 +86,15 @@ enum route_action {
 	ROUTE_HOLD,    /* keep in memory `left` ms, then step again */
 	ROUTE_RECORD,  /* a cancellation request: record it (events.h) */
 	ROUTE_WAIT,    /* wait in shard's holding queue until due (native) */
-	ROUTE_CLAIM,   /* x-cascade-unique: record its claim first (claims.h) */
-	ROUTE_SERIES,  /* a repeat's next copy is out: record it (series.h) */
+	ROUTE_CLAIM, /* x-cascade-unique: record its claim first (requests.h) */
+	ROUTE_SERIES,  /* a repeat's next copy is out: record it (requests.h) */
 	ROUTE_RETURN,  /* to its shard's return queue: a repeat's next copy
 	                  due within a resolution step, held from there */
 	ROUTE_REQUEST, /* a reschedule request: into P.requests, to wait
 	                  there for a reading of P.events (daemon_scan.c) */
 };
 
-/* x-cascade-unique (claims.h). */
+/* x-cascade-unique (requests.h). */
 enum route_unique { UNIQUE_NONE, UNIQUE_KEEP, UNIQUE_REPLACE };
 
 /* Why a message was parked, for counting; the reason text says more. */
@@ -163,7 +163,7 @@ struct route {
 	int64_t request_due;
 	enum route_unique unique; /* x-cascade-unique, kept while it waits */
 	/*
-	 * A repeat (series.h), every > 0: the k-th copy (occurrence) is due
+	 * A repeat (schedule.h), every > 0: the k-th copy (occurrence) is due
 	 * at first + (k - 1) * every; times (0: no limit) and until (0: none)
 	 * end it.  token tells this copy from a stale one.  catch_up_all:
 	 * x-cascade-catch-up: all.  missed: at delivery, how many occurrences
@@ -195,7 +195,7 @@ int router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
 /*
  * A repeat just delivered occurrence r->occurrence + r->missed at now: its
  * next copy.  1 with r->occurrence and r->due set to it (due no sooner
- * than the pace after now, series.h) and r->missed 0; 0 with r untouched
+ * than the pace after now, schedule.h) and r->missed 0; 0 with r untouched
  * when r is not a repeat or its series ends (times, until).
  */
 int router_series_next(struct route *r, int64_t now);

@@ -8,7 +8,7 @@
  * anyone else who can write into the streams (a user with write on amq.default
  * or on P.*) is skipped before a batch body is decoded.  Requests (cancel,
  * reschedule) are read from anyone, as that writer's own request
- * (cancels.h, docs/CONTRACT.md section 7.6).  A marker, too, is believed
+ * (requests.h, docs/CONTRACT.md section 7.6).  A marker, too, is believed
  * from cascade's own users only: one planted with the token a reader
  * waits for would cut its reading short.  docs/security.md says who is
  * trusted with what.  Pure code.

@@ -55,7 +55,7 @@ enum verdict_cancel {
 
 /*
  * What is known of a message besides its route: where it came from, and
- * what the request state held says of it (cancels.h, claims.h, series.h),
+ * what the request state held says of it (requests.h),
  * looked up by the daemon with the route as read.
  */
 struct verdict_facts {
@@ -71,9 +71,9 @@ struct verdict_facts {
 	enum verdict_cancel cancel;
 	int rescheduled; /* a reschedule in force: due at new_due */
 	int64_t new_due;
-	int stale; /* a stale copy of a repeat (series.h) */
+	int stale; /* a stale copy of a repeat (requests.h) */
 	/* Its unique id (scope, message-id) is not held yet: holding it
-	 * takes one more id (claims.h). */
+	 * takes one more id (requests.h). */
 	int claim_new;
 	/* Another waiting message holds its unique id in its scope. */
 	int claim_held;

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cancels.h"
 #include "events.h"
 #include "idmap.h"
+#include "requests.h"
 
 /* A message still waiting: its scheduled record, copied. */
 struct waiting {
@@ -33,9 +33,9 @@ struct waiting {
 struct waiting_fold {
 	struct idmap waiting; /* cascade id -> struct waiting */
 	struct idmap ended;   /* cascade ids whose end came before scheduled */
-	struct cancels cancels; /* the requests copied into P.events */
+	struct requests requests; /* the requests copied into P.events */
 	uint64_t records;
-	/* Who may change what (cancels.h): NULL, every request counts. */
+	/* Who may change what (requests.h): NULL, every request counts. */
 	const struct config *cfg;
 	char own_user[256];
 	/* Stream messages skipped, written by a user not cascade's own

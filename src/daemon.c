@@ -268,9 +268,7 @@ daemon_run(const struct config *cfg)
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
-	cancels_init(&d->cancels);
-	claims_init(&d->claims);
-	series_init(&d->series);
+	requests_init(&d->requests);
 	if (config_broker_user(cfg, d->own_user, sizeof(d->own_user)) < 0)
 		d->own_user[0] = '\0';
 	srand((unsigned)(duration_wall_ms() ^ (int64_t)getpid()));
@@ -334,9 +332,7 @@ daemon_run(const struct config *cfg)
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
 	targets_free(&d->targets);
-	cancels_free(&d->cancels);
-	claims_free(&d->claims);
-	series_free(&d->series);
+	requests_free(&d->requests);
 	message_spare_free();
 	topology_free(&d->topo);
 	rc = d->exit_code;

@@ -219,7 +219,7 @@ daemon_ready(struct daemon *d)
 	         " mode=%s",
 	         d->url, d->topo.ingress, d->topo.shards, daemon_returns(d),
 	         d->topo.drains, d->ladder.levels, d->cfg->router_prefetch,
-	         amqp_get_heartbeat(d->conn), d->cancels.map.n,
+	         amqp_get_heartbeat(d->conn), d->requests.n[REQUESTS_CANCEL],
 	         d->native == 1 ? "native" : "ladder");
 	/* systemd (Type=notify): ready once consuming, the first time. */
 	if (!d->notified_ready) {

@@ -1,12 +1,10 @@
 /*
- * Seeing and cancelling what waits (events.h, cancels.h): the records the
+ * Seeing and cancelling what waits (events.h, requests.h): the records the
  * daemon writes in P.events, the cancellation requests published to the
- * ingress and recorded in P.cancels, what the requests and claims read
- * back from P.cancels (daemon_replay.c) do, and the judgment of a waiting
- * message by them.
+ * ingress and recorded in P.cancels, and the judgment of a waiting message
+ * by the requests and claims read back (daemon_ids.c holds them).
  *
- * Owns: cancels, claims, the batch of records not yet written and its
- * timer.
+ * Owns: the batch of records not yet written and its timer.
  * Calls into: daemon_publish (park, ack), daemon_flow (dispatch a
  * request), daemon_conn (daemon_fail).
  */
@@ -45,7 +43,7 @@ daemon_request_event(const struct daemon *d, const struct message *m,
 		return -1;
 	e->due = m->route.request_due;
 	e->superseded = m->superseded; /* its copies (daemon_scan.c) */
-	/* Written as ourselves, naming who asked (cancels.h). */
+	/* Written as ourselves, naming who asked (requests.h). */
 	e->writer = amqp_cstring_bytes(d->own_user);
 	return 0;
 }
@@ -214,7 +212,7 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 }
 
 /*
- * m's claim on its message-id lost (claims.h): drop it as a duplicate or
+ * m's claim on its message-id lost (requests.h): drop it as a duplicate or
  * as replaced.
  */
 static void
@@ -250,10 +248,10 @@ daemon_unique(struct daemon *d, struct message *m)
 		            "x-cascade-unique: needs [events] enabled = yes");
 		return 0;
 	}
-	/* The id is its publisher's (claims.h). */
+	/* The id is its publisher's (requests.h). */
 	if (r->unique == UNIQUE_KEEP &&
-	    claims_holder(&d->claims, events_owner(&m->props, r->fresh),
-	                  m->props.message_id, duration_wall_ms()) != NULL) {
+	    requests_holder(&d->requests, events_owner(&m->props, r->fresh),
+	                    m->props.message_id, duration_wall_ms()) != NULL) {
 		daemon_claim_lost(d, m, CANCEL_DUPLICATE);
 		return 1;
 	}
@@ -286,103 +284,6 @@ daemon_claim_event(const struct daemon *d, const struct message *m,
 	return 0;
 }
 
-/*
- * A claim read from P.cancels, of a message published by scope: who holds
- * the id now (claims.h).  The loser is cancelled by its cascade id only,
- * and only within scope (cancels.h): a claim that names another
- * message's id takes nothing from it.
- */
-static int
-daemon_claim_verdict(struct daemon *d, const struct event *e,
-                     amqp_bytes_t scope)
-{
-	struct claim_verdict v;
-	struct event loser;
-
-	/* Written by a daemon (trust.h), which checked the cap when it
-	 * took the message: held whatever this daemon holds, so that every
-	 * daemon reaches the same verdict. */
-	if (claims_add(&d->claims, e, scope, &v) < 0)
-		return -1;
-	memset(&loser, 0, sizeof(loser));
-	loser.kind = EVENT_CANCEL;
-	loser.at = e->at;
-	if (v.lost) {
-		/* The claimant is dropped where it is seen. */
-		loser.cancel = e->id;
-		loser.until = e->until;
-		loser.cancel_reason = CANCEL_DUPLICATE;
-	} else if (v.replaced) {
-		loser.cancel = amqp_cstring_bytes(v.old_id);
-		loser.until = v.old_due > INT64_MAX - 86400000LL
-		                  ? INT64_MAX
-		                  : v.old_due + 86400000LL;
-		loser.cancel_reason = CANCEL_REPLACED;
-	} else {
-		return 0;
-	}
-	return cancels_add(&d->cancels, &loser, scope, 0);
-}
-
-int
-daemon_claim_read(struct daemon *d, struct event *e)
-{
-	amqp_bytes_t by;
-	int control;
-
-	cancels_requester(d->cfg, e, amqp_cstring_bytes(d->own_user), &by,
-	                  &control);
-	(void)control; /* a claim's scope is its publisher's */
-	if (daemon_claim_verdict(d, e, by) < 0)
-		return -1;
-	if (d->claims.map.n >= d->claims_prune_at)
-		d->claims_prune_at =
-		    2 * claims_prune(&d->claims, duration_wall_ms()) + 64;
-	return 0;
-}
-
-int
-daemon_request_read(struct daemon *d, struct event *e)
-{
-	amqp_bytes_t by;
-	int control;
-
-	cancels_requester(d->cfg, e, amqp_cstring_bytes(d->own_user), &by,
-	                  &control);
-	/* A unique id's holder holds it no more, or until later. */
-	if (e->kind == EVENT_CANCEL)
-		claims_cancelled(&d->claims, e->cancel, e->at, by, control);
-	else
-		claims_rescheduled(&d->claims, e->cancel, e->due, by, control);
-	/* A daemon's or a control user's request is held whatever the cap:
-	 * the daemon that took it from P checked the cap, and cascade-ctl's
-	 * must never say "cancelled" in vain.  What others wrote straight
-	 * into the stream is capped. */
-	if (!trust_writer(d->cfg, amqp_cstring_bytes(d->own_user), e->writer) &&
-	    cancels_new(&d->cancels, e) &&
-	    !daemon_held_room(d, METRICS_HELD_REQUEST))
-		daemon_not_held(d, METRICS_HELD_REQUEST, e->cancel);
-	else if (cancels_add(&d->cancels, e, by, control) < 0)
-		return -1;
-	if (!d->replaying && e->kind == EVENT_CANCEL)
-		log_info("cancellation",
-		         " id=\"%.*s\" park=%s requester=\"%.*s\" held=%zu",
-		         (int)e->cancel.len, (const char *)e->cancel.bytes,
-		         e->park ? "yes" : "no", (int)by.len,
-		         (const char *)by.bytes, d->cancels.map.n);
-	else if (!d->replaying)
-		log_info(
-		    "reschedule",
-		    " id=\"%.*s\" due=%" PRId64 " requester=\"%.*s\" held=%zu",
-		    (int)e->cancel.len, (const char *)e->cancel.bytes, e->due,
-		    (int)by.len, (const char *)by.bytes, d->cancels.map.n);
-	/* Forget lapsed ones now and then: memory stays bounded. */
-	if (d->cancels.map.n >= d->cancels_prune_at)
-		d->cancels_prune_at =
-		    2 * cancels_prune(&d->cancels, duration_wall_ms()) + 64;
-	return 0;
-}
-
 int
 daemon_requests(struct daemon *d, struct message *m)
 {
@@ -392,7 +293,7 @@ daemon_requests(struct daemon *d, struct message *m)
 	int64_t since;
 	int matched;
 
-	if (d->cancels.map.n == 0)
+	if (d->requests.n[REQUESTS_CANCEL] == 0)
 		return 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
@@ -402,18 +303,18 @@ daemon_requests(struct daemon *d, struct message *m)
 	since = m->route.since;
 	if (m->route.copied > 0 && m->route.copied >= since)
 		since = m->route.copied + 1;
-	matched = cancels_match(&d->cancels, mid, m->route.id, owner, since,
-	                        duration_wall_ms(), &cm);
+	matched = requests_match(&d->requests, mid, m->route.id, owner, since,
+	                         duration_wall_ms(), &cm);
 	/* Every refused request at once (each is parked once). */
 	while (matched && cm.refused != NULL && !d->broken) {
 		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
 		              owner);
-		matched = cancels_match(&d->cancels, mid, m->route.id, owner,
-		                        since, duration_wall_ms(), &cm);
+		matched = requests_match(&d->requests, mid, m->route.id, owner,
+		                         since, duration_wall_ms(), &cm);
 	}
-	/* A copy due at the new time took its place (cancels.h). */
-	if (cancels_superseded(&d->cancels, mid, m->route.id, owner,
-	                       m->route.copied, duration_wall_ms())) {
+	/* A copy due at the new time took its place (requests.h). */
+	if (requests_superseded(&d->requests, mid, m->route.id, owner,
+	                        m->route.copied, duration_wall_ms())) {
 		d->m.superseded++;
 		log_info("superseded",
 		         " message_id=\"%.*s\" id=\"%.*s\" copied=%" PRId64

@@ -101,10 +101,9 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.queued = outbox_count(&d->out.queued) +
 		              outbox_count(&d->out.suspects);
 		d->m.stuck = outbox_count(&d->out.stuck);
-		d->m.cancel_requests = (unsigned)d->cancels.map.n;
-		d->m.held_ids[METRICS_HELD_REQUEST] = d->cancels.map.n;
-		d->m.held_ids[METRICS_HELD_CLAIM] = d->claims.n;
-		d->m.held_ids[METRICS_HELD_SERIES] = d->series.map.n;
+		d->m.cancel_requests = (unsigned)d->requests.n[REQUESTS_CANCEL];
+		for (int k = 0; k < REQUESTS_KINDS; k++)
+			d->m.held_ids[k] = d->requests.n[k];
 		d->m.held_ids_max = d->cfg->events_max_held_ids;
 		now = duration_wall_ms();
 		recent = daemon_overdue_recent(d);

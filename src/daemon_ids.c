@@ -1,9 +1,11 @@
 /*
- * The ids held in memory from P.cancels (cancels.h, claims.h, series.h)
- * and their cap, [events] max_held_ids (CONTRACT.md 7.9): how many are
- * held, whether one more may be, and the refusals past the cap.
+ * The request state held in memory from P.cancels and P.series
+ * (requests.h: requests, claims, series) and its cap, [events]
+ * max_held_ids (CONTRACT.md 7.9): each record read into it, its prune,
+ * how many are held, whether one more may be, and the refusals past the
+ * cap.
  *
- * Owns: held_pruned_at, held_full_logged.
+ * Owns: requests, held_prune_at, held_pruned_at, held_full_logged.
  * Calls into: nothing else of the daemon's (router_park marks a message;
  * daemon_flow parks it).
  */
@@ -14,6 +16,13 @@
 
 #include "duration.h"
 #include "log.h"
+
+/* A kind held is counted under the metrics' label of the same index. */
+_Static_assert((int)REQUESTS_CANCEL == (int)METRICS_HELD_REQUEST &&
+                   (int)REQUESTS_CLAIM == (int)METRICS_HELD_CLAIM &&
+                   (int)REQUESTS_SERIES == (int)METRICS_HELD_SERIES &&
+                   (int)REQUESTS_KINDS == (int)METRICS_HELD_KINDS,
+               "requests.h's kinds are metrics.h's");
 
 /*
  * Held ids ([events] max_held_ids, config_held_limit).  Requests keep a
@@ -29,7 +38,7 @@
 size_t
 daemon_held(const struct daemon *d)
 {
-	return d->cancels.map.n + d->claims.n + d->series.map.n;
+	return requests_held(&d->requests);
 }
 
 static size_t
@@ -38,19 +47,17 @@ daemon_held_limit(const struct daemon *d, int kind)
 	return config_held_limit(d->cfg, kind == METRICS_HELD_REQUEST);
 }
 
-/* Forget what lapsed in all three maps. */
+/* Forget what lapsed, every kind; the next prune when the map has twice
+ * what is left. */
 static void
 daemon_held_prune(struct daemon *d)
 {
-	int64_t now = duration_wall_ms();
-
-	d->cancels_prune_at = 2 * cancels_prune(&d->cancels, now) + 64;
-	d->claims_prune_at = 2 * claims_prune(&d->claims, now) + 64;
-	d->series_prune_at = 2 * series_prune(&d->series, now) + 64;
+	d->held_prune_at =
+	    2 * requests_prune(&d->requests, duration_wall_ms()) + 64;
 }
 
 /* May one more id of kind be held?  At the limit, prune first (at most
- * once a second: a prune walks every map). */
+ * once a second: a prune walks the whole map). */
 int
 daemon_held_room(struct daemon *d, int kind)
 {
@@ -68,7 +75,7 @@ daemon_held_room(struct daemon *d, int kind)
 
 /* A record of P.cancels that would add an id of kind past the limit: not
  * held; counted, and logged at most once a minute. */
-void
+static void
 daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id)
 {
 	int64_t now = duration_mono_ms();
@@ -101,9 +108,10 @@ daemon_admit(struct daemon *d, struct message *m)
 	    (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
 	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT)) {
 		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_CLAIM;
 		e.cancel = m->props.message_id;
-		claim = claims_new(&d->claims, &e,
-		                   events_owner(&m->props, r->fresh));
+		claim = requests_new(&d->requests, &e,
+		                     events_owner(&m->props, r->fresh));
 	}
 	if ((!claim && r->every <= 0) ||
 	    daemon_held_room(d, METRICS_HELD_CLAIM))
@@ -117,12 +125,59 @@ daemon_admit(struct daemon *d, struct message *m)
 int
 daemon_request_room(struct daemon *d, const struct event *e, struct route *r)
 {
-	if (!cancels_new(&d->cancels, e) ||
+	if (!requests_new(&d->requests, e, amqp_empty_bytes) ||
 	    daemon_held_room(d, METRICS_HELD_REQUEST))
 		return 1;
 	router_park(r, PARK_too_many_ids,
 	            "too many ids held: %zu, and [events] max_held_ids is "
 	            "%" PRIu64 "; the request was not recorded",
 	            daemon_held(d), d->cfg->events_max_held_ids);
+	return 0;
+}
+
+int
+daemon_held_read(struct daemon *d, struct event *e, const char **why)
+{
+	static const char *const oom[REQUESTS_KINDS] = {
+	    "out of memory for cancellations", "out of memory for claims",
+	    "out of memory for series"};
+	amqp_bytes_t own = amqp_cstring_bytes(d->own_user), by;
+	int kind = requests_kind(e->kind), control, hold = 1;
+
+	if (kind < 0)
+		return 0;
+	*why = oom[kind];
+	requests_requester(d->cfg, e, own, &by, &control);
+	/* A daemon's or a control user's record is held whatever the cap:
+	 * the daemon that took it from P checked the cap, and cascade-ctl's
+	 * must never say "cancelled" in vain.  What others wrote straight
+	 * into the stream is capped (claims and series are believed from
+	 * cascade's own users only: trust.h). */
+	if (!trust_writer(d->cfg, own, e->writer) &&
+	    requests_new(&d->requests, e, by) && !daemon_held_room(d, kind)) {
+		daemon_not_held(d, kind,
+		                kind == REQUESTS_SERIES ? e->id : e->cancel);
+		hold = 0;
+	}
+	if (requests_read(&d->requests, e, by, control, hold,
+	                  duration_wall_ms()) < 0)
+		return -1;
+	if (d->replaying || kind != REQUESTS_CANCEL)
+		;
+	else if (e->kind == EVENT_CANCEL)
+		log_info("cancellation",
+		         " id=\"%.*s\" park=%s requester=\"%.*s\" held=%zu",
+		         (int)e->cancel.len, (const char *)e->cancel.bytes,
+		         e->park ? "yes" : "no", (int)by.len,
+		         (const char *)by.bytes, d->requests.n[kind]);
+	else
+		log_info(
+		    "reschedule",
+		    " id=\"%.*s\" due=%" PRId64 " requester=\"%.*s\" held=%zu",
+		    (int)e->cancel.len, (const char *)e->cancel.bytes, e->due,
+		    (int)by.len, (const char *)by.bytes, d->requests.n[kind]);
+	/* Forget lapsed ones now and then: memory stays bounded. */
+	if (d->requests.map.n >= d->held_prune_at)
+		daemon_held_prune(d);
 	return 0;
 }

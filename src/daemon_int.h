@@ -13,11 +13,12 @@
  *                     exchange lookups
  *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
  *   daemon_events.c   records in P.events, requests and claims: recorded,
- *                     held, applied to a waiting message
+ *                     applied to a waiting message
  *   daemon_replay.c   the replay of P.cancels and P.series at connect and
  *                     their reading after, probes
  *   daemon_series.c   repeats: stale copies, the next copy, series records
- *   daemon_ids.c      the ids held and [events] max_held_ids
+ *   daemon_ids.c      the request state held (requests.h): records read
+ *                     into it, its prune, [events] max_held_ids
  *   daemon_scan.c     reschedules published to P: a reading of P.events,
  *                     copies
  *   daemon_hold.c     native waiting: the holding queues over AMQP 1.0,
@@ -35,9 +36,6 @@
 
 #include "acks.h"
 #include "amqp1.h"
-#include "cancels.h"
-#include "claims.h"
-#include "series.h"
 #include "config.h"
 #include "events.h"
 #include "ladder.h"
@@ -46,6 +44,7 @@
 #include "outbox.h"
 #include "park.h"
 #include "plan.h"
+#include "requests.h"
 #include "router.h"
 #include "targets.h"
 #include "topology.h"
@@ -161,14 +160,13 @@ struct daemon {
 	struct message_list held; /* the sub-resolution tail */
 	unsigned next_shard; /* round robin over the shards at first sight */
 
-	/* daemon_events.c: records and cancellations. */
-	struct cancels cancels; /* requests read from P.cancels */
-	struct claims claims;   /* unique ids' holders, from P.cancels */
-	struct series series;   /* repeats' live copies, from P.series */
-	size_t series_prune_at; /* prune when this many are held */
-	size_t claims_prune_at; /* prune when this many are held */
-	/* [events] max_held_ids reached: when all three were last pruned
-	 * for room, and when a record not held was last logged (mono ms) */
+	/* daemon_ids.c: the request state read from P.cancels and P.series
+	 * (requests, claims, series), pruned when the map has this many
+	 * entries. */
+	struct requests requests;
+	size_t held_prune_at;
+	/* [events] max_held_ids reached: when it was last pruned for room,
+	 * and when a record not held was last logged (mono ms) */
 	int64_t held_pruned_at;
 	int64_t held_full_logged;
 	/*
@@ -186,14 +184,13 @@ struct daemon {
 	unsigned probe_misses;
 	ev_timer probe_check;
 	int64_t probe_written;
-	/* daemon_series.c: the refresh of series records (series.h): its
+	/* daemon_series.c: the refresh of series records (requests.h): its
 	 * timer and where in the map its next tick goes on. */
 	ev_timer series_refresh;
 	size_t series_cursor;
-	char own_user[256]; /* the broker user it logs in as (cancels.h) */
+	char own_user[256]; /* the broker user it logs in as (requests.h) */
 	struct trust_seen untrusted; /* writers logged as untrusted */
-	int64_t unsigned_until;  /* [router] accept_unsigned_until, Unix ms */
-	size_t cancels_prune_at; /* prune when this many are held */
+	int64_t unsigned_until; /* [router] accept_unsigned_until, Unix ms */
 	/* The most overdue message published (ms past due), in this
 	 * OVERDUE_SLOT_MS slot of the wall clock and the one before: with what
 	 * it holds now, cascade_overdue_seconds. */
@@ -349,23 +346,32 @@ void daemon_event(struct daemon *d, const struct message *m,
 /* First sight of a message that will wait: count it, give it an id. */
 void daemon_scheduled(struct daemon *d, struct message *m);
 /*
- * The requests in force for m (cancels.h).  A cancel drops or parks it: 1,
+ * The requests in force for m (requests.h).  A cancel drops or parks it: 1,
  * m is gone.  A reschedule sets m->route.due: 2, route it again.  A
  * request its requester may not apply is parked (once) and counted.  0
  * when nothing changed.
  */
 int daemon_requests(struct daemon *d, struct message *m);
-/* daemon_ids.c: the ids held from P.cancels, and [events] max_held_ids. */
+/*
+ * daemon_ids.c: the request state held from P.cancels and P.series
+ * (requests.h), and [events] max_held_ids.
+ */
 /* Ids held in all: requests, claims, series. */
 size_t daemon_held(const struct daemon *d);
 /*
- * May one more id of kind (METRICS_HELD_*) be held?  At the limit
- * (config_held_limit) what lapsed is pruned first, at most once a second.
+ * May one more id of kind (REQUESTS_*, which are METRICS_HELD_*) be held?
+ * At the limit (config_held_limit) what lapsed is pruned first, at most
+ * once a second.
  */
 int daemon_held_room(struct daemon *d, int kind);
-/* A record of P.cancels that would add an id of kind past the limit: not
- * held; counted, and logged at most once a minute. */
-void daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id);
+/*
+ * A record of a kind held (requests_kind), read from P.cancels or P.series
+ * and in force: who wrote it and who asks, room under the cap for what a
+ * user wrote straight into the stream, the record into d->requests, the
+ * log line of a request, and now and then a prune.  0, or -1 out of memory
+ * with *why set.
+ */
+int daemon_held_read(struct daemon *d, struct event *e, const char **why);
 /*
  * May request e (from P, or taken from P.requests) be held: its id held
  * already, or room under [events] max_held_ids?  0 with r parked
@@ -380,7 +386,7 @@ int daemon_request_room(struct daemon *d, const struct event *e,
  */
 void daemon_admit(struct daemon *d, struct message *m);
 /*
- * First sight of m with x-cascade-unique (claims.h): a duplicate of a
+ * First sight of m with x-cascade-unique (requests.h): a duplicate of a
  * waiting message (keep) is acked and recorded, 1; else its claim is to
  * be recorded first when it will wait (ROUTE_CLAIM), 0.
  */
@@ -388,12 +394,6 @@ int daemon_unique(struct daemon *d, struct message *m);
 /* The claim record of m (ROUTE_CLAIM): the same every time. */
 int daemon_claim_event(const struct daemon *d, const struct message *m,
                        struct event *e);
-/* A request (cancel, reschedule) read from P.cancels and in force: hold
- * it.  0, or -1 out of memory. */
-int daemon_request_read(struct daemon *d, struct event *e);
-/* A claim read from P.cancels and in force: who holds the id now, and the
- * loser's cancellation.  0, or -1 out of memory. */
-int daemon_claim_read(struct daemon *d, struct event *e);
 /* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* Write the batch of P.events records now.  An AMQP status. */
@@ -433,7 +433,7 @@ int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
  * daemon_series.c
  */
 
-/* A stale copy of a repeat (series.h): acked, 1; else 0. */
+/* A stale copy of a repeat (requests.h): acked, 1; else 0. */
 int daemon_series_stale(struct daemon *d, struct message *m);
 /* m, a repeat's copy, was delivered for occurrences it missed: count. */
 void daemon_series_missed(struct daemon *d, const struct message *m);
@@ -445,8 +445,6 @@ int daemon_series_event(const struct daemon *d, const struct message *m,
  * copy for the next one and return 1 (the caller dispatches it); else 0.
  */
 int daemon_series_next(struct daemon *d, struct message *m);
-/* A series record read and in force: hold it.  0, or -1 out of memory. */
-int daemon_series_read(struct daemon *d, const struct event *e);
 /* Set the watcher this file owns (series_refresh). */
 void daemon_series_init(struct daemon *d);
 /* Both streams are read: (re)arm the refresh, which keeps itself going

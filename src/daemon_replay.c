@@ -5,13 +5,13 @@
  * and series recorded so far is known; then both are read on, with a probe
  * marker in each now and then to measure how current the reading is and
  * to catch one the broker stopped feeding.  Each record read is believed
- * by its writer (trust.h) and handed to what holds its kind: requests and
- * claims (daemon_events.c), series (daemon_series.c).  P.series holds
+ * by its writer (trust.h), and one of a kind held (requests, claims,
+ * series) goes to the request state (daemon_ids.c).  P.series holds
  * series records and markers only: anything else there is skipped.
  *
  * Owns: streams, replaying, marker, the probe, the replay and probe
  * timers.
- * Calls into: daemon_events, daemon_series (hold what is read, start the
+ * Calls into: daemon_ids (hold what is read), daemon_series (start the
  * refresh), daemon_publish (ack), daemon_conn (consume the queues once
  * replayed, daemon_fail).
  */
@@ -155,18 +155,10 @@ daemon_record(struct daemon *d, struct message *m)
 	}
 	if (series_only && e.kind != EVENT_SERIES && e.kind != EVENT_MARKER)
 		; /* not P.series' kind: skipped */
-	else if ((e.kind == EVENT_CANCEL || e.kind == EVENT_RESCHEDULE) &&
-	         e.until > duration_wall_ms()) {
-		rc = daemon_request_read(d, &e);
-		why = "out of memory for cancellations";
-	} else if (e.kind == EVENT_CLAIM && e.until > duration_wall_ms()) {
-		rc = daemon_claim_read(d, &e);
-		why = "out of memory for claims";
-	} else if (e.kind == EVENT_SERIES && e.until > duration_wall_ms()) {
-		rc = daemon_series_read(d, &e);
-		why = "out of memory for series";
-	} else if (e.kind == EVENT_MARKER &&
-	           headers_key_is(e.marker, d->marker)) {
+	else if (requests_kind(e.kind) >= 0 && e.until > duration_wall_ms())
+		rc = daemon_held_read(d, &e, &why);
+	else if (e.kind == EVENT_MARKER &&
+	         headers_key_is(e.marker, d->marker)) {
 		rc = daemon_marker_back(d, s, e.at, err, sizeof(err));
 		why = err;
 	}

@@ -11,7 +11,7 @@
  * x-cascade-copied with the request's time.  Once the broker confirmed
  * every copy it records the request, naming the cascade ids copied in
  * x-cascade-superseded, and only then acks it: the daemons drop the
- * instances those copies replace when they come back (cancels.h).
+ * instances those copies replace when they come back (requests.h).
  *
  * A request is first moved off P.ingress into P.requests (below), so
  * that one waiting for a reading holds no ingress prefetch; the daemon

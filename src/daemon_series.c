@@ -1,12 +1,12 @@
 /*
- * Repeats (series.h, docs/CONTRACT.md 7.8): a copy made stale by a crash
- * or a duplicate delivery is dropped, missed occurrences are counted, the
- * next copy of a delivered occurrence is routed and its series record
- * written, the series records read back are held, and the latest record
- * of each is written again into P.series before [events] series_window
- * lets it age out (the refresh).
+ * Repeats (schedule.h, requests.h, docs/CONTRACT.md 7.8): a copy made
+ * stale by a crash or a duplicate delivery is dropped, missed occurrences
+ * are counted, the next copy of a delivered occurrence is routed and its
+ * series record written, and the latest record of each series held
+ * (daemon_ids.c reads them) is written again into P.series before [events]
+ * series_window lets it age out (the refresh).
  *
- * Owns: series, series_prune_at, the refresh timer and its cursor.
+ * Owns: the refresh timer and its cursor.
  * Calls into: daemon_publish (ack, random), daemon_events (write a
  * record), daemon_conn (daemon_fail).
  */
@@ -30,7 +30,8 @@ daemon_series_stale(struct daemon *d, struct message *m)
 	const struct route *r = &m->route;
 
 	if (r->every <= 0 || r->id.len == 0 ||
-	    !series_stale(&d->series, r->id, r->occurrence, r->token))
+	    !requests_series_stale(&d->requests, r->id, r->occurrence,
+	                           r->token))
 		return 0;
 	d->m.series_stale++;
 	log_info("series_stale",
@@ -109,23 +110,6 @@ daemon_series_next(struct daemon *d, struct message *m)
 	return 1;
 }
 
-int
-daemon_series_read(struct daemon *d, const struct event *e)
-{
-	int64_t now = duration_wall_ms();
-
-	/* A daemon's (trust.h), capped where it was taken.  Written by a
-	 * clock ahead of ours, it was written when read at the latest:
-	 * taken as younger, it could age out before it is written again. */
-	if (series_add(&d->series, e->id, e->occurrence, e->token, e->until,
-	               e->at < now ? e->at : now) < 0)
-		return -1;
-	if (d->series.map.n >= d->series_prune_at)
-		d->series_prune_at =
-		    2 * series_prune(&d->series, duration_wall_ms()) + 64;
-	return 0;
-}
-
 /* Write the latest record of series id, h, again into P.series. */
 static int
 daemon_series_rewrite(amqp_bytes_t id, const struct series_head *h, void *ctx)
@@ -146,7 +130,7 @@ daemon_series_rewrite(amqp_bytes_t id, const struct series_head *h, void *ctx)
 }
 
 /*
- * A tick of the refresh (series.h): the series whose latest record was
+ * A tick of the refresh (requests.h): the series whose latest record was
  * written more than a quarter of [events] series_window ago, and which
  * are still in force, get it written again, a bounded part of the map per
  * tick.  Written without a confirm, like a marker: one lost is written
@@ -174,9 +158,9 @@ on_series_refresh(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	stale = now - quarter -
 	        (int64_t)(daemon_random_unit() * (double)(quarter / 8));
-	(void)series_refresh(&d->series, &d->series_cursor,
-	                     SERIES_REFRESH_SLOTS, SERIES_REFRESH_MAX, stale,
-	                     now, daemon_series_rewrite, d);
+	(void)requests_series_refresh(
+	    &d->requests, &d->series_cursor, REQUESTS_REFRESH_SLOTS,
+	    REQUESTS_REFRESH_MAX, stale, now, daemon_series_rewrite, d);
 }
 
 void

@@ -10,7 +10,7 @@
 
 #include "duration.h"
 #include "headers.h"
-#include "series.h"
+#include "schedule.h"
 #include "wirecheck.h"
 
 const char *
@@ -177,9 +177,9 @@ router_read_unique(const amqp_basic_properties_t *props, const amqp_table_t *h,
 	return 0;
 }
 
-/* r's schedule, as series.h reckons it. */
+/* r's schedule, as schedule.h reckons it. */
 static void
-router_series_plan(const struct route *r, struct series_plan *sp)
+router_schedule(const struct route *r, struct schedule *sp)
 {
 	sp->first = r->first;
 	sp->every = r->every;
@@ -190,7 +190,7 @@ router_series_plan(const struct route *r, struct series_plan *sp)
 
 /*
  * One of a waiting copy's repeat headers, an integer, into *out: absent,
- * fallback; present, any integer (series_check bounds it).  -1 after
+ * fallback; present, any integer (schedule_check bounds it).  -1 after
  * parking: our own state, garbled, is not guessed at.
  */
 static int
@@ -228,14 +228,14 @@ router_read_catch_up(const amqp_table_t *h, struct route *r)
  * (1 s to max_delay), x-cascade-times, x-cascade-until,
  * x-cascade-catch-up, and the start moved past occurrences missed before
  * now; while it waits our own state.  Every value is bounded before any
- * arithmetic (series_check).  -1 after parking.
+ * arithmetic (schedule_check).  -1 after parking.
  */
 static int
 router_read_repeat(const struct router_params *p, const amqp_table_t *h,
                    int64_t now, struct route *r)
 {
 	const amqp_field_value_t *v = headers_find(h, "x-cascade-every");
-	struct series_plan sp;
+	struct schedule sp;
 	const char *why;
 	char a[32], b[32];
 
@@ -256,10 +256,10 @@ router_read_repeat(const struct router_params *p, const amqp_table_t *h,
 		                          &r->occurrence, r) < 0)
 			goto bad;
 		(void)router_read_catch_up(h, r);
-		router_series_plan(r, &sp);
+		router_schedule(r, &sp);
 		/* max_delay may have been lowered since: its bound. */
-		if (series_check(&sp, r->occurrence, SERIES_EVERY_LIMIT, &why) <
-		    0) {
+		if (schedule_check(&sp, r->occurrence, SCHEDULE_EVERY_LIMIT,
+		                   &why) < 0) {
 			router_park(r, PARK_bad_header, "%s", why);
 			goto bad;
 		}
@@ -272,7 +272,7 @@ router_read_repeat(const struct router_params *p, const amqp_table_t *h,
 		router_park(r, PARK_bad_header, "x-cascade-every: %s", why);
 		goto bad;
 	}
-	if (r->every < SERIES_EVERY_MIN) {
+	if (r->every < SCHEDULE_EVERY_MIN) {
 		router_park(r, PARK_bad_header,
 		            "x-cascade-every: must be at least 1s");
 		goto bad;
@@ -304,17 +304,17 @@ router_read_repeat(const struct router_params *p, const amqp_table_t *h,
 	r->first = r->due;
 	r->occurrence = 1;
 	r->token = amqp_empty_bytes;
-	router_series_plan(r, &sp);
-	if (series_check(&sp, 1, p->max_delay, &why) < 0) {
+	router_schedule(r, &sp);
+	if (schedule_check(&sp, 1, p->max_delay, &why) < 0) {
 		/* Occurrence 1 is the publisher's due time. */
 		router_park(r, PARK_bad_header, "%s",
-		            r->first < 0 || r->first > SERIES_TIME_MAX
+		            r->first < 0 || r->first > SCHEDULE_TIME_MAX
 		                ? "x-deliver-at: out of range for a repeat "
 		                  "(1970 to 9999)"
 		                : why);
 		goto bad;
 	}
-	r->due = series_start(&sp, now);
+	r->due = schedule_start(&sp, now);
 	return 0;
 bad:
 	r->every = 0;
@@ -324,13 +324,13 @@ bad:
 int
 router_series_next(struct route *r, int64_t now)
 {
-	struct series_plan sp;
+	struct schedule sp;
 	int64_t next, due;
 
 	if (r->every <= 0)
 		return 0;
-	router_series_plan(r, &sp);
-	if (!series_next(&sp, r->occurrence + r->missed, now, &next, &due))
+	router_schedule(r, &sp);
+	if (!schedule_next(&sp, r->occurrence + r->missed, now, &next, &due))
 		return 0;
 	r->occurrence = next;
 	r->due = due;
@@ -338,19 +338,20 @@ router_series_next(struct route *r, int64_t now)
 	return 1;
 }
 
-/* Due: deliver, and for a repeat, which occurrence (series.h). */
+/* Due: deliver, and for a repeat, which occurrence (schedule.h). */
 static void
 router_deliver(struct route *r, int64_t now)
 {
-	struct series_plan sp;
+	struct schedule sp;
 
 	r->action = ROUTE_DELIVER;
 	r->level = -1;
 	r->missed = 0;
 	if (r->every <= 0)
 		return;
-	router_series_plan(r, &sp);
-	r->missed = series_deliver_as(&sp, r->occurrence, now) - r->occurrence;
+	router_schedule(r, &sp);
+	r->missed =
+	    schedule_deliver_as(&sp, r->occurrence, now) - r->occurrence;
 }
 
 /* A string header into *out, or the fallback; -1 after parking. */

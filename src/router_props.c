@@ -211,7 +211,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 		if (r->attempt > 0)
 			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		/* A repeat's copy says which it is, and how many before it
-		 * were missed (series.h). */
+		 * were missed (schedule.h). */
 		if (r->every > 0)
 			headers_put_i64(&t, "x-cascade-occurrence",
 			                r->occurrence + r->missed);

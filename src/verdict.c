@@ -131,7 +131,7 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 		            "x-cascade-unique: needs [events] enabled = yes");
 		return 0;
 	}
-	/* 9. The id is its publisher's (claims.h). */
+	/* 9. The id is its publisher's (requests.h). */
 	if (r->unique == UNIQUE_KEEP && f->claim_held)
 		return dropped(v, VERDICT_DROP_DUPLICATE);
 	/* 10. Only what waits holds an id: a message due at once, or held

@@ -15,7 +15,7 @@ waiting_fold_init(struct waiting_fold *f)
 	memset(f, 0, sizeof(*f));
 	idmap_init(&f->waiting);
 	idmap_init(&f->ended);
-	cancels_init(&f->cancels);
+	requests_init(&f->requests);
 }
 
 void
@@ -23,7 +23,7 @@ waiting_fold_free(struct waiting_fold *f)
 {
 	idmap_free(&f->waiting, free);
 	idmap_free(&f->ended, NULL);
-	cancels_free(&f->cancels);
+	requests_free(&f->requests);
 }
 
 static amqp_bytes_t
@@ -93,10 +93,10 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 		amqp_bytes_t by = e->writer;
 		int control = 1;
 		if (f->cfg != NULL)
-			cancels_requester(f->cfg, &req,
-			                  amqp_cstring_bytes(f->own_user), &by,
-			                  &control);
-		return cancels_add(&f->cancels, &req, by, control);
+			requests_requester(f->cfg, &req,
+			                   amqp_cstring_bytes(f->own_user), &by,
+			                   &control);
+		return requests_add(&f->requests, &req, by, control);
 	}
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
@@ -234,7 +234,7 @@ waiting_push(struct waiting ***a, size_t *n, size_t *cap, size_t first,
 
 struct waiting_gather {
 	const struct waiting_filter *flt;
-	struct cancels *cancels;
+	struct requests *requests;
 	int64_t now;
 	struct waiting_rows *r;
 	size_t cap;
@@ -255,8 +255,8 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 		return 0;
 	/* What a daemon will do with it when it next sees it. */
 	w->cancel_pending = 0;
-	if (cancels_match(g->cancels, w->message_id, w->id, w->owner, w->seen,
-	                  g->now, &cm)) {
+	if (requests_match(g->requests, w->message_id, w->id, w->owner, w->seen,
+	                   g->now, &cm)) {
 		w->cancel_pending = cm.cancel != NULL;
 		if (cm.reschedule != NULL && cm.reschedule->due != w->due) {
 			w->due = cm.reschedule->due;
@@ -273,7 +273,7 @@ int
 waiting_select(struct waiting_fold *f, const struct waiting_filter *flt,
                int64_t now, struct waiting_rows *r)
 {
-	struct waiting_gather g = {flt, &f->cancels, now, r, 0, 0};
+	struct waiting_gather g = {flt, &f->requests, now, r, 0, 0};
 
 	memset(r, 0, sizeof(*r));
 	idmap_each(&f->waiting, waiting_gather, &g);
@@ -375,16 +375,16 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
 	int copied, moved;
 	int64_t back = w->recorded_due;
 
-	/* First seen after the request: not for it (cancels.h).  An id
+	/* First seen after the request: not for it (requests.h).  An id
 	 * x-cascade-superseded cannot hold: never copied. */
 	if (w->copy.len == 0 || w->seen > at || w->id.len == 0 ||
 	    w->id.len > 255 ||
 	    !(control || w->owner.len == 0 || headers_bytes_eq(w->owner, by)))
 		return 0;
-	copied = cancels_superseded(&f->cancels, w->message_id, w->id, w->owner,
-	                            0, at);
-	moved = cancels_match(&f->cancels, w->message_id, w->id, w->owner,
-	                      w->seen, at, &cm) &&
+	copied = requests_superseded(&f->requests, w->message_id, w->id,
+	                             w->owner, 0, at);
+	moved = requests_match(&f->requests, w->message_id, w->id, w->owner,
+	                       w->seen, at, &cm) &&
 	        cm.reschedule != NULL;
 	/*
 	 * When the instance waiting comes back to a daemon, at the latest.

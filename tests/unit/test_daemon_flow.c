@@ -94,7 +94,7 @@ daemon_requests(struct daemon *dd, struct message *m)
 	return 1;
 }
 
-/* No repeats here (series.h has its own tests). */
+/* No repeats here (test_schedule.c, test_requests.c test them). */
 int
 daemon_series_stale(struct daemon *dd, struct message *m)
 {
@@ -103,7 +103,7 @@ daemon_series_stale(struct daemon *dd, struct message *m)
 	return 0;
 }
 
-/* No unique ids here (claims.h has its own tests). */
+/* No unique ids here (test_requests.c tests them). */
 void
 daemon_admit(struct daemon *dd, struct message *m)
 {

@@ -9,7 +9,7 @@
 #include "headers.h"
 #include "ladder.h"
 #include "router.h"
-#include "series.h"
+#include "schedule.h"
 #include "wirecheck.h"
 
 #include "helpers.h"
@@ -1463,7 +1463,7 @@ Test(router, a_wait_carries_the_state_of_a_hop)
 	cr_assert_null(headers_find(&out.headers, "x-delay"));
 }
 
-/* ---- repeats (series.h): no flood, no wrap ---- */
+/* ---- repeats (schedule.h): no flood, no wrap ---- */
 
 /* A repeat published at now with the given headers. */
 static void
@@ -1573,7 +1573,7 @@ Test(router, an_outage_collapses_into_one_delivery)
 		if (rows[i].missed == 0)
 			expect_no_hdr(&out.headers, "x-cascade-missed");
 		cr_assert(router_series_next(&r, NOW + rows[i].late));
-		cr_expect_geq(r.due, NOW + rows[i].late + SERIES_PACE_MS,
+		cr_expect_geq(r.due, NOW + rows[i].late + SCHEDULE_PACE_MS,
 		              "%s: next copy paced", rows[i].what);
 		if (!rows[i].catch_up_all)
 			cr_expect_leq(r.due, NOW + rows[i].late + 1000,

@@ -1,11 +1,11 @@
 /*
  * `cascade-bench ids [-n N]`: the memory a daemon spends per id it holds
- * (cancels.h, claims.h, series.h).  Each map is filled with N ids through
- * the functions the daemon calls when it reads P.cancels, and the heap
- * grown (mallinfo2: bytes malloc handed out, with its chunk overhead) and
- * the resident set grown are divided by N, each map in a process of its
- * own.  No broker, no timing: the heap numbers are the same on every run
- * of one build.
+ * (requests.h), for each kind.  The request state is filled with N ids of
+ * one kind through the functions the daemon calls when it reads P.cancels
+ * and P.series, and the heap grown (mallinfo2: bytes malloc handed out,
+ * with its chunk overhead) and the resident set grown are divided by N,
+ * each kind in a process of its own.  No broker, no timing: the heap
+ * numbers are the same on every run of one build.
  */
 #include <inttypes.h>
 #include <malloc.h>
@@ -16,9 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cancels.h"
-#include "claims.h"
-#include "series.h"
+#include "requests.h"
 
 /* Bytes in use on the heap now (arena and mmap'ed chunks). */
 static size_t
@@ -86,13 +84,13 @@ cid(char buf[32], uint64_t i)
 static int
 fill_claims(uint64_t n)
 {
-	struct claims c;
+	struct requests c;
 	struct claim_verdict v;
 	struct sample a, b;
 	char m[32], id[32];
 	struct event e;
 
-	claims_init(&c);
+	requests_init(&c);
 	a = sample();
 	for (uint64_t i = 0; i < n; i++) {
 		memset(&e, 0, sizeof(e));
@@ -102,24 +100,24 @@ fill_claims(uint64_t n)
 		e.at = 1;
 		e.due = 1000;
 		e.until = 2000;
-		if (claims_add(&c, &e, amqp_cstring_bytes("alice"), &v) < 0)
+		if (requests_claim(&c, &e, amqp_cstring_bytes("alice"), &v) < 0)
 			return -1;
 	}
 	b = sample();
 	report("claims", n, a, b);
-	claims_free(&c);
+	requests_free(&c);
 	return 0;
 }
 
 static int
 fill_cancels(uint64_t n)
 {
-	struct cancels c;
+	struct requests c;
 	struct sample a, b;
 	char m[32];
 	struct event e;
 
-	cancels_init(&c);
+	requests_init(&c);
 	a = sample();
 	for (uint64_t i = 0; i < n; i++) {
 		memset(&e, 0, sizeof(e));
@@ -127,31 +125,31 @@ fill_cancels(uint64_t n)
 		e.cancel = mid(m, i);
 		e.at = 1;
 		e.until = 2000;
-		if (cancels_add(&c, &e, amqp_cstring_bytes("alice"), 0) < 0)
+		if (requests_add(&c, &e, amqp_cstring_bytes("alice"), 0) < 0)
 			return -1;
 	}
 	b = sample();
 	report("cancels", n, a, b);
-	cancels_free(&c);
+	requests_free(&c);
 	return 0;
 }
 
 static int
 fill_series(uint64_t n)
 {
-	struct series s;
+	struct requests s;
 	struct sample a, b;
 	char id[32], token[32];
 
-	series_init(&s);
+	requests_init(&s);
 	a = sample();
 	for (uint64_t i = 0; i < n; i++)
-		if (series_add(&s, cid(id, i), 2, cid(token, i + 1), 2000, 0) <
-		    0)
+		if (requests_series_add(&s, cid(id, i), 2, cid(token, i + 1),
+		                        2000, 0) < 0)
 			return -1;
 	b = sample();
 	report("series", n, a, b);
-	series_free(&s);
+	requests_free(&s);
 	return 0;
 }
 
@@ -178,8 +176,8 @@ ids_main(int argc, char *argv[])
 		fprintf(stderr, "cascade-bench: ids: -n from 1 to 100000000\n");
 		return 2;
 	}
-	/* Each map in a process of its own: its resident set grows from
-	 * the same start, not into pages another map freed. */
+	/* Each kind in a process of its own: its resident set grows from
+	 * the same start, not into pages another kind freed. */
 	for (int k = 0; k < 3; k++) {
 		int st;
 		pid_t pid = fork();

@@ -186,7 +186,7 @@ out:
  * due (it waits in a delay level or holding queue until its own time),
  * when its scheduled record carries one.  Their cascade ids go into
  * e->superseded, from pool: only messages user (ctl's; empty: none)
- * may change (cancels.h).  0, or -1 with c->err.
+ * may change (requests.h).  0, or -1 with c->err.
  */
 static int
 reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,

@@ -160,7 +160,7 @@ int session_record(struct ctl *c, const char *stream, const struct event *e);
 int session_publish(struct ctl *c, const char *queue,
                     const amqp_basic_properties_t *props, amqp_bytes_t body);
 /*
- * A fold of P.events that judges requests as the daemons do (cancels.h):
+ * A fold of P.events that judges requests as the daemons do (requests.h):
  * by the config's control_users and the broker user ctl logs in as.
  */
 void session_fold_init(struct ctl *c, struct waiting_fold *f);

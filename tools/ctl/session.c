@@ -376,7 +376,7 @@ session_record(struct ctl *c, const char *stream, const struct event *e)
 	int rc;
 
 	/* Written as the user ctl logs in as, which RabbitMQ checks: the
-	 * daemons judge a request by it (cancels.h), and believe any other
+	 * daemons judge a request by it (requests.h), and believe any other
 	 * record only from their own users (trust.h). */
 	own = *e;
 	if (own.writer.len == 0 &&
