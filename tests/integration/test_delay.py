@@ -17,16 +17,16 @@ DELAYS = [0, 1, 50, 99, 100, 101, 150, 199, 200, 399, 400, 1000, 3000,
           6400, 12800, 20000]
 
 
-def run_sweep(client, daemon, copies=2):
+def run_sweep(client, daemon, copies=2, delays=DELAYS):
     q = client.queue()
     sent = {}
-    for d in DELAYS:
+    for d in delays:
         for i in range(copies):
             mid = "%d-%d" % (d, i)
             sent[mid] = (client.publish(daemon.prefix, q, mid.encode(),
                                         {"x-remaining-delay": d},
                                         message_id=mid), d)
-    got = client.collect(q, len(sent), timeout=max(DELAYS) / 1000 + 15)
+    got = client.collect(q, len(sent), timeout=max(delays) / 1000 + 15)
     assert len(got) == len(sent), "lost: %s" % (
         set(sent) - {p.message_id for _, p, _ in got})
     lateness = {}
@@ -34,6 +34,18 @@ def run_sweep(client, daemon, copies=2):
         t0, d = sent[props.message_id]
         lateness[props.message_id] = (arrived - t0) * 1000 - d
     return lateness
+
+
+def still_late(client, daemon, late):
+    """The delays of the messages that came late, sent once more: those
+    late again.  A wrong level or step is late every time for its delay;
+    a stall of the whole machine (several messages in flight late at the
+    same moment, seen on a loaded 2-core CI machine) is not."""
+    delays = sorted({int(k.split("-")[0]) for k in late})
+    again = run_sweep(client, daemon, copies=1, delays=delays)
+    early = {k: v for k, v in again.items() if v < -SLACK_MS}
+    assert not early, "delivered early (ms): %s" % early
+    return {k: v for k, v in again.items() if v > LATE_MS}
 
 
 def summary(name, lateness):
@@ -56,7 +68,9 @@ def test_whole_ladder_not_early_and_on_time(client, daemon):
     early = {k: v for k, v in lateness.items() if v < -SLACK_MS}
     assert not early, "delivered early (ms): %s" % early
     late = {k: v for k, v in lateness.items() if v > LATE_MS}
-    assert not late, "later than %d ms: %s" % (LATE_MS, late)
+    again = still_late(client, daemon, late) if late else {}
+    assert not again, "later than %d ms, twice: %s, then %s" % (
+        LATE_MS, late, again)
 
 
 @pytest.mark.slow
@@ -67,7 +81,9 @@ def test_round_up_tail_stays_within_one_resolution(client, daemon_factory):
     early = {k: v for k, v in lateness.items() if v < -SLACK_MS}
     assert not early, "delivered early (ms): %s" % early
     late = {k: v for k, v in lateness.items() if v > LATE_MS}
-    assert not late, "later than %d ms: %s" % (LATE_MS, late)
+    again = still_late(client, d, late) if late else {}
+    assert not again, "later than %d ms, twice: %s, then %s" % (
+        LATE_MS, late, again)
 
 
 def test_time_waiting_in_a_backlog_counts(client, daemon_factory):
