@@ -140,6 +140,16 @@ struct verdict verdict_judge(const struct verdict_facts *f,
                              int64_t mono);
 
 /*
+ * The last look at a delivery about to go out, however it came there (a
+ * retry, a resume, a lookup, a hold): rules 1 to 5 again, since a request
+ * may have been read since it was judged.  PUBLISH with r unchanged (or
+ * retimed and still due): it goes out; else what becomes of it instead.
+ */
+struct verdict verdict_last_look(const struct verdict_facts *f,
+                                 const struct plan *p, struct route *r,
+                                 int64_t now, int64_t mono);
+
+/*
  * Rules 11 and 12 alone: a route decided before (after a hold, a lookup,
  * a claim recorded, a repeat's next copy) goes out now.
  */

@@ -125,36 +125,6 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 	d->m.events++;
 }
 
-/* First sight of a message that will wait: give it an id, record it. */
-void
-daemon_scheduled(struct daemon *d, struct message *m)
-{
-	struct route *r = &m->route;
-	char id[17];
-
-	/* A repeat needs an id (its series') whenever it is first seen. */
-	if (r->every > 0 && r->action != ROUTE_PARK && r->id.len == 0 &&
-	    config_events(d->cfg) &&
-	    (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD)) {
-		events_new_id(id);
-		r->id = message_dup(m, amqp_cstring_bytes(id));
-	}
-	if (r->action != ROUTE_HOP && r->action != ROUTE_HOLD &&
-	    r->action != ROUTE_WAIT)
-		return;
-	d->m.scheduled[metrics_window(r->due - duration_wall_ms())]++;
-	/* A tail held at first sight waits under a resolution step, in
-	 * memory: nothing to list or to cancel later. */
-	if (!config_events(d->cfg) ||
-	    (r->action != ROUTE_HOP && r->action != ROUTE_WAIT))
-		return;
-	events_new_id(id);
-	r->id = message_dup(m, amqp_cstring_bytes(id));
-	/* Recorded once the hop is confirmed: a delivery redelivered after
-	 * a connection loss is then recorded once, not once per sight. */
-	m->unrecorded = 1;
-}
-
 /*
  * Park a copy of request k, which its requester may not apply to the
  * message named id (owned by owner): once per request and daemon.
@@ -211,58 +181,6 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 	    (const char *)id.bytes, (int)owner.len, (const char *)owner.bytes);
 }
 
-/*
- * m's claim on its message-id lost (requests.h): drop it as a duplicate or
- * as replaced.
- */
-static void
-daemon_claim_lost(struct daemon *d, struct message *m, enum cancel_reason why)
-{
-	amqp_bytes_t mid = m->props.message_id;
-
-	log_info(why == CANCEL_DUPLICATE ? "duplicate" : "replaced",
-	         " message_id=\"%.*s\" id=\"%.*s\" source=%s", (int)mid.len,
-	         (const char *)mid.bytes, (int)m->route.id.len,
-	         (const char *)m->route.id.bytes,
-	         d->consumers[m->consumer].queue);
-	if (why == CANCEL_DUPLICATE) {
-		d->m.duplicates++;
-		daemon_event(d, m, EVENT_DUPLICATE);
-	} else {
-		d->m.replaced++;
-		daemon_event(d, m, EVENT_CANCELLED);
-	}
-	daemon_ack(d, m);
-}
-
-int
-daemon_unique(struct daemon *d, struct message *m)
-{
-	struct route *r = &m->route;
-
-	if (r->unique == UNIQUE_NONE || r->action == ROUTE_PARK ||
-	    !(m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG))
-		return 0;
-	if (!config_events(d->cfg)) {
-		router_park(r, PARK_bad_header,
-		            "x-cascade-unique: needs [events] enabled = yes");
-		return 0;
-	}
-	/* The id is its publisher's (requests.h). */
-	if (r->unique == UNIQUE_KEEP &&
-	    requests_holder(&d->requests, events_owner(&m->props, r->fresh),
-	                    m->props.message_id, duration_wall_ms()) != NULL) {
-		daemon_claim_lost(d, m, CANCEL_DUPLICATE);
-		return 1;
-	}
-	/* Only what waits holds an id: a message due at once, or held in
-	 * memory, has no cascade id and does not (CONTRACT.md 7.7). */
-	if (r->id.len > 0 &&
-	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT))
-		r->action = ROUTE_CLAIM;
-	return 0;
-}
-
 int
 daemon_claim_event(const struct daemon *d, const struct message *m,
                    struct event *e)
@@ -284,81 +202,131 @@ daemon_claim_event(const struct daemon *d, const struct message *m,
 	return 0;
 }
 
-int
-daemon_requests(struct daemon *d, struct message *m)
+void
+daemon_request_facts(struct daemon *d, struct message *m, int last_look,
+                     struct verdict_facts *f)
 {
+	const struct route *r = &m->route;
 	amqp_bytes_t mid = amqp_empty_bytes, owner;
 	struct cancel_match cm;
 	const struct cancel *k;
+	struct event e;
 	int64_t since;
 	int matched;
 
-	if (d->requests.n[REQUESTS_CANCEL] == 0)
-		return 0;
+	memset(f, 0, sizeof(*f));
+	f->first_sight =
+	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
+	f->in_holding = m->amqp1 && !m->series_step;
+	f->events = config_events(d->cfg);
+	f->has_message_id = (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0;
+	if (r->action == ROUTE_PARK)
+		return; /* parked by its headers: nothing more to know */
+	if (f->has_message_id)
+		mid = m->props.message_id;
+	owner = events_owner(&m->props, r->fresh);
+	if (d->requests.n[REQUESTS_CANCEL] > 0) {
+		/* A copy has the due time of the request that made it: only
+		 * later requests apply to it, even when that one is not read
+		 * yet. */
+		since = r->since;
+		if (r->copied > 0 && r->copied >= since)
+			since = r->copied + 1;
+		matched = requests_match(&d->requests, mid, r->id, owner, since,
+		                         duration_wall_ms(), &cm);
+		/* Every refused request at once (each is parked once). */
+		while (matched && cm.refused != NULL && !d->broken) {
+			daemon_refuse(d, cm.refused, mid.len ? mid : r->id,
+			              owner);
+			matched =
+			    requests_match(&d->requests, mid, r->id, owner,
+			                   since, duration_wall_ms(), &cm);
+		}
+		/* A copy due at the new time took its place (requests.h). */
+		f->superseded =
+		    requests_superseded(&d->requests, mid, r->id, owner,
+		                        r->copied, duration_wall_ms());
+		if (matched && (k = cm.cancel) != NULL)
+			f->cancel = k->reason == CANCEL_DUPLICATE
+			                ? VERDICT_CANCEL_DUPLICATE
+			            : k->reason == CANCEL_REPLACED
+			                ? VERDICT_CANCEL_REPLACED
+			            : k->park ? VERDICT_CANCEL_PARK
+			                      : VERDICT_CANCEL_ASKED;
+		if (matched && (k = cm.reschedule) != NULL) {
+			f->rescheduled = 1;
+			f->new_due = k->due;
+		}
+	}
+	if (r->every > 0 && r->id.len > 0)
+		f->stale = requests_series_stale(&d->requests, r->id,
+		                                 r->occurrence, r->token);
+	if (last_look)
+		return; /* rules 1 to 5 only (verdict_last_look) */
+	/* The id is its publisher's (requests.h). */
+	if (r->unique != UNIQUE_NONE && f->has_message_id && f->events) {
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_CLAIM;
+		e.cancel = mid;
+		f->claim_new = requests_new(&d->requests, &e, owner);
+		f->claim_held = r->unique == UNIQUE_KEEP &&
+		                requests_holder(&d->requests, owner, mid,
+		                                duration_wall_ms()) != NULL;
+	}
+	if (verdict_needs_room(f, r)) {
+		f->full = !daemon_held_room(d, METRICS_HELD_CLAIM);
+		f->held_ids = daemon_held(d);
+		f->max_held_ids = d->cfg->events_max_held_ids;
+	}
+}
+
+void
+daemon_dropped(struct daemon *d, struct message *m, enum verdict_drop why)
+{
+	const struct route *r = &m->route;
+	amqp_bytes_t mid = amqp_empty_bytes;
+	const char *queue = d->consumers[m->consumer].queue;
+
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
-	owner = events_owner(&m->props, m->route.fresh);
-	/* A copy has the due time of the request that made it: only later
-	 * requests apply to it, even when that one is not read yet. */
-	since = m->route.since;
-	if (m->route.copied > 0 && m->route.copied >= since)
-		since = m->route.copied + 1;
-	matched = requests_match(&d->requests, mid, m->route.id, owner, since,
-	                         duration_wall_ms(), &cm);
-	/* Every refused request at once (each is parked once). */
-	while (matched && cm.refused != NULL && !d->broken) {
-		daemon_refuse(d, cm.refused, mid.len ? mid : m->route.id,
-		              owner);
-		matched = requests_match(&d->requests, mid, m->route.id, owner,
-		                         since, duration_wall_ms(), &cm);
-	}
-	/* A copy due at the new time took its place (requests.h). */
-	if (requests_superseded(&d->requests, mid, m->route.id, owner,
-	                        m->route.copied, duration_wall_ms())) {
+	switch (why) {
+	case VERDICT_DROP_SUPERSEDED:
 		d->m.superseded++;
 		log_info("superseded",
 		         " message_id=\"%.*s\" id=\"%.*s\" copied=%" PRId64
 		         " source=%s",
-		         (int)mid.len, (const char *)mid.bytes,
-		         (int)m->route.id.len, (const char *)m->route.id.bytes,
-		         m->route.copied, d->consumers[m->consumer].queue);
-		daemon_ack(d, m);
-		return 1;
-	}
-	if (!matched)
-		return 0;
-	if ((k = cm.cancel) != NULL && k->reason != CANCEL_ASKED) {
-		daemon_claim_lost(d, m, (enum cancel_reason)k->reason);
-		return 1;
-	}
-	if ((k = cm.cancel) != NULL) {
-		d->m.cancelled++;
-		log_info("cancelled",
-		         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
-		         (int)mid.len, (const char *)mid.bytes,
-		         (int)m->route.id.len, (const char *)m->route.id.bytes,
-		         k->park ? "yes" : "no",
-		         d->consumers[m->consumer].queue);
-		if (k->park) {
-			daemon_park(d, m, PARK_cancelled, "cancelled");
-			return 1;
+		         (int)mid.len, (const char *)mid.bytes, (int)r->id.len,
+		         (const char *)r->id.bytes, r->copied, queue);
+		break;
+	case VERDICT_DROP_DUPLICATE:
+	case VERDICT_DROP_REPLACED:
+		log_info(why == VERDICT_DROP_DUPLICATE ? "duplicate"
+		                                       : "replaced",
+		         " message_id=\"%.*s\" id=\"%.*s\" source=%s",
+		         (int)mid.len, (const char *)mid.bytes, (int)r->id.len,
+		         (const char *)r->id.bytes, queue);
+		if (why == VERDICT_DROP_DUPLICATE) {
+			d->m.duplicates++;
+			daemon_event(d, m, EVENT_DUPLICATE);
+		} else {
+			d->m.replaced++;
+			daemon_event(d, m, EVENT_CANCELLED);
 		}
+		break;
+	case VERDICT_DROP_CANCELLED:
 		daemon_event(d, m, EVENT_CANCELLED);
-		daemon_ack(d, m);
-		return 1;
+		break;
+	case VERDICT_DROP_STALE:
+		d->m.series_stale++;
+		log_info("series_stale",
+		         " id=\"%.*s\" occurrence=%" PRId64 " source=%s",
+		         (int)r->id.len, (const char *)r->id.bytes,
+		         r->occurrence, queue);
+		break;
+	case VERDICT_DROP_NONE:
+		break;
 	}
-	if ((k = cm.reschedule) != NULL && k->due != m->route.due) {
-		d->m.rescheduled++;
-		log_info("rescheduled",
-		         " message_id=\"%.*s\" id=\"%.*s\" due=%" PRId64
-		         " was=%" PRId64 " source=%s",
-		         (int)mid.len, (const char *)mid.bytes,
-		         (int)m->route.id.len, (const char *)m->route.id.bytes,
-		         k->due, m->route.due, d->consumers[m->consumer].queue);
-		m->route.due = k->due;
-		return 2;
-	}
-	return 0;
+	daemon_ack(d, m);
 }
 
 /*

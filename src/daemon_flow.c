@@ -1,23 +1,28 @@
 /*
  * The life of a complete delivery: what it is (a return, a record, a
- * redelivery the guard parks), its route (router.h), its shard, and what
- * the plan makes of it (plan.h): publish, hold the tail in memory, retry
- * later or look its exchange up first.  Decides; publishing is
+ * redelivery the guard parks), its route (router.h) and shard, then one
+ * verdict (verdict.h) from what the request state says of it
+ * (daemon_request_facts), and the verdict carried out (daemon_act):
+ * publish, drop, hold the tail in memory, retry later, look its exchange
+ * up first, or back to its holding queue.  Publishing is
  * daemon_publish's, so tests/unit/test_daemon_flow.c links this file alone
  * with a stub publisher.
  *
  * Owns: held, next_shard.
  * Calls into: daemon_publish (publish, park, retry, lookups, returns),
- * daemon_events (cancellations, requests, records).
+ * daemon_events (requests, the facts, drops), daemon_hold (envelopes,
+ * waiting again), daemon_scan, daemon_replay (records).
  */
 #include "daemon_int.h"
 
 #include <ev.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <time.h>
 
 #include "duration.h"
+#include "log.h"
 
 /* The clock rounded up: a due time stamped from it is never early. */
 static int64_t
@@ -65,17 +70,78 @@ daemon_hold(struct daemon *d, struct message *m)
 void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
-	const char *why;
-	enum plan_next next;
+	struct verdict v =
+	    verdict_dispatch(m->amqp1 && !m->series_step, &d->plan, &m->route,
+	                     duration_wall_ms(), duration_mono_ms());
 
-	/* Already in its holding queue: back there until due. */
-	if (m->route.action == ROUTE_WAIT && m->amqp1 && !m->series_step) {
+	daemon_act(d, m, &v);
+}
+
+void
+daemon_note(struct daemon *d, struct message *m, const struct verdict *v)
+{
+	struct route *r = &m->route;
+	amqp_bytes_t mid = amqp_empty_bytes;
+	char id[17];
+
+	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+		mid = m->props.message_id;
+	if (v->cancelled) {
+		d->m.cancelled++;
+		log_info("cancelled",
+		         " message_id=\"%.*s\" id=\"%.*s\" park=%s source=%s",
+		         (int)mid.len, (const char *)mid.bytes, (int)r->id.len,
+		         (const char *)r->id.bytes,
+		         v->kind == VERDICT_DROP ? "no" : "yes",
+		         d->consumers[m->consumer].queue);
+	}
+	if (v->retimed) {
+		d->m.rescheduled++;
+		log_info("rescheduled",
+		         " message_id=\"%.*s\" id=\"%.*s\" due=%" PRId64
+		         " was=%" PRId64 " source=%s",
+		         (int)mid.len, (const char *)mid.bytes, (int)r->id.len,
+		         (const char *)r->id.bytes, r->due, v->was_due,
+		         d->consumers[m->consumer].queue);
+	}
+	if (v->scheduled)
+		d->m.scheduled[metrics_window(r->due - duration_wall_ms())]++;
+	if (v->id != VERDICT_ID_NONE) {
+		events_new_id(id);
+		r->id = message_dup(m, amqp_cstring_bytes(id));
+		/* Recorded once the hop is confirmed: a delivery redelivered
+		 * after a connection loss is then recorded once, not once per
+		 * sight. */
+		if (v->id == VERDICT_ID_WAIT)
+			m->unrecorded = 1;
+	}
+}
+
+/* The one place a judged message's verdict is carried out. */
+void
+daemon_act(struct daemon *d, struct message *m, const struct verdict *v)
+{
+	daemon_note(d, m, v);
+	switch (v->kind) {
+	case VERDICT_DROP:
+		daemon_dropped(d, m, v->drop);
+		return;
+	case VERDICT_WAIT_AGAIN:
 		daemon_wait_again(d, m);
 		return;
+	case VERDICT_HOLD:
+		daemon_next(d, m, PLAN_HOLD, NULL);
+		return;
+	case VERDICT_RETRY:
+		daemon_next(d, m, PLAN_RETRY, v->why);
+		return;
+	case VERDICT_LOOKUP:
+		daemon_next(d, m, PLAN_CHECK, NULL);
+		return;
+	case VERDICT_PUBLISH:
+		daemon_next(d, m, PLAN_PUBLISH, NULL);
+		return;
 	}
-	next = plan_dispatch(&d->plan, &m->route, duration_wall_ms(),
-	                     duration_mono_ms(), &why);
-	daemon_next(d, m, next, why);
 }
 
 /* Carry out what the plan says (plan.h). */
@@ -130,6 +196,9 @@ daemon_shard(struct daemon *d, const struct message *m)
 void
 daemon_route(struct daemon *d, struct message *m)
 {
+	struct verdict_facts f;
+	struct verdict v;
+
 	if (m->src == ROUTE_FROM_INGRESS && daemon_cancel_request(d, m))
 		return;
 	if (m->src == ROUTE_FROM_REQUESTS) {
@@ -145,19 +214,10 @@ daemon_route(struct daemon *d, struct message *m)
 	if (m->src == ROUTE_FROM_INGRESS || m->src == ROUTE_FROM_RETRY)
 		m->route.since = duration_wall_ms();
 	m->routed = 1;
-	if (m->route.action != ROUTE_PARK) {
-		if (daemon_requests(d, m) == 1 || daemon_series_stale(d, m))
-			return;
-		router_step(&d->rp, &m->route, duration_wall_ms());
-	}
-	if (m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD) {
-		if (m->route.fresh)
-			daemon_admit(d, m);
-		daemon_scheduled(d, m);
-		if (m->route.fresh && daemon_unique(d, m))
-			return;
-	}
-	daemon_dispatch(d, m);
+	daemon_request_facts(d, m, 0, &f);
+	v = verdict_judge(&f, &d->plan, &m->route, duration_wall_ms(),
+	                  duration_mono_ms());
+	daemon_act(d, m, &v);
 }
 
 void

@@ -94,34 +94,6 @@ daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id)
 	         d->m.held_refused[kind]);
 }
 
-void
-daemon_admit(struct daemon *d, struct message *m)
-{
-	struct route *r = &m->route;
-	struct event e;
-	int claim = 0;
-
-	if (r->action == ROUTE_PARK || !config_events(d->cfg))
-		return;
-	/* A unique message that will wait, with a new id in its scope. */
-	if (r->unique != UNIQUE_NONE &&
-	    (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) &&
-	    (r->action == ROUTE_HOP || r->action == ROUTE_WAIT)) {
-		memset(&e, 0, sizeof(e));
-		e.kind = EVENT_CLAIM;
-		e.cancel = m->props.message_id;
-		claim = requests_new(&d->requests, &e,
-		                     events_owner(&m->props, r->fresh));
-	}
-	if ((!claim && r->every <= 0) ||
-	    daemon_held_room(d, METRICS_HELD_CLAIM))
-		return;
-	router_park(r, PARK_too_many_ids,
-	            "too many ids held: %zu, and [events] max_held_ids is "
-	            "%" PRIu64 " (claims and repeats stop at nine tenths)",
-	            daemon_held(d), d->cfg->events_max_held_ids);
-}
-
 int
 daemon_request_room(struct daemon *d, const struct event *e, struct route *r)
 {

@@ -49,6 +49,7 @@
 #include "targets.h"
 #include "topology.h"
 #include "trust.h"
+#include "verdict.h"
 #include "waiting.h"
 #include "xcheck.h"
 
@@ -320,10 +321,17 @@ void daemon_lookup_done(struct daemon *d, int exists, const char *why);
  * (which may arrive while a 0-9-1 delivery is half assembled).  Takes m.
  */
 void daemon_message_done(struct daemon *d, struct message *m);
-/* Decide m's route from its source and headers, then dispatch it. */
+/* Decide m's route from its source and headers, judge it once
+ * (verdict.h), and carry out the verdict. */
 void daemon_route(struct daemon *d, struct message *m);
-/* Publish m as m->route says, given the plan (plan.h). */
+/* Publish m as m->route says, given the plan (verdict_dispatch). */
 void daemon_dispatch(struct daemon *d, struct message *m);
+/* Carry out the verdict on m: the notes it takes (a reschedule, a cancel,
+ * first sight's count and id), then what becomes of m.  Takes m. */
+void daemon_act(struct daemon *d, struct message *m, const struct verdict *v);
+/* The notes of v alone (daemon_publish's last look, which goes on
+ * publishing when the verdict lets it). */
+void daemon_note(struct daemon *d, struct message *m, const struct verdict *v);
 /* Carry out what the plan said. */
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
                  const char *why);
@@ -343,15 +351,18 @@ void daemon_request_copy(struct daemon *d, const struct message *m);
 /* Record what became of m in P.events, when it was recorded waiting. */
 void daemon_event(struct daemon *d, const struct message *m,
                   enum event_kind kind);
-/* First sight of a message that will wait: count it, give it an id. */
-void daemon_scheduled(struct daemon *d, struct message *m);
 /*
- * The requests in force for m (requests.h).  A cancel drops or parks it: 1,
- * m is gone.  A reschedule sets m->route.due: 2, route it again.  A
- * request its requester may not apply is parked (once) and counted.  0
- * when nothing changed.
+ * What is known of m, routed, for its verdict (verdict.h): where it came
+ * from, and what the request state held says of it (requests.h): the
+ * requests in force, a stale copy, and unless last_look
+ * (verdict_last_look) its unique id and the cap.  A request its requester
+ * may not apply is parked on the way (once) and counted.
  */
-int daemon_requests(struct daemon *d, struct message *m);
+void daemon_request_facts(struct daemon *d, struct message *m, int last_look,
+                          struct verdict_facts *f);
+/* m dropped by its verdict, for why: logged, counted, recorded, acked.
+ * Takes m. */
+void daemon_dropped(struct daemon *d, struct message *m, enum verdict_drop why);
 /*
  * daemon_ids.c: the request state held from P.cancels and P.series
  * (requests.h), and [events] max_held_ids.
@@ -379,18 +390,6 @@ int daemon_held_read(struct daemon *d, struct event *e, const char **why);
  */
 int daemon_request_room(struct daemon *d, const struct event *e,
                         struct route *r);
-/*
- * First sight of m (fresh): when it would add an id held from P.cancels
- * (a unique message that will wait, a repeat) and claims and series are
- * full ([events] max_held_ids), park it as too_many_ids.
- */
-void daemon_admit(struct daemon *d, struct message *m);
-/*
- * First sight of m with x-cascade-unique (requests.h): a duplicate of a
- * waiting message (keep) is acked and recorded, 1; else its claim is to
- * be recorded first when it will wait (ROUTE_CLAIM), 0.
- */
-int daemon_unique(struct daemon *d, struct message *m);
 /* The claim record of m (ROUTE_CLAIM): the same every time. */
 int daemon_claim_event(const struct daemon *d, const struct message *m,
                        struct event *e);
@@ -433,8 +432,6 @@ int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
  * daemon_series.c
  */
 
-/* A stale copy of a repeat (requests.h): acked, 1; else 0. */
-int daemon_series_stale(struct daemon *d, struct message *m);
 /* m, a repeat's copy, was delivered for occurrences it missed: count. */
 void daemon_series_missed(struct daemon *d, const struct message *m);
 /* The series record of m (ROUTE_SERIES): the same every time. */

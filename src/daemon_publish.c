@@ -533,19 +533,19 @@ daemon_publish(struct daemon *d, struct message *m)
 		return;
 	}
 	/* Whatever way a delivery came here (a retry, a resume, a probe, a
-	 * lookup), a cancellation in force stops it. */
+	 * lookup), a cancellation in force stops it: the last look. */
 	if (r->action == ROUTE_DELIVER && !m->synthetic && !m->series_step) {
-		int rq = daemon_requests(d, m);
-		if (rq == 1 || (rq == 0 && daemon_series_stale(d, m)))
+		struct verdict_facts f;
+		struct verdict v;
+
+		daemon_request_facts(d, m, 1, &f);
+		v = verdict_last_look(&f, &d->plan, r, duration_wall_ms(),
+		                      duration_mono_ms());
+		if (v.kind != VERDICT_PUBLISH || r->action != ROUTE_DELIVER) {
+			daemon_act(d, m, &v);
 			return;
-		if (rq == 2) {
-			/* Rescheduled later while about to go: wait again. */
-			router_step(&d->rp, r, duration_wall_ms());
-			if (r->action != ROUTE_DELIVER) {
-				daemon_dispatch(d, m);
-				return;
-			}
 		}
+		daemon_note(d, m, &v);
 	}
 	/* Late on its way: a refused delivery goes round the ladder
 	 * overdue, and is seen only as it passes through. */

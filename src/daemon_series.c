@@ -24,24 +24,6 @@
  * after 50 % to 150 % of this. */
 #define SERIES_REFRESH_TICK 1.
 
-int
-daemon_series_stale(struct daemon *d, struct message *m)
-{
-	const struct route *r = &m->route;
-
-	if (r->every <= 0 || r->id.len == 0 ||
-	    !requests_series_stale(&d->requests, r->id, r->occurrence,
-	                           r->token))
-		return 0;
-	d->m.series_stale++;
-	log_info("series_stale",
-	         " id=\"%.*s\" occurrence=%" PRId64 " source=%s",
-	         (int)r->id.len, (const char *)r->id.bytes, r->occurrence,
-	         d->consumers[m->consumer].queue);
-	daemon_ack(d, m);
-	return 1;
-}
-
 void
 daemon_series_missed(struct daemon *d, const struct message *m)
 {

@@ -160,3 +160,25 @@ verdict_judge(const struct verdict_facts *f, const struct plan *p,
 	v.why = d.why;
 	return v;
 }
+
+struct verdict
+verdict_last_look(const struct verdict_facts *f, const struct plan *p,
+                  struct route *r, int64_t now, int64_t mono)
+{
+	struct verdict v, d;
+
+	memset(&v, 0, sizeof(v));
+	if (verdict_requests(f, r, &v))
+		return v;
+	v.kind = VERDICT_PUBLISH;
+	if (!v.retimed)
+		return v;
+	/* Rescheduled while about to go: due still, or wait again. */
+	router_step(p->rp, r, now);
+	if (r->action == ROUTE_DELIVER)
+		return v;
+	d = verdict_dispatch(f->in_holding, p, r, now, mono);
+	v.kind = d.kind;
+	v.why = d.why;
+	return v;
+}

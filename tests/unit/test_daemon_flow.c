@@ -23,7 +23,7 @@ static struct {
 	int64_t published_at[MAX_CALLS]; /* wall ms */
 	unsigned npublished;
 	unsigned parks; /* of the published, through daemon_park */
-	unsigned retries, waits, scheduled, records, matched;
+	unsigned retries, waits, records, matched;
 	unsigned cancelled, requests;
 	unsigned unwrapped, waited_again;
 	unsigned opened, taken; /* from P.requests */
@@ -42,6 +42,17 @@ record_publish(struct message *m)
 	cr_assert_lt(calls.npublished, MAX_CALLS);
 	calls.published_at[calls.npublished] = duration_wall_ms();
 	calls.published[calls.npublished++] = m;
+}
+
+/* First sights counted as scheduled (cascade_scheduled_total). */
+static uint64_t
+scheduled(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned w = 0; w < METRICS_NWINDOWS; w++)
+		n += d.m.scheduled[w];
+	return n;
 }
 
 void
@@ -82,41 +93,33 @@ daemon_wait_exchange(struct daemon *dd, struct message *m)
 	message_free(m);
 }
 
-/* Messages routed to "cancel-me" have a cancellation in force. */
-int
-daemon_requests(struct daemon *dd, struct message *m)
-{
-	(void)dd;
-	if (!headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))
-		return 0;
-	calls.cancelled++;
-	message_free(m);
-	return 1;
-}
-
-/* No repeats here (test_schedule.c, test_requests.c test them). */
-int
-daemon_series_stale(struct daemon *dd, struct message *m)
-{
-	(void)dd;
-	(void)m;
-	return 0;
-}
-
-/* No unique ids here (test_requests.c tests them). */
+/*
+ * What is known of a message: where it came from, and for one routed to
+ * "cancel-me" a cancellation in force, whatever its route (a parked one
+ * must not be dropped for it: the verdict's rule).  No repeats, no unique
+ * ids here (test_verdict.c, test_requests.c test them).
+ */
 void
-daemon_admit(struct daemon *dd, struct message *m)
+daemon_request_facts(struct daemon *dd, struct message *m, int last_look,
+                     struct verdict_facts *f)
 {
 	(void)dd;
-	(void)m;
+	(void)last_look;
+	memset(f, 0, sizeof(*f));
+	f->first_sight =
+	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
+	f->in_holding = m->amqp1 && !m->series_step;
+	if (headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))
+		f->cancel = VERDICT_CANCEL_ASKED;
 }
 
-int
-daemon_unique(struct daemon *dd, struct message *m)
+void
+daemon_dropped(struct daemon *dd, struct message *m, enum verdict_drop why)
 {
 	(void)dd;
-	(void)m;
-	return 0;
+	if (why == VERDICT_DROP_CANCELLED)
+		calls.cancelled++;
+	message_free(m);
 }
 
 /* Messages routed to "request" are cancellation requests. */
@@ -176,14 +179,6 @@ daemon_wait_again(struct daemon *dd, struct message *m)
 	(void)dd;
 	calls.waited_again++;
 	message_free(m);
-}
-
-void
-daemon_scheduled(struct daemon *dd, struct message *m)
-{
-	(void)dd;
-	(void)m;
-	calls.scheduled++;
 }
 
 void
@@ -341,7 +336,7 @@ Test(daemon_flow, delay_takes_the_largest_level_that_fits)
 	/* The rest, 200 ms, plus up to 1 ms the due time was rounded up. */
 	cr_assert_leq(r->left, 201);
 	cr_assert_geq(r->left, 190);
-	cr_assert_eq(calls.scheduled, 1, "first sight is scheduled");
+	cr_assert_eq(scheduled(), 1, "first sight is scheduled");
 	cr_assert_eq(d.m.received[0], 1);
 	cr_assert(calls.published[0]->routed);
 }
@@ -399,7 +394,7 @@ Test(daemon_flow, a_shards_return_keeps_its_shard)
 	r = published(0);
 	cr_assert_eq(r->action, ROUTE_HOP, "action %d", r->action);
 	cr_assert_eq(r->shard, 2);
-	cr_assert_eq(calls.scheduled, 0, "scheduled at first sight only");
+	cr_assert_eq(scheduled(), 0, "scheduled at first sight only");
 	cr_assert_eq(d.next_shard, 0, "the round robin did not move");
 }
 
@@ -408,7 +403,7 @@ Test(daemon_flow, cancelled_is_dropped_unpublished)
 	daemon_message_done(&d, delayed("cancel-me", 5000));
 	cr_assert_eq(calls.cancelled, 1);
 	cr_assert_eq(calls.npublished, 0);
-	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_eq(scheduled(), 0);
 }
 
 Test(daemon_flow, a_parked_message_is_not_looked_up_for_cancellations)
@@ -443,7 +438,7 @@ Test(daemon_flow, a_request_from_p_requests_waits_for_a_reading)
 	cr_assert_eq(calls.taken, 1);
 	cr_assert_eq(calls.requests, 0, "not judged as from ingress");
 	cr_assert_eq(calls.npublished, 0);
-	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_eq(scheduled(), 0);
 	cr_assert_eq(d.m.received[4], 1);
 }
 
@@ -512,7 +507,7 @@ Test(daemon_flow, redelivered_too_often_is_parked_unrouted)
 	daemon_message_done(&d, m);
 	cr_assert_eq(published(0)->action, ROUTE_PARK);
 	cr_assert_eq(published(0)->park, PARK_redelivered);
-	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_eq(scheduled(), 0);
 }
 
 Test(daemon_flow, blocked_connection_pauses_unrouted)
@@ -548,7 +543,7 @@ Test(daemon_flow, returns_records_and_discards_are_not_routed)
 	daemon_message_done(&d, m);
 	cr_assert_eq(d.m.received[0], 1, "a discarded delivery counts");
 	cr_assert_eq(calls.npublished, 0);
-	cr_assert_eq(calls.scheduled, 0);
+	cr_assert_eq(scheduled(), 0);
 	cr_assert_null(d.assembling);
 }
 
@@ -586,7 +581,7 @@ Test(daemon_flow, native_the_last_stretch_waits_in_the_holding_queue)
 	r = published(0);
 	cr_assert_eq(r->action, ROUTE_WAIT, "no hop, no tail held");
 	cr_assert_eq(message_count(&d.held), 0);
-	cr_assert_eq(calls.scheduled, 1);
+	cr_assert_eq(scheduled(), 1);
 }
 
 Test(daemon_flow, native_a_longer_delay_rides_the_ladder_first)
@@ -608,7 +603,7 @@ Test(daemon_flow, native_not_due_goes_back_to_its_holding_queue_unpublished)
 	cr_assert_eq(calls.unwrapped, 1, "the envelope is opened");
 	cr_assert_eq(calls.waited_again, 1);
 	cr_assert_eq(calls.npublished, 0);
-	cr_assert_eq(calls.scheduled, 0, "not a first sight");
+	cr_assert_eq(scheduled(), 0, "not a first sight");
 	cr_assert_eq(d.m.received[3], 1);
 }
 
