@@ -280,6 +280,9 @@ daemon_run(const struct config *cfg)
 	daemon_conn_init(d);
 	daemon_publish_init(d);
 	daemon_events_init(d);
+	daemon_replay_init(d);
+	daemon_series_init(d);
+	daemon_scan_init(d);
 	ev_init(&d->stop_timer, on_stop_timeout);
 	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&d->sigint, on_signal, SIGINT);

@@ -374,7 +374,6 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		if (e.kind == EVENT_RESCHEDULE)
 			r->action = ROUTE_REQUEST;
 	}
-	daemon_dispatch(d, m);
 	return 1;
 }
 
@@ -473,7 +472,4 @@ void
 daemon_events_init(struct daemon *d)
 {
 	ev_init(&d->batch_timer, on_batch);
-	daemon_replay_init(d);
-	daemon_series_init(d);
-	daemon_scan_init(d);
 }

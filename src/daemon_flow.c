@@ -199,8 +199,11 @@ daemon_route(struct daemon *d, struct message *m)
 	struct verdict_facts f;
 	struct verdict v;
 
-	if (m->src == ROUTE_FROM_INGRESS && daemon_cancel_request(d, m))
+	/* A request: recorded (or parked), not routed. */
+	if (m->src == ROUTE_FROM_INGRESS && daemon_cancel_request(d, m)) {
+		daemon_dispatch(d, m);
 		return;
+	}
 	if (m->src == ROUTE_FROM_REQUESTS) {
 		daemon_scan_take(d, m);
 		return;

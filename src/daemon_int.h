@@ -6,7 +6,9 @@
  *
  * The daemon is cut along its jobs, one file each:
  *   daemon.c          run, consumers, signals, stop, watchdog
- *   daemon_conn.c     connect, consume, ready, teardown, reconnect
+ *   daemon_conn.c     connect, teardown, reconnect
+ *   daemon_fail.c     daemon_fail: the one way the connection is given up
+ *   daemon_consume.c  consume the queues once the streams are read; ready
  *   daemon_wire.c     frames in: drain, assembly, the method switch,
  *                     channel close (the only file that knows frames)
  *   daemon_publish.c  publish, confirms, nacks, returns, retries, acks,
@@ -240,9 +242,6 @@ struct daemon {
 
 /* Set the watchers this file owns (reconnect, teardown). */
 void daemon_conn_init(struct daemon *d);
-/* The connection is unusable: log why, drop state from a fresh iteration,
- * reconnect later.  Idempotent until the teardown ran. */
-void daemon_fail(struct daemon *d, const char *why);
 /* How far past its due time (ms) a message on its way is, 0 when it is
  * not; 0 too for what cannot be cascade's lateness: a park or a record
  * (no due time of its own), and a message at first sight (its publisher's
@@ -258,10 +257,26 @@ int64_t daemon_overdue_recent(struct daemon *d);
 void daemon_drop_held(struct daemon *d);
 /* Drop everything held in memory: it is all unacked. */
 void daemon_drop_state(struct daemon *d);
-/* Consuming: log ready, tell systemd. */
-void daemon_ready(struct daemon *d);
+
+/*
+ * daemon_fail.c
+ */
+
+/* The connection is unusable: log why, drop state from a fresh iteration,
+ * reconnect later.  Idempotent until the teardown ran. */
+void daemon_fail(struct daemon *d, const char *why);
+/* The same without the log line (a connection that never was): stop
+ * using it, tear it down from a fresh loop iteration. */
+void daemon_teardown_soon(struct daemon *d);
+
+/*
+ * daemon_consume.c
+ */
+
 /* basic.consume each queue of d->consumers.  0, or -1 with err. */
 int daemon_consume_queues(struct daemon *d, char *err, size_t errsize);
+/* Consuming: log ready, tell systemd. */
+void daemon_ready(struct daemon *d);
 
 /*
  * daemon_wire.c
@@ -340,8 +355,7 @@ void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
  * daemon_events.c
  */
 
-/* Set the watchers this file owns (the batch) and those of daemon_replay,
- * daemon_series and daemon_scan. */
+/* Set the watcher this file owns (the batch). */
 void daemon_events_init(struct daemon *d);
 /* The record of the cancellation request m (ROUTE_RECORD). */
 int daemon_request_event(const struct daemon *d, const struct message *m,
@@ -393,7 +407,8 @@ int daemon_request_room(struct daemon *d, const struct event *e,
 /* The claim record of m (ROUTE_CLAIM): the same every time. */
 int daemon_claim_event(const struct daemon *d, const struct message *m,
                        struct event *e);
-/* m is a cancellation request (x-cascade-cancel): record it.  1 if so. */
+/* m is a request (x-cascade-cancel, x-cascade-reschedule): 1 with its
+ * route set to record it (or to park it), for the caller to dispatch. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
 /* Write the batch of P.events records now.  An AMQP status. */
 int daemon_events_flush(struct daemon *d);

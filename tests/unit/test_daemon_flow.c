@@ -122,7 +122,7 @@ daemon_dropped(struct daemon *dd, struct message *m, enum verdict_drop why)
 	message_free(m);
 }
 
-/* Messages routed to "request" are cancellation requests. */
+/* Messages routed to "request" are cancellation requests: to record. */
 int
 daemon_cancel_request(struct daemon *dd, struct message *m)
 {
@@ -130,7 +130,10 @@ daemon_cancel_request(struct daemon *dd, struct message *m)
 	if (!headers_bytes_eq(m->routing_key, amqp_cstring_bytes("request")))
 		return 0;
 	calls.requests++;
-	message_free(m);
+	memset(&m->route, 0, sizeof(m->route));
+	m->route.action = ROUTE_RECORD;
+	m->route.level = -1;
+	m->routed = 1;
 	return 1;
 }
 
@@ -423,7 +426,9 @@ Test(daemon_flow, a_cancellation_request_is_not_routed)
 {
 	daemon_message_done(&d, delayed("request", 5000));
 	cr_assert_eq(calls.requests, 1);
-	cr_assert_eq(calls.npublished, 0);
+	cr_assert_eq(published(0)->action, ROUTE_RECORD, "recorded");
+	cr_assert_eq(calls.npublished, 1);
+	cr_assert_eq(scheduled(), 0);
 }
 
 /* From P.requests: opened, then taken by the scan, never routed. */
