@@ -278,7 +278,7 @@ daemon_run(const struct config *cfg)
 
 	daemon_wire_init(d);
 	daemon_conn_init(d);
-	daemon_publish_init(d);
+	daemon_answer_init(d);
 	daemon_events_init(d);
 	daemon_replay_init(d);
 	daemon_series_init(d);

@@ -6,8 +6,10 @@
  * every unacked message, and the daemon connects again.
  *
  * Owns: conn, broken, consuming, url, the reconnect and teardown timers.
- * Calls into: daemon_wire (drain once connected), daemon_events (replay
- * P.cancels before consuming), broker.h, topology.h.
+ * Calls into: daemon_wire (drain once connected), daemon_hold (the holding
+ * queues), daemon_replay (read the streams before consuming),
+ * daemon_consume (or consume at once), daemon_events and daemon_scan (drop
+ * what they hold), daemon_fail, broker.h, topology.h.
  */
 #include "daemon_int.h"
 

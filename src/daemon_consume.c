@@ -4,8 +4,7 @@
  * without [events]), and ready at the last consume-ok.
  *
  * Owns: consume_oks, notified_ready.
- * Calls into: daemon_hold (the holding queues' links, opened without
- * credit).
+ * Calls into: no other file of the daemon's.
  */
 #include "daemon_int.h"
 
@@ -51,8 +50,9 @@ daemon_consume_queues(struct daemon *d, char *err, size_t errsize)
 		}
 	}
 	d->consume_oks = n;
-	/* The holding queues' links, opened without credit, too. */
-	daemon_hold_consume(d);
+	/* The holding queues' links, opened without credit (daemon_hold.c),
+	 * get as much as the prefetch. */
+	amqp1_grant(d->a1, (unsigned)d->cfg->router_prefetch);
 	return 0;
 }
 

@@ -5,8 +5,8 @@
  * by the requests and claims read back (daemon_ids.c holds them).
  *
  * Owns: the batch of records not yet written and its timer.
- * Calls into: daemon_publish (park, ack), daemon_flow (dispatch a
- * request), daemon_conn (daemon_fail).
+ * Calls into: daemon_ids (the cap), daemon_outgoing (records),
+ * daemon_publish (park, ack), daemon_fail.
  */
 #include "daemon_int.h"
 
@@ -26,27 +26,6 @@
 #define BATCH_SECONDS 0.005
 #define BATCH_RECORDS 1000
 #define BATCH_BYTES (64 * 1024)
-
-/*
- * The record of the cancellation request m (ROUTE_RECORD): the same every
- * time, for a basic.return to match it and for its copy in P.events.
- */
-int
-daemon_request_event(const struct daemon *d, const struct message *m,
-                     struct event *e)
-{
-	int64_t age = config_events_max_age(d->cfg);
-	const char *why;
-
-	if (events_request(&m->props, m->route.due, m->route.due - age, e,
-	                   &why) < 0)
-		return -1;
-	e->due = m->route.request_due;
-	e->superseded = m->superseded; /* its copies (daemon_scan.c) */
-	/* Written as ourselves, naming who asked (requests.h). */
-	e->writer = amqp_cstring_bytes(d->own_user);
-	return 0;
-}
 
 /*
  * A copy of a confirmed request in P.events, for cascade-ctl list's
@@ -179,27 +158,6 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 	    k->by_len ? (int)k->by_len : 6, k->by_len ? k->by : "(none)",
 	    k->kind == EVENT_CANCEL ? "cancel" : "reschedule", (int)id.len,
 	    (const char *)id.bytes, (int)owner.len, (const char *)owner.bytes);
-}
-
-int
-daemon_claim_event(const struct daemon *d, const struct message *m,
-                   struct event *e)
-{
-	const struct route *r = &m->route;
-
-	memset(e, 0, sizeof(*e));
-	e->kind = EVENT_CLAIM;
-	e->at = r->since;
-	e->cancel = m->props.message_id;
-	e->id = r->id;
-	e->due = r->due;
-	e->until = r->due + 86400000LL;
-	e->replace = r->unique == UNIQUE_REPLACE;
-	if (m->props._flags & AMQP_BASIC_USER_ID_FLAG)
-		e->requester = m->props.user_id;
-	e->has_requester = 1;
-	e->writer = amqp_cstring_bytes(d->own_user);
-	return 0;
 }
 
 void

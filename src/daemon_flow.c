@@ -9,9 +9,8 @@
  * with a stub publisher.
  *
  * Owns: held, next_shard.
- * Calls into: daemon_publish (publish, park, retry, lookups, returns),
- * daemon_events (requests, the facts, drops), daemon_hold (envelopes,
- * waiting again), daemon_scan, daemon_replay (records).
+ * Calls into: daemon_events (requests, the facts, drops), daemon_publish
+ * (publish, park, retry, lookups).
  */
 #include "daemon_int.h"
 
@@ -75,6 +74,46 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	                     duration_wall_ms(), duration_mono_ms());
 
 	daemon_act(d, m, &v);
+}
+
+/* m from a holding queue, not due: back to it with its due time (or held
+ * in memory for the last few ms).  Takes m. */
+static void
+daemon_wait_again(struct daemon *d, struct message *m)
+{
+	int64_t now = duration_wall_ms(), left = m->route.due - now;
+
+	/* Given back before with its due time, and released this early: the
+	 * broker's clock is ahead of ours.  Given back again, once more. */
+	if (m->delivery_time >= m->route.due && left > ROUTER_NATIVE_HOLD_MS) {
+		int64_t mono = duration_mono_ms();
+		d->m.native_early++;
+		if (mono - d->early_logged_at >= 60000) {
+			d->early_logged_at = mono;
+			log_warn("native_early",
+			         " queue=%s early_ms=%" PRId64 " count=%" PRIu64
+			         " reason=\"the holding queue "
+			         "released it before its time by this daemon's "
+			         "clock: the broker's clock is ahead\"",
+			         d->consumers[m->consumer].queue, left,
+			         d->m.native_early);
+		}
+	}
+	/* Due within a few ms: held in memory for the rest. */
+	if (left <= ROUTER_NATIVE_HOLD_MS) {
+		m->route.action = ROUTE_HOLD;
+		m->route.left = left > 0 ? left : 0;
+		daemon_hold(d, m);
+		return;
+	}
+	/* RabbitMQ arms a timer for the time given: one past 292 years
+	 * takes the queue down.  Ten years at most (max_delay's bound); if
+	 * that comes first, the message is simply given back again then. */
+	amqp1_delay(d->a1, m->dv,
+	            left > LADDER_TTL_LIMIT_MS ? now + LADDER_TTL_LIMIT_MS
+	                                       : m->route.due);
+	d->m.native_returns++;
+	message_free(m);
 }
 
 void
@@ -176,6 +215,34 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 	case PLAN_PUBLISH:
 		break;
 	}
+	daemon_send(d, m);
+}
+
+/*
+ * Whatever way a delivery comes to be published (judged just now, or
+ * after a hold, a retry, a lookup, a channel reopened), a request in
+ * force stops it: the last look (verdict_last_look), when it is about to
+ * go out rather than wait in the outbox.
+ */
+void
+daemon_send(struct daemon *d, struct message *m)
+{
+	struct verdict_facts f;
+	struct verdict v;
+
+	if (m->route.action == ROUTE_DELIVER && !m->synthetic &&
+	    !m->series_step && !d->broken && !d->out.blocked &&
+	    outbox_may_send(&d->out, &m->out)) {
+		daemon_request_facts(d, m, 1, &f);
+		v = verdict_last_look(&f, &d->plan, &m->route,
+		                      duration_wall_ms(), duration_mono_ms());
+		if (v.kind != VERDICT_PUBLISH ||
+		    m->route.action != ROUTE_DELIVER) {
+			daemon_act(d, m, &v);
+			return;
+		}
+		daemon_note(d, m, &v);
+	}
 	daemon_publish(d, m);
 }
 
@@ -204,10 +271,6 @@ daemon_route(struct daemon *d, struct message *m)
 		daemon_dispatch(d, m);
 		return;
 	}
-	if (m->src == ROUTE_FROM_REQUESTS) {
-		daemon_scan_take(d, m);
-		return;
-	}
 	/* Stamp "now + delay" from the clock rounded up, then step from it
 	 * rounded down, so that neither can make the message early. */
 	router_decide(&d->rp, m->src, &m->props, m->routing_key, now_ms_ceil(),
@@ -221,56 +284,4 @@ daemon_route(struct daemon *d, struct message *m)
 	v = verdict_judge(&f, &d->plan, &m->route, duration_wall_ms(),
 	                  duration_mono_ms());
 	daemon_act(d, m, &v);
-}
-
-void
-daemon_message_done(struct daemon *d, struct message *m)
-{
-	if (m->stream && !m->discard) {
-		daemon_record(d, m);
-		return;
-	}
-	if (m->scan && !m->discard) {
-		daemon_scan_message(d, m);
-		return;
-	}
-	if (!m->is_return && !m->stream && !m->scan)
-		d->m.received[m->consumer]++;
-	if (m->is_return) {
-		d->m.returns++;
-		daemon_match_return(d, m);
-		message_free(m);
-		return;
-	}
-	if (m->discard) {
-		/* Not acked: the broker gives it to another consumer. */
-		message_free(m);
-		return;
-	}
-	/* Back from cascade's own queues: put there by a daemon? */
-	if ((m->src == ROUTE_FROM_RETURN || m->src == ROUTE_FROM_HOLD) &&
-	    daemon_forged(d, m))
-		return;
-	/* A holding queue's message is an envelope: open it; so is a
-	 * request's in P.requests. */
-	if (m->src == ROUTE_FROM_HOLD && daemon_unwrap(d, m) < 0)
-		return;
-	if (m->src == ROUTE_FROM_REQUESTS && daemon_scan_open(d, m) < 0)
-		return;
-	if (m->redelivered &&
-	    (m->src == ROUTE_FROM_HOLD || m->src == ROUTE_FROM_REQUESTS
-	         ? router_guard_count(
-	               m->src, &m->props, m->routing_key, m->delivery_count,
-	               d->cfg->router_max_redeliveries, &m->route)
-	         : router_guard(m->src, &m->props, m->routing_key,
-	                        d->cfg->router_max_redeliveries, &m->route))) {
-		m->routed = 1;
-		daemon_publish(d, m);
-		return;
-	}
-	if (d->out.blocked) {
-		outbox_pause(&d->out, &m->out);
-		return;
-	}
-	daemon_route(d, m);
 }

@@ -15,8 +15,8 @@
  * drained over 0-9-1: what they release goes on over the ladder.
  *
  * Owns: native, a1, hold_link, hold_queues, the consumers' amqp1 and off.
- * Calls into: daemon_flow (daemon_message_done, daemon_next), daemon_conn
- * (daemon_fail), daemon_publish (daemon_park), topology.h.
+ * Calls into: daemon_sort (a delivery from a holding queue),
+ * daemon_publish (daemon_park), daemon_fail, topology.h.
  */
 #include "daemon_int.h"
 
@@ -275,141 +275,6 @@ on_hold_failed(void *ctx, const char *why)
 static const struct amqp1_handler hold_handler = {on_hold_delivery,
                                                   on_hold_failed};
 
-int
-daemon_forged(struct daemon *d, struct message *m)
-{
-	amqp_bytes_t writer = trust_writer_of(&m->props);
-	char who[ESCAPE_MAX_FACTOR * 64 + 4];
-
-	if (trust_hop(d->cfg, amqp_cstring_bytes(d->own_user), writer,
-	              d->unsigned_until, duration_wall_ms())) {
-		/* Checked: the signature is not the publisher's user-id,
-		 * which travels in x-cascade-user-id. */
-		m->props._flags &= ~AMQP_BASIC_USER_ID_FLAG;
-		return 0;
-	}
-	escape_bytes(writer.bytes, writer.len, 64, ESCAPE_QUOTED, who,
-	             sizeof(who));
-	m->routed = 1;
-	if (writer.len == 0)
-		daemon_park(d, m, PARK_not_from_cascade,
-		            "%s: no user-id: not published by a daemon (one "
-		            "from an earlier cascade is taken only with "
-		            "[router] accept_unsigned_until)",
-		            d->consumers[m->consumer].queue);
-	else
-		daemon_park(d, m, PARK_not_from_cascade,
-		            "%s: published by user \"%s\", neither a daemon's "
-		            "nor one of [events] control_users",
-		            d->consumers[m->consumer].queue, who);
-	return 1;
-}
-
-int
-daemon_unwrap(struct daemon *d, struct message *m)
-{
-	amqp_basic_properties_t props;
-	amqp_bytes_t body;
-	const amqp_field_value_t *v;
-	const char *why;
-	int64_t n;
-
-	/* Drained over 0-9-1, the count is the outer message's. */
-	v = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
-	        ? headers_find(&m->props.headers, "x-delivery-count")
-	        : NULL;
-	if (!m->amqp1 && v != NULL && headers_integer(v, &n) == 1 && n > 0)
-		m->delivery_count = (uint32_t)n;
-	if (envelope_decode(m->body, &m->pool, &props, &body, &why) < 0) {
-		m->routed = 1;
-		daemon_park(d, m, PARK_not_from_cascade, "holding queue %s: %s",
-		            d->consumers[m->consumer].queue, why);
-		return -1;
-	}
-	m->props = props;
-	m->body = body;
-	return 0;
-}
-
-void
-daemon_wait_again(struct daemon *d, struct message *m)
-{
-	int64_t now = duration_wall_ms(), left = m->route.due - now;
-
-	/* Given back before with its due time, and released this early: the
-	 * broker's clock is ahead of ours.  Given back again, once more. */
-	if (m->delivery_time >= m->route.due && left > ROUTER_NATIVE_HOLD_MS) {
-		int64_t mono = duration_mono_ms();
-		d->m.native_early++;
-		if (mono - d->early_logged_at >= 60000) {
-			d->early_logged_at = mono;
-			log_warn("native_early",
-			         " queue=%s early_ms=%" PRId64 " count=%" PRIu64
-			         " reason=\"the holding queue "
-			         "released it before its time by this daemon's "
-			         "clock: the broker's clock is ahead\"",
-			         d->consumers[m->consumer].queue, left,
-			         d->m.native_early);
-		}
-	}
-	/* Due within a few ms: held in memory for the rest. */
-	if (left <= ROUTER_NATIVE_HOLD_MS) {
-		m->route.action = ROUTE_HOLD;
-		m->route.left = left > 0 ? left : 0;
-		daemon_next(d, m, PLAN_HOLD, NULL);
-		return;
-	}
-	/* RabbitMQ arms a timer for the time given: one past 292 years
-	 * takes the queue down.  Ten years at most (max_delay's bound); if
-	 * that comes first, the message is simply given back again then. */
-	amqp1_delay(d->a1, m->dv,
-	            left > LADDER_TTL_LIMIT_MS ? now + LADDER_TTL_LIMIT_MS
-	                                       : m->route.due);
-	d->m.native_returns++;
-	message_free(m);
-}
-
-int
-daemon_enclose(struct daemon *d, struct message *m,
-               const amqp_basic_properties_t *inner, amqp_bytes_t content,
-               amqp_bytes_t *body)
-{
-	size_t cap = envelope_bound(inner, content.len);
-	char *buf = amqp_pool_alloc(&d->scratch, cap);
-
-	if (buf == NULL)
-		return -1;
-	body->len = envelope_encode(inner, content, buf, cap);
-	body->bytes = buf;
-	if (body->len == 0)
-		return -2;
-	/* Kept to tell a basic.return of it from another (return_same). */
-	m->envelope = message_dup(m, *body);
-	return m->envelope.len == body->len ? 0 : -1;
-}
-
-void
-daemon_enclose_props(const struct daemon *d, amqp_basic_properties_t *outer)
-{
-	memset(outer, 0, sizeof(*outer));
-	outer->_flags =
-	    AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
-	outer->content_type = amqp_cstring_bytes(ENVELOPE_CONTENT_TYPE);
-	outer->delivery_mode = 2;
-	daemon_sign(d, outer);
-}
-
-int
-daemon_wrap(struct daemon *d, struct message *m,
-            const amqp_basic_properties_t *inner,
-            amqp_basic_properties_t *outer, amqp_bytes_t *body)
-{
-	if (daemon_enclose(d, m, inner, m->body, body) < 0)
-		return -1;
-	daemon_enclose_props(d, outer);
-	return 0;
-}
-
 /*
  * Connecting
  */
@@ -439,7 +304,7 @@ daemon_hold_open(struct daemon *d, const char *url, char *err, size_t errsize)
 	if (amqp1_params_from_url(&p, d->cfg, url, err, errsize) < 0)
 		return -1;
 	/* No credit yet: nothing is routed before P.cancels is read (see
-	 * daemon_hold_consume). */
+	 * daemon_consume_queues). */
 	d->a1 = amqp1_open(&p, queues, n, 0, BROKER_SETUP_TIMEOUT * 1000,
 	                   &hold_handler, d, err, errsize);
 	if (d->a1 == NULL)
@@ -524,12 +389,6 @@ daemon_give_back(struct outbox_item *it, void *ctx)
 	if (m->amqp1)
 		amqp1_release(d->a1, m->dv);
 	message_free(m);
-}
-
-void
-daemon_hold_consume(struct daemon *d)
-{
-	amqp1_grant(d->a1, (unsigned)d->cfg->router_prefetch);
 }
 
 static void

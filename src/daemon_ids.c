@@ -7,7 +7,7 @@
  *
  * Owns: requests, held_prune_at, held_pruned_at, held_full_logged.
  * Calls into: nothing else of the daemon's (router_park marks a message;
- * daemon_flow parks it).
+ * the caller parks it).
  */
 #include "daemon_int.h"
 

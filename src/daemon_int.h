@@ -4,28 +4,41 @@
  * library: only the daemon's files include it (and tests/unit that link
  * one of them with stubs for the others).
  *
- * The daemon is cut along its jobs, one file each:
+ * The daemon is cut along its jobs, one file each, and its files call
+ * down, never up (make check-calls): read from the top.  What a file below
+ * must hand back up goes through a watcher its caller set (the teardown
+ * timer, the scan's settle timer), as libev's callbacks do.
+ *
  *   daemon.c          run, consumers, signals, stop, watchdog
+ *   daemon_http.c     /metrics and /healthz
  *   daemon_conn.c     connect, teardown, reconnect
- *   daemon_fail.c     daemon_fail: the one way the connection is given up
- *   daemon_consume.c  consume the queues once the streams are read; ready
- *   daemon_wire.c     frames in: drain, assembly, the method switch,
+ *   daemon_wire.c     0-9-1 frames in: drain, assembly, the method switch,
  *                     channel close (the only file that knows frames)
- *   daemon_publish.c  publish, confirms, nacks, returns, retries, acks,
- *                     exchange lookups
- *   daemon_flow.c     route, shard, dispatch, hold, a delivery done
- *   daemon_events.c   records in P.events, requests and claims: recorded,
- *                     applied to a waiting message
- *   daemon_replay.c   the replay of P.cancels and P.series at connect and
- *                     their reading after, probes
- *   daemon_series.c   repeats: stale copies, the next copy, series records
- *   daemon_ids.c      the request state held (requests.h): records read
- *                     into it, its prune, [events] max_held_ids
+ *   daemon_hold.c     native waiting: the choice of mode, the holding
+ *                     queues over AMQP 1.0, their deliveries in
+ *   daemon_answer.c   what comes back of a publish: confirms and the next
+ *                     step, nacks, lookups answered, retries due, resumes
+ *   daemon_sort.c     a complete message by what it is: a record, a
+ *                     return, a request, a delivery to judge
  *   daemon_scan.c     reschedules published to P: a reading of P.events,
  *                     copies
- *   daemon_hold.c     native waiting: the holding queues over AMQP 1.0,
- *                     the choice of mode, envelopes
- *   daemon_http.c     /metrics and /healthz
+ *   daemon_replay.c   the replay of P.cancels and P.series at connect and
+ *                     their reading after, probes
+ *   daemon_flow.c     a delivery judged once (verdict.h) and the verdict
+ *                     carried out: publish, drop, hold, retry, look up
+ *   daemon_series.c   repeats: the next copy, the refresh of P.series
+ *   daemon_events.c   records in P.events; requests published to P; what
+ *                     the request state says of a message; drops
+ *   daemon_open.c     what comes back from cascade's queues: who put it
+ *                     there, its envelope opened
+ *   daemon_consume.c  consume the queues once the streams are read; ready
+ *   daemon_ids.c      the request state held (requests.h): records read
+ *                     into it, its prune, [events] max_held_ids
+ *   daemon_publish.c  publish, returns matched, parks, retries queued,
+ *                     acks, exchange lookups sent
+ *   daemon_outgoing.c records, envelopes and the signature a publish
+ *                     carries
+ *   daemon_fail.c     daemon_fail: the one way the connection is given up
  * docs/how-it-works.md follows one message through them.
  */
 #ifndef CASCADE_DAEMON_INT_H
@@ -214,6 +227,11 @@ struct daemon {
 		uint64_t serial;
 		int64_t last_at;    /* the latest request's time, Unix ms */
 		unsigned recording; /* requests copied, not yet acked */
+		/* Of those, acked since the scan last looked (daemon_ack
+		 * counts them and starts settle, whose callback takes them
+		 * off recording and starts the next reading). */
+		unsigned settled;
+		ev_timer settle;
 		ev_timer remark;
 		struct events_resume resume; /* past what cannot be read */
 	} scan;
@@ -291,21 +309,21 @@ void daemon_drain(struct daemon *d);
  * daemon_publish.c
  */
 
-/* Set the watchers this file owns (retry_timer). */
-void daemon_publish_init(struct daemon *d);
 /* In [0, 1): retry jitter (router_params.random). */
 double daemon_random_unit(void);
 /* Publish m as m->route says, or queue, pause, park it.  Takes m. */
 void daemon_publish(struct daemon *d, struct message *m);
-/* The publish channel may take more: send what waited. */
-void daemon_pub_kick(struct daemon *d);
-/* basic.ack or basic.nack from the broker on the publish channel. */
-void daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack);
 /* A basic.return: mark the publish it names. */
 void daemon_match_return(struct daemon *d, const struct message *r);
 /* Park m (router_park) and publish it to P.error.  Takes m. */
 void daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The parked line of m, once P.error confirmed it. */
+void daemon_log_park(const struct daemon *d, const struct message *m);
+/* A publish refused (why), its destination backing off wait_ms: logged,
+ * one line a second at most. */
+void daemon_log_refused(struct daemon *d, const struct message *m,
+                        const char *why, int64_t wait_ms);
 /* m cannot be published as it is: park it, strip it, or leave it stuck. */
 void daemon_unpublishable(struct daemon *d, struct message *m,
                           enum park_kind kind, const char *reason);
@@ -313,8 +331,6 @@ void daemon_unpublishable(struct daemon *d, struct message *m,
 void daemon_retry_later(struct daemon *d, struct message *m, const char *why);
 /* Arm the retry timer for the first retry due. */
 void daemon_retry_arm(struct daemon *d);
-/* Route or dispatch what waited while the connection was blocked. */
-void daemon_resume(struct daemon *d);
 /* m acked with the next flush.  Takes m. */
 void daemon_ack(struct daemon *d, struct message *m);
 /* Send the acks settled so far. */
@@ -323,11 +339,24 @@ void daemon_flush_acks(struct daemon *d);
 void daemon_wait_exchange(struct daemon *d, struct message *m);
 /* Send lk's passive declare, when the check channel is open. */
 void daemon_lookup_send(struct daemon *d, struct xcheck_lookup *lk);
+
+/*
+ * daemon_answer.c
+ */
+
+/* Set the watcher this file owns the callback of (retry_timer). */
+void daemon_answer_init(struct daemon *d);
+/* basic.ack or basic.nack from the broker on the publish channel. */
+void daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack);
+/* The publish channel may take more: send what waited. */
+void daemon_pub_kick(struct daemon *d);
+/* Route or dispatch what waited while the connection was blocked. */
+void daemon_resume(struct daemon *d);
 /* The answer to the oldest passive declare. */
 void daemon_lookup_done(struct daemon *d, int exists, const char *why);
 
 /*
- * daemon_flow.c
+ * daemon_sort.c
  */
 
 /*
@@ -336,6 +365,27 @@ void daemon_lookup_done(struct daemon *d, int exists, const char *why);
  * (which may arrive while a 0-9-1 delivery is half assembled).  Takes m.
  */
 void daemon_message_done(struct daemon *d, struct message *m);
+/* A delivery sorted, now or once the connection is unblocked: a request
+ * from P.requests to the scan, the rest to daemon_route.  Takes m. */
+void daemon_take(struct daemon *d, struct message *m);
+
+/*
+ * daemon_open.c
+ */
+
+/*
+ * m came back from a return or holding queue (its properties still the
+ * outer message's): 1 when a daemon did not put it there (trust_hop), and
+ * it was parked as not_from_cascade; else 0.
+ */
+int daemon_forged(struct daemon *d, struct message *m);
+/* From a holding queue: its envelope opened into m.  0, or -1 (parked). */
+int daemon_unwrap(struct daemon *d, struct message *m);
+
+/*
+ * daemon_flow.c
+ */
+
 /* Decide m's route from its source and headers, judge it once
  * (verdict.h), and carry out the verdict. */
 void daemon_route(struct daemon *d, struct message *m);
@@ -344,9 +394,12 @@ void daemon_dispatch(struct daemon *d, struct message *m);
 /* Carry out the verdict on m: the notes it takes (a reschedule, a cancel,
  * first sight's count and id), then what becomes of m.  Takes m. */
 void daemon_act(struct daemon *d, struct message *m, const struct verdict *v);
-/* The notes of v alone (daemon_publish's last look, which goes on
- * publishing when the verdict lets it). */
+/* The notes of v alone (the last look, which goes on publishing when the
+ * verdict lets it). */
 void daemon_note(struct daemon *d, struct message *m, const struct verdict *v);
+/* Publish m (daemon_publish) after a last look at a delivery
+ * (verdict_last_look).  Takes m. */
+void daemon_send(struct daemon *d, struct message *m);
 /* Carry out what the plan said. */
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
                  const char *why);
@@ -357,9 +410,7 @@ void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 
 /* Set the watcher this file owns (the batch). */
 void daemon_events_init(struct daemon *d);
-/* The record of the cancellation request m (ROUTE_RECORD). */
-int daemon_request_event(const struct daemon *d, const struct message *m,
-                         struct event *e);
+
 /* A confirmed request's copy in P.events. */
 void daemon_request_copy(struct daemon *d, const struct message *m);
 /* Record what became of m in P.events, when it was recorded waiting. */
@@ -404,9 +455,7 @@ int daemon_held_read(struct daemon *d, struct event *e, const char **why);
  */
 int daemon_request_room(struct daemon *d, const struct event *e,
                         struct route *r);
-/* The claim record of m (ROUTE_CLAIM): the same every time. */
-int daemon_claim_event(const struct daemon *d, const struct message *m,
-                       struct event *e);
+
 /* m is a request (x-cascade-cancel, x-cascade-reschedule): 1 with its
  * route set to record it (or to park it), for the caller to dispatch. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
@@ -449,9 +498,7 @@ int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
 
 /* m, a repeat's copy, was delivered for occurrences it missed: count. */
 void daemon_series_missed(struct daemon *d, const struct message *m);
-/* The series record of m (ROUTE_SERIES): the same every time. */
-int daemon_series_event(const struct daemon *d, const struct message *m,
-                        struct event *e);
+
 /*
  * m's occurrence was delivered: when the series goes on, route m as the
  * copy for the next one and return 1 (the caller dispatches it); else 0.
@@ -472,14 +519,6 @@ void daemon_series_start(struct daemon *d);
 
 void daemon_scan_init(struct daemon *d);
 /*
- * A reschedule request from ingress moves into P.requests (ROUTE_REQUEST):
- * the outer message's properties (daemon_enclose_props, and the new due
- * time in x-cascade-due); its body is daemon_enclose of the request's own
- * properties.  0, or -1 out of memory.
- */
-int daemon_scan_props(struct daemon *d, const struct message *m,
-                      amqp_basic_properties_t *out);
-/*
  * A delivery from P.requests: believed only from a daemon's user (or a
  * control user), and opened, the request as its publisher sent it.  0, or
  * -1 when it was parked (not_from_cascade).
@@ -493,8 +532,6 @@ void daemon_scan_request(struct daemon *d, struct message *m);
 void daemon_scan_message(struct daemon *d, struct message *m);
 /* The copy m was confirmed (ok) or refused. */
 void daemon_scan_copied(struct daemon *d, struct message *m, int ok);
-/* A request it copied for is acked: the next reading may start. */
-void daemon_scan_settled(struct daemon *d);
 /* Whether consumer tag is a reading's; *current: this reading's. */
 int daemon_scan_tag(const struct daemon *d, amqp_bytes_t tag, int *current);
 /* The connection is gone: drop what waits (the broker redelivers). */
@@ -517,9 +554,6 @@ int daemon_hold_connect(struct daemon *d, const char *url, char *err,
  * than with the connection, which would count it as failed.
  */
 void daemon_give_back(struct outbox_item *it, void *ctx);
-/* Give the holding queues' links their credit: once P.cancels is read,
- * when the other queues are consumed. */
-void daemon_hold_consume(struct daemon *d);
 /* Run the AMQP 1.0 connection on the loop (after consuming). */
 void daemon_hold_start(struct daemon *d);
 /* At exit: settle what is settled and close the AMQP 1.0 connection
@@ -528,23 +562,40 @@ void daemon_hold_shutdown(struct daemon *d);
 /* After a failure: detach the links when the AMQP 1.0 connection still
  * works (bounded), and close it; what it held goes back to the queues. */
 void daemon_hold_close(struct daemon *d);
+
+/*
+ * daemon_outgoing.c: what a publish carries besides the message's own.
+ */
+
 /*
  * Publishing into cascade's own queues (a hop, a wait, a return, a park):
  * as the daemon's user, so that what comes back can be told from what
  * someone else put there (trust_hop).
  */
 void daemon_sign(const struct daemon *d, amqp_basic_properties_t *p);
+/* The record of the request m (ROUTE_RECORD): the same every time, for
+ * a basic.return to match it and for its copy in P.events. */
+int daemon_request_event(const struct daemon *d, const struct message *m,
+                         struct event *e);
+/* The claim record of m (ROUTE_CLAIM): the same every time. */
+int daemon_claim_event(const struct daemon *d, const struct message *m,
+                       struct event *e);
+/* A series record (id, occurrence, token, until) written at `at`, as
+ * ours: believed from cascade's own users only (trust.h). */
+void daemon_series_record(const struct daemon *d, amqp_bytes_t id,
+                          int64_t occurrence, amqp_bytes_t token, int64_t until,
+                          int64_t at, struct event *e);
+/* The series record of m (ROUTE_SERIES): the same every time. */
+int daemon_series_event(const struct daemon *d, const struct message *m,
+                        struct event *e);
 /*
- * m came back from a return or holding queue (its properties still the
- * outer message's): 1 when a daemon did not put it there (trust_hop), and
- * it was parked as not_from_cascade; else 0.
+ * A reschedule request from ingress moves into P.requests (ROUTE_REQUEST):
+ * the outer message's properties (daemon_enclose_props, and the new due
+ * time in x-cascade-due); its body is daemon_enclose of the request's own
+ * properties.  0, or -1 out of memory.
  */
-int daemon_forged(struct daemon *d, struct message *m);
-/* From a holding queue: its envelope opened into m.  0, or -1 (parked). */
-int daemon_unwrap(struct daemon *d, struct message *m);
-/* m from a holding queue, not due: back to it with its due time (or held
- * in memory for the last few ms).  Takes m. */
-void daemon_wait_again(struct daemon *d, struct message *m);
+int daemon_scan_props(struct daemon *d, const struct message *m,
+                      amqp_basic_properties_t *out);
 /*
  * An envelope (envelope.h) of inner and content in *body, from d->scratch,
  * kept in m->envelope too.  0; -1 out of memory; -2 inner does not

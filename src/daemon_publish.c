@@ -6,9 +6,8 @@
  * target exchange is looked up first on BROKER_CH_CHECK (xcheck.h).
  *
  * Owns: out, xc, targets, plan, acks, scratch, the retry timer.
- * Calls into: daemon_flow (dispatch again after a retry or a resume),
- * daemon_events (records of what became of a message), daemon_conn
- * (daemon_fail).
+ * Calls into: daemon_outgoing (records, envelopes, the signature),
+ * daemon_fail.  What comes back of a publish is daemon_answer's.
  */
 #include "daemon_int.h"
 
@@ -54,15 +53,6 @@ daemon_props(struct daemon *d, const struct message *m,
 	return events_props(&e, &d->scratch, props);
 }
 
-void
-daemon_sign(const struct daemon *d, amqp_basic_properties_t *p)
-{
-	if (d->own_user[0] == '\0')
-		return;
-	p->_flags |= AMQP_BASIC_USER_ID_FLAG;
-	p->user_id = amqp_cstring_bytes(d->own_user);
-}
-
 /*
  * Acks, parking, retries
  */
@@ -77,10 +67,12 @@ daemon_ack(struct daemon *d, struct message *m)
 		amqp1_accept(d->a1, m->dv);
 	else if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
 		daemon_fail(d, "out of memory for acks");
+	/* One of the requests a reading waits for is settled: the scan
+	 * takes it from here (daemon_scan.c, on_settled). */
 	if (m->scan_counted) {
-		message_free(m);
-		daemon_scan_settled(d);
-		return;
+		d->scan.settled++;
+		ev_timer_set(&d->scan.settle, 0., 0.);
+		ev_timer_start(d->loop, &d->scan.settle);
 	}
 	message_free(m);
 }
@@ -117,7 +109,7 @@ daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
 	daemon_publish(d, m);
 }
 
-static void
+void
 daemon_log_park(const struct daemon *d, const struct message *m)
 {
 	log_warn(
@@ -140,30 +132,8 @@ daemon_retry_arm(struct daemon *d)
 	ev_timer_start(d->loop, &d->retry_timer);
 }
 
-/*
- * Backpressure.  While the connection is blocked (connection.blocked: the
- * broker's alarm for the whole node), new deliveries are held unrouted
- * instead of adding to the pile.  They count against the prefetch, so the
- * broker stops sending once it is reached: memory stays bounded and
- * nothing spins.  A refusing queue slows down the messages for that queue
- * alone (see targets.h).
- */
-void
-daemon_resume(struct daemon *d)
-{
-	struct outbox_item *it;
-
-	while (!d->broken && (it = outbox_resume(&d->out)) != NULL) {
-		struct message *m = MESSAGE_OF(it);
-		if (m->routed)
-			daemon_dispatch(d, m);
-		else
-			daemon_route(d, m);
-	}
-}
-
 /* A publish was refused: log it, one line a second at most. */
-static void
+void
 daemon_log_refused(struct daemon *d, const struct message *m, const char *why,
                    int64_t wait_ms)
 {
@@ -197,183 +167,6 @@ daemon_retry_later(struct daemon *d, struct message *m, const char *why)
 
 	daemon_log_refused(d, m, why, wait);
 	daemon_retry_arm(d);
-}
-
-static void
-on_retry(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct daemon *d = DAEMON_OF(w, retry_timer);
-	struct outbox_item *it;
-	int64_t now = duration_mono_ms();
-
-	(void)loop;
-	(void)revents;
-	/* A message refused again goes back with a later retry_at. */
-	while (!d->broken && (it = outbox_retry_due(&d->out, now)) != NULL) {
-		struct message *m = MESSAGE_OF(it);
-		/* The due time may have come meanwhile: step afresh. */
-		if (m->route.action != ROUTE_PARK &&
-		    m->route.action != ROUTE_RECORD &&
-		    m->route.action != ROUTE_CLAIM &&
-		    m->route.action != ROUTE_SERIES &&
-		    m->route.action != ROUTE_RETURN &&
-		    m->route.action != ROUTE_REQUEST)
-			router_step(&d->rp, &m->route, duration_wall_ms());
-		daemon_dispatch(d, m);
-	}
-	daemon_retry_arm(d);
-	daemon_resume(d);
-}
-
-/* The broker refused m's publish (basic.nack). */
-static void
-daemon_nacked(struct daemon *d, struct message *m)
-{
-	const char *refusal, *why;
-	enum plan_next next;
-	int64_t wait;
-
-	d->m.nacks++;
-	next = plan_nacked(&d->plan, &m->route, m->out.routing_key,
-	                   duration_wall_ms(), duration_mono_ms(), &refusal,
-	                   &wait, &why);
-	if (refusal != NULL)
-		daemon_log_refused(d, m, refusal, wait);
-	daemon_next(d, m, next, why);
-}
-
-/* The broker confirmed m's publish (or refused it, when nack). */
-static void
-daemon_confirmed(struct daemon *d, struct message *m, int nack)
-{
-	if (m->scan_copy) {
-		daemon_scan_copied(d, m,
-		                   !nack && !m->out.returned &&
-		                       m->route.action == ROUTE_RETURN);
-		return;
-	}
-	if (nack) {
-		daemon_nacked(d, m);
-		return;
-	}
-	d->m.confirms++;
-	if (!m->out.returned && m->route.action == ROUTE_CLAIM) {
-		/* Its claim is in P.cancels: now it may wait. */
-		router_step(&d->rp, &m->route, duration_wall_ms());
-		daemon_dispatch(d, m);
-		return;
-	}
-	if (!m->out.returned && m->series_step == 1 &&
-	    m->route.action != ROUTE_DELIVER) {
-		/* The next copy is in the broker: record it, then ack. */
-		if (m->route.action == ROUTE_HOP)
-			d->m.hops[m->route.shard * d->ladder.levels +
-			          (unsigned)m->route.level]++;
-		else if (m->route.action == ROUTE_WAIT)
-			d->m.waits[m->route.shard]++;
-		if (m->unrecorded) {
-			daemon_event(d, m, EVENT_SCHEDULED);
-			m->unrecorded = 0;
-		}
-		plan_accepted(&d->plan, &m->route, m->out.routing_key);
-		m->series_step = 2;
-		m->route.action = ROUTE_SERIES;
-		daemon_dispatch(d, m);
-		return;
-	}
-	if (!m->out.returned && m->route.action == ROUTE_SERIES) {
-		daemon_ack(d, m);
-		return;
-	}
-	if (!m->out.returned) {
-		if (m->route.action == ROUTE_PARK) {
-			d->m.parked[m->route.park]++;
-			daemon_log_park(d, m);
-			daemon_event(d, m,
-			             m->route.park == PARK_cancelled
-			                 ? EVENT_CANCELLED
-			                 : EVENT_PARKED);
-		} else if (m->route.action == ROUTE_RECORD) {
-			log_info("cancel_recorded",
-			         " stream=%s routing_key=\"%.*s\"",
-			         d->topo.cancels, (int)m->routing_key.len,
-			         (const char *)m->routing_key.bytes);
-			daemon_request_copy(d, m);
-			/* It takes effect once read back: check that soon. */
-			daemon_probe_soon(d);
-		} else if (m->route.action == ROUTE_REQUEST) {
-			; /* in P.requests: recorded from there */
-		} else if (m->route.action == ROUTE_WAIT) {
-			d->m.waits[m->route.shard]++;
-			if (m->unrecorded) {
-				daemon_event(d, m, EVENT_SCHEDULED);
-				m->unrecorded = 0;
-			}
-		} else if (m->route.action == ROUTE_HOP) {
-			d->m.hops[m->route.shard * d->ladder.levels +
-			          (unsigned)m->route.level]++;
-			if (m->unrecorded) {
-				daemon_event(d, m, EVENT_SCHEDULED);
-				m->unrecorded = 0;
-			}
-		} else {
-			d->m.delivered++;
-			metrics_observe_lateness(&d->m, m->published_at -
-			                                    m->route.due);
-			/* A repeat goes on: its next copy, before the ack.
-			 * The target took this one: say so before the route
-			 * turns into the copy's. */
-			if (m->route.every > 0) {
-				plan_accepted(&d->plan, &m->route,
-				              m->out.routing_key);
-				if (m->route.missed > 0)
-					daemon_series_missed(d, m);
-				/* A next copy that went straight to the target
-				 * (its hop refused, and due by then) was that
-				 * occurrence's delivery: go on from it. */
-				m->series_step = 0;
-				if (daemon_series_next(d, m)) {
-					daemon_dispatch(d, m);
-					return;
-				}
-				daemon_event(d, m, EVENT_DELIVERED);
-				daemon_ack(d, m);
-				return;
-			}
-			daemon_event(d, m, EVENT_DELIVERED);
-		}
-		plan_accepted(&d->plan, &m->route, m->out.routing_key);
-		daemon_ack(d, m);
-		return;
-	}
-	m->out.returned = 0;
-	if (m->route.action == ROUTE_DELIVER) {
-		daemon_park(d, m, PARK_unroutable,
-		            "unroutable: no queue bound to exchange "
-		            "'%.*s' for routing key '%.*s' (%s)",
-		            (int)m->route.exchange.len,
-		            (const char *)m->route.exchange.bytes,
-		            (int)m->route.routing_key.len,
-		            (const char *)m->route.routing_key.bytes,
-		            m->out.return_text);
-		return;
-	}
-	/* One of our own queues is gone (deleted by hand?): keep the message
-	 * and try again; a reconnect redeclares the topology. */
-	daemon_retry_later(d, m, m->out.return_text);
-}
-
-void
-daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack)
-{
-	struct outbox_item *it;
-
-	while ((it = outbox_confirmed(&d->out, tag, multiple)) != NULL) {
-		daemon_confirmed(d, MESSAGE_OF(it), nack);
-		if (d->broken)
-			return;
-	}
-	daemon_pub_kick(d);
 }
 
 struct return_match {
@@ -532,21 +325,6 @@ daemon_publish(struct daemon *d, struct message *m)
 		outbox_queue(&d->out, &m->out);
 		return;
 	}
-	/* Whatever way a delivery came here (a retry, a resume, a probe, a
-	 * lookup), a cancellation in force stops it: the last look. */
-	if (r->action == ROUTE_DELIVER && !m->synthetic && !m->series_step) {
-		struct verdict_facts f;
-		struct verdict v;
-
-		daemon_request_facts(d, m, 1, &f);
-		v = verdict_last_look(&f, &d->plan, r, duration_wall_ms(),
-		                      duration_mono_ms());
-		if (v.kind != VERDICT_PUBLISH || r->action != ROUTE_DELIVER) {
-			daemon_act(d, m, &v);
-			return;
-		}
-		daemon_note(d, m, &v);
-	}
 	/* Late on its way: a refused delivery goes round the ladder
 	 * overdue, and is seen only as it passes through. */
 	daemon_note_overdue(d, daemon_overdue_of(m, duration_wall_ms()));
@@ -653,27 +431,6 @@ daemon_publish(struct daemon *d, struct message *m)
 }
 
 /*
- * The publish channel may take more: the next suspect once the last was
- * confirmed, or, with no suspect left, everything that waited.
- */
-void
-daemon_pub_kick(struct daemon *d)
-{
-	struct outbox_item *it;
-	int probe_done;
-
-	while (!d->broken) {
-		it = outbox_next(&d->out, &probe_done);
-		if (probe_done)
-			log_info("probe_done", " queued=%u",
-			         outbox_count(&d->out.queued) + (it != NULL));
-		if (it == NULL)
-			break;
-		daemon_publish(d, MESSAGE_OF(it));
-	}
-}
-
-/*
  * Target exchanges: a passive declare on the check channel (xcheck.h).
  * The default exchange always exists.
  */
@@ -715,38 +472,4 @@ daemon_wait_exchange(struct daemon *d, struct message *m)
 	}
 	if (lk != NULL)
 		daemon_lookup_send(d, lk);
-}
-
-/* The answer to the oldest passive declare: exists, or closed with why. */
-void
-daemon_lookup_done(struct daemon *d, int exists, const char *why)
-{
-	struct xcheck_lookup *lk = xcheck_answered(&d->xc);
-	struct outbox_item *it;
-	amqp_bytes_t name;
-
-	if (lk == NULL) {
-		daemon_fail(d, "unexpected reply on the check channel");
-		return;
-	}
-	name.bytes = lk->name;
-	name.len = lk->len;
-	if (exists)
-		xcheck_add(&d->xc, name, NULL, duration_mono_ms());
-	while ((it = TAILQ_FIRST(&lk->waiters)) != NULL) {
-		TAILQ_REMOVE(&lk->waiters, it, link);
-		if (exists)
-			daemon_publish(d, MESSAGE_OF(it));
-		else
-			daemon_park(d, MESSAGE_OF(it), PARK_no_exchange,
-			            "target exchange '%.*s' %s", (int)lk->len,
-			            lk->name, why);
-	}
-	xcheck_free(lk);
-}
-
-void
-daemon_publish_init(struct daemon *d)
-{
-	ev_init(&d->retry_timer, on_retry);
 }

@@ -12,8 +12,8 @@
  * Owns: streams, replaying, marker, the probe, the replay and probe
  * timers.
  * Calls into: daemon_ids (hold what is read), daemon_series (start the
- * refresh), daemon_publish (ack), daemon_conn (consume the queues once
- * replayed, daemon_fail).
+ * refresh), daemon_events (markers), daemon_publish (ack),
+ * daemon_consume (consume the queues once replayed), daemon_fail.
  */
 #include "daemon_int.h"
 

@@ -46,6 +46,7 @@
 #define SCAN_REMARK 5.
 
 static void on_remark(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_settled(struct ev_loop *loop, ev_timer *w, int revents);
 
 void
 daemon_scan_init(struct daemon *d)
@@ -54,6 +55,7 @@ daemon_scan_init(struct daemon *d)
 	TAILQ_INIT(&d->scan.reading);
 	TAILQ_INIT(&d->scan.copying);
 	ev_init(&d->scan.remark, on_remark);
+	ev_init(&d->scan.settle, on_settled);
 	events_resume_init(&d->scan.resume);
 }
 
@@ -183,21 +185,6 @@ on_remark(struct ev_loop *loop, ev_timer *w, int revents)
  * The outer message says who moved it (the daemon's user-id, which the
  * broker checks) and the new due time read from its delay header then.
  */
-
-int
-daemon_scan_props(struct daemon *d, const struct message *m,
-                  amqp_basic_properties_t *out)
-{
-	amqp_table_entry_t *e = amqp_pool_alloc(&d->scratch, sizeof(*e));
-
-	if (e == NULL)
-		return -1;
-	daemon_enclose_props(d, out);
-	out->_flags |= AMQP_BASIC_HEADERS_FLAG;
-	out->headers = (amqp_table_t){0, e};
-	headers_put_i64(&out->headers, "x-cascade-due", m->route.request_due);
-	return 0;
-}
 
 int
 daemon_scan_open(struct daemon *d, struct message *m)
@@ -524,11 +511,21 @@ daemon_scan_copied(struct daemon *d, struct message *m, int ok)
 	daemon_dispatch(d, r);
 }
 
-void
-daemon_scan_settled(struct daemon *d)
+/*
+ * Requests it copied for were acked (daemon_ack counts them in
+ * scan.settled and starts this timer): the next reading may start.
+ */
+static void
+on_settled(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	if (d->scan.recording > 0)
-		d->scan.recording--;
+	struct daemon *d = CONTAINER_OF(w, struct daemon, scan.settle);
+
+	(void)loop;
+	(void)revents;
+	d->scan.recording -= d->scan.settled < d->scan.recording
+	                         ? d->scan.settled
+	                         : d->scan.recording;
+	d->scan.settled = 0;
 	scan_start(d);
 }
 
@@ -550,5 +547,7 @@ daemon_scan_drop(struct daemon *d)
 	scan_drop_list(&d->scan.reading);
 	scan_drop_list(&d->scan.copying);
 	d->scan.recording = 0;
+	d->scan.settled = 0;
+	ev_timer_stop(d->loop, &d->scan.settle);
 	scan_end(d);
 }

@@ -7,8 +7,8 @@
  * series_window lets it age out (the refresh).
  *
  * Owns: the refresh timer and its cursor.
- * Calls into: daemon_publish (ack, random), daemon_events (write a
- * record), daemon_conn (daemon_fail).
+ * Calls into: daemon_events (write a record), daemon_outgoing (the
+ * record), daemon_publish (random), daemon_fail.
  */
 #include "daemon_int.h"
 
@@ -36,34 +36,6 @@ daemon_series_missed(struct daemon *d, const struct message *m)
 	         (int)r->id.len, (const char *)r->id.bytes,
 	         r->occurrence + r->missed, r->missed,
 	         r->catch_up_all ? "all" : "collapse");
-}
-
-/* The series record (id, occurrence, token, until) written at `at`, as
- * ours: believed from cascade's own users only (trust.h). */
-static void
-daemon_series_record(const struct daemon *d, amqp_bytes_t id,
-                     int64_t occurrence, amqp_bytes_t token, int64_t until,
-                     int64_t at, struct event *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->kind = EVENT_SERIES;
-	e->at = at;
-	e->id = id;
-	e->occurrence = occurrence;
-	e->token = token;
-	e->until = until;
-	e->writer = amqp_cstring_bytes(d->own_user);
-}
-
-int
-daemon_series_event(const struct daemon *d, const struct message *m,
-                    struct event *e)
-{
-	const struct route *r = &m->route;
-
-	daemon_series_record(d, r->id, r->occurrence, r->token,
-	                     r->due + 86400000LL, r->since, e);
-	return 0;
 }
 
 int

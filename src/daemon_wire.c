@@ -5,8 +5,10 @@
  * method to whoever it concerns.  The only file that knows frames.
  *
  * Owns: assembling, the io, more and heartbeat watchers.
- * Calls into: daemon_flow (a message done), daemon_publish (confirms,
- * lookups, acks), daemon_conn (ready, daemon_fail).
+ * Calls into: daemon_sort (a message done), daemon_answer (confirms,
+ * lookups answered, resumes), daemon_publish (acks, lookups sent),
+ * daemon_replay and daemon_scan (whose consumer tags), daemon_consume
+ * (ready), daemon_fail.
  */
 #include "daemon_int.h"
 
