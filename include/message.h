@@ -23,17 +23,31 @@
 #define MESSAGE_SPARE_MAX 4096
 #define MESSAGE_BUF_KEEP (64 * 1024)
 
+/* What a message is, from where it came: set once, when it is made. */
+enum message_kind {
+	MESSAGE_DELIVERY, /* basic.deliver from a queue of messages */
+	MESSAGE_HELD,     /* from a holding queue over AMQP 1.0: settled
+	                     there (dv), not acked */
+	MESSAGE_RECORD,   /* basic.deliver from a stream the daemon replays
+	                     (P.cancels, P.series: stream says which) */
+	MESSAGE_READING,  /* basic.deliver from P.events for a reading of
+	                     reschedules (daemon_scan.c) */
+	MESSAGE_RETURN,   /* a basic.return */
+	MESSAGE_MADE,     /* made by the daemon: a refused request's copy to
+	                     park; nothing to settle */
+	MESSAGE_COPY,     /* made by the daemon: a copy a reschedule
+	                     publishes (daemon_scan.c); nothing to settle */
+};
+
 struct message {
 	/* The delivery, as it came. */
+	enum message_kind kind;
 	enum route_source src; /* which consumer it came from */
 	unsigned consumer;     /* the daemon's consumer, by index */
 	int redelivered;       /* basic.deliver's flag */
-	int is_return;         /* a basic.return, not a delivery */
 	int discard;           /* arrived while stopping: never routed */
-	/* A record from a stream the daemon replays (P.cancels, P.series):
-	 * 1 + its index there (daemon_int.h); 0: none. */
+	/* MESSAGE_RECORD: 1 + the index of its stream (daemon_int.h). */
 	int stream;
-	int synthetic; /* made by the daemon (a refusal to park): no ack */
 	/* A repeat's delivery (requests.h): 1 delivered, its next copy is
 	 * going out; 2 that copy is out, its record is going out. */
 	int series_step;
@@ -41,22 +55,20 @@ struct message {
 	                  its first hop is confirmed */
 	/*
 	 * A reschedule published to P that moves messages earlier
-	 * (daemon_scan.c): scan is a record read from P.events for it;
-	 * scan_serial names a request waiting for its copies, and a copy
-	 * (scan_copy) names its request; superseded is the request's list.
+	 * (daemon_scan.c): scan_current, a MESSAGE_READING of the reading
+	 * under way; scan_serial names a request waiting for its copies, and
+	 * a MESSAGE_COPY names its request; superseded is the request's list.
 	 */
-	int scan, scan_current, scan_copy;
+	int scan_current;
 	int scan_counted; /* a request in the reading's recording count */
 	uint64_t scan_serial;
 	unsigned copies_pending;
 	amqp_bytes_t superseded;
 	uint64_t delivery_tag;
-	uint64_t ack_index; /* in the daemon's acks */
-	/* From a holding queue over AMQP 1.0: settled there, not acked. */
-	int amqp1;
-	struct amqp1_delivery dv;
-	uint32_t delivery_count; /* a holding queue's count of failures */
-	int64_t delivery_time;   /* the time it was last given back with */
+	uint64_t ack_index;       /* in the daemon's acks */
+	struct amqp1_delivery dv; /* MESSAGE_HELD */
+	uint32_t delivery_count;  /* a holding queue's count of failures */
+	int64_t delivery_time;    /* the time it was last given back with */
 	amqp_bytes_t exchange;
 	amqp_bytes_t routing_key;
 	amqp_basic_properties_t props;

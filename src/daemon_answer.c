@@ -93,7 +93,7 @@ daemon_nacked(struct daemon *d, struct message *m)
 static void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
-	if (m->scan_copy) {
+	if (m->kind == MESSAGE_COPY) {
 		daemon_scan_copied(d, m,
 		                   !nack && !m->out.returned &&
 		                       m->route.action == ROUTE_RETURN);

@@ -145,7 +145,7 @@ daemon_refuse(struct daemon *d, struct cancel *k, amqp_bytes_t id,
 		return;
 	}
 	recycle_amqp_pool(&d->scratch);
-	m->synthetic = 1;
+	m->kind = MESSAGE_MADE;
 	m->src = ROUTE_FROM_INGRESS;
 	m->routed = 1;
 	memset(&m->route, 0, sizeof(m->route));
@@ -175,7 +175,7 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 	memset(f, 0, sizeof(*f));
 	f->first_sight =
 	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
-	f->in_holding = m->amqp1 && !m->series_step;
+	f->in_holding = m->kind == MESSAGE_HELD && !m->series_step;
 	f->events = config_events(d->cfg);
 	f->has_message_id = (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0;
 	if (r->action == ROUTE_PARK)

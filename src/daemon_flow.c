@@ -69,9 +69,9 @@ daemon_hold(struct daemon *d, struct message *m)
 void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
-	struct verdict v =
-	    verdict_dispatch(m->amqp1 && !m->series_step, &d->plan, &m->route,
-	                     duration_wall_ms(), duration_mono_ms());
+	struct verdict v = verdict_dispatch(
+	    m->kind == MESSAGE_HELD && !m->series_step, &d->plan, &m->route,
+	    duration_wall_ms(), duration_mono_ms());
 
 	daemon_act(d, m, &v);
 }
@@ -230,7 +230,8 @@ daemon_send(struct daemon *d, struct message *m)
 	struct verdict_facts f;
 	struct verdict v;
 
-	if (m->route.action == ROUTE_DELIVER && !m->synthetic &&
+	if (m->route.action == ROUTE_DELIVER &&
+	    (m->kind == MESSAGE_DELIVERY || m->kind == MESSAGE_HELD) &&
 	    !m->series_step && !d->broken && !d->out.blocked &&
 	    outbox_may_send(&d->out, &m->out)) {
 		daemon_request_facts(d, m, 1, &f);

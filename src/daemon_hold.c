@@ -226,7 +226,7 @@ on_hold_delivery(void *ctx, unsigned link, struct amqp1_delivery dv,
 	}
 	m->src = ROUTE_FROM_HOLD;
 	m->consumer = d->hold_link[link];
-	m->amqp1 = 1;
+	m->kind = MESSAGE_HELD;
 	m->dv = dv;
 	m->routing_key = amqp_cstring_bytes(d->consumers[m->consumer].queue);
 	if (amqp1_parse(bytes, len, &msg, &why) < 0) {
@@ -386,7 +386,7 @@ daemon_give_back(struct outbox_item *it, void *ctx)
 	struct daemon *d = ctx;
 	struct message *m = MESSAGE_OF(it);
 
-	if (m->amqp1)
+	if (m->kind == MESSAGE_HELD)
 		amqp1_release(d->a1, m->dv);
 	message_free(m);
 }

@@ -60,7 +60,8 @@ daemon_unwrap(struct daemon *d, struct message *m)
 	v = (m->props._flags & AMQP_BASIC_HEADERS_FLAG)
 	        ? headers_find(&m->props.headers, "x-delivery-count")
 	        : NULL;
-	if (!m->amqp1 && v != NULL && headers_integer(v, &n) == 1 && n > 0)
+	if (m->kind != MESSAGE_HELD && v != NULL &&
+	    headers_integer(v, &n) == 1 && n > 0)
 		m->delivery_count = (uint32_t)n;
 	if (envelope_decode(m->body, &m->pool, &props, &body, &why) < 0) {
 		m->routed = 1;

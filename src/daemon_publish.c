@@ -61,9 +61,9 @@ daemon_props(struct daemon *d, const struct message *m,
 void
 daemon_ack(struct daemon *d, struct message *m)
 {
-	if (m->synthetic)
+	if (m->kind == MESSAGE_MADE || m->kind == MESSAGE_COPY)
 		; /* nothing was delivered: nothing to settle */
-	else if (m->amqp1)
+	else if (m->kind == MESSAGE_HELD)
 		amqp1_accept(d->a1, m->dv);
 	else if (!d->broken && acks_settle(&d->acks, m->ack_index) < 0)
 		daemon_fail(d, "out of memory for acks");

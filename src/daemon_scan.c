@@ -296,8 +296,7 @@ scan_copy(struct daemon *d, struct message *r, const struct waiting *w,
 		return -1;
 	}
 	recycle_amqp_pool(&d->scratch);
-	m->synthetic = 1;
-	m->scan_copy = 1;
+	m->kind = MESSAGE_COPY;
 	m->scan_serial = r->scan_serial;
 	m->src = ROUTE_FROM_RETURN;
 	m->routed = 1;

@@ -22,17 +22,17 @@
 void
 daemon_message_done(struct daemon *d, struct message *m)
 {
-	if (m->stream && !m->discard) {
+	if (m->kind == MESSAGE_RECORD && !m->discard) {
 		daemon_record(d, m);
 		return;
 	}
-	if (m->scan && !m->discard) {
+	if (m->kind == MESSAGE_READING && !m->discard) {
 		daemon_scan_message(d, m);
 		return;
 	}
-	if (!m->is_return && !m->stream && !m->scan)
+	if (m->kind == MESSAGE_DELIVERY || m->kind == MESSAGE_HELD)
 		d->m.received[m->consumer]++;
-	if (m->is_return) {
+	if (m->kind == MESSAGE_RETURN) {
 		d->m.returns++;
 		daemon_match_return(d, m);
 		message_free(m);

@@ -176,8 +176,10 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		m->src = ROUTE_FROM_INGRESS;
 		m->consumer = 0; /* ingress */
 		m->stream = daemon_stream_of_tag(d, dv->consumer_tag);
-		m->scan =
-		    daemon_scan_tag(d, dv->consumer_tag, &m->scan_current);
+		if (m->stream)
+			m->kind = MESSAGE_RECORD;
+		else if (daemon_scan_tag(d, dv->consumer_tag, &m->scan_current))
+			m->kind = MESSAGE_READING;
 		for (unsigned i = 0; i < d->nconsumers; i++) {
 			const struct consumer *c = &d->consumers[i];
 			if (!headers_key_is(dv->consumer_tag, c->tag))
@@ -199,7 +201,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 			daemon_fail(d, "out of memory");
 			return;
 		}
-		m->is_return = 1;
+		m->kind = MESSAGE_RETURN;
 		m->exchange = message_dup(m, rt->exchange);
 		m->routing_key = message_dup(m, rt->routing_key);
 		snprintf(m->return_text, sizeof(m->return_text), "%u %.*s",
@@ -367,9 +369,10 @@ daemon_undecodable(struct daemon *d, int st)
 	/* In a stream nothing can be rejected: read on past it next time
 	 * (events.h), or every connection would end on it. */
 	if (st == AMQP_STATUS_BAD_AMQP_DATA && m != NULL && !m->have_header &&
-	    (m->stream || m->scan)) {
-		struct stream_reading *s =
-		    m->stream ? &d->streams[m->stream - 1] : NULL;
+	    (m->kind == MESSAGE_RECORD || m->kind == MESSAGE_READING)) {
+		struct stream_reading *s = m->kind == MESSAGE_RECORD
+		                               ? &d->streams[m->stream - 1]
+		                               : NULL;
 		int64_t from =
 		    events_resume_skip(s ? &s->resume : &d->scan.resume);
 		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
@@ -381,9 +384,9 @@ daemon_undecodable(struct daemon *d, int st)
 		          s ? s->name : d->topo.events, from);
 		return;
 	}
-	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL || m->is_return ||
-	    m->have_header || !m->redelivered || m->src >= ROUTE_SOURCES ||
-	    !d->reject_parks[m->src])
+	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL ||
+	    m->kind == MESSAGE_RETURN || m->have_header || !m->redelivered ||
+	    m->src >= ROUTE_SOURCES || !d->reject_parks[m->src])
 		return;
 	if (amqp_basic_reject(d->conn, BROKER_CH_WORK, m->delivery_tag, 0) !=
 	    AMQP_STATUS_OK)

@@ -109,7 +109,7 @@ daemon_request_facts(struct daemon *dd, struct message *m, int last_look,
 	memset(f, 0, sizeof(*f));
 	f->first_sight =
 	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
-	f->in_holding = m->amqp1 && !m->series_step;
+	f->in_holding = m->kind == MESSAGE_HELD && !m->series_step;
 	if (headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))
 		f->cancel = VERDICT_CANCEL_ASKED;
 }
@@ -525,13 +525,14 @@ Test(daemon_flow, returns_records_and_discards_are_not_routed)
 	struct message *m;
 
 	m = delivery(0, "orders", &t);
-	m->is_return = 1;
+	m->kind = MESSAGE_RETURN;
 	daemon_message_done(&d, m);
 	cr_assert_eq(calls.matched, 1);
 	cr_assert_eq(d.m.returns, 1);
 	cr_assert_eq(d.m.received[0], 0, "a return is not received");
 
 	m = delivery(0, "orders", &t);
+	m->kind = MESSAGE_RECORD;
 	m->stream = 1;
 	daemon_message_done(&d, m);
 	cr_assert_eq(calls.records, 1);
@@ -566,7 +567,7 @@ held_delivery(int64_t left)
 	tb_i64(&t, "x-cascade-due", duration_wall_ms() + left);
 	tb_str(&t, "x-cascade-routing-key", "orders");
 	m = delivery(3, "P.hold.s1", &t);
-	m->amqp1 = 1;
+	m->kind = MESSAGE_HELD;
 	return m;
 }
 
