@@ -1,8 +1,9 @@
 /*
- * Helpers shared by the router, park and regression tests: the ladder
- * those tests were written for, header tables built by hand, a
- * publisher's full set of properties, and assertions on the headers and
- * properties that come out.
+ * Helpers shared by the router, park, regression, header and config tests:
+ * the ladder those tests were written for, header tables and field values
+ * built by hand, a publisher's full set of properties, assertions on the
+ * headers, properties and routes that come out, and the fixtures of the
+ * files that test router.h (test_router*.c) and config.h (test_config*.c).
  * Everything is static inline so a test file that leaves a helper unused
  * gets no warning.
  */
@@ -12,8 +13,11 @@
 #include "amqp_compat.h"
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "headers.h"
 #include "ladder.h"
 #include "router.h"
@@ -41,6 +45,41 @@ default_router(struct ladder *ladder, struct router_params *params)
 	params->max_delay = 365 * DAY;
 	params->default_exchange = amqp_empty_bytes;
 	params->hold_tail = 0;
+}
+
+/* One field value of the given kind, zero otherwise. */
+static inline amqp_field_value_t
+fv_kind(uint8_t kind)
+{
+	amqp_field_value_t v;
+
+	memset(&v, 0, sizeof(v));
+	v.kind = kind;
+	return v;
+}
+
+static inline amqp_field_value_t
+fv_str(uint8_t kind, const char *s)
+{
+	amqp_field_value_t v = fv_kind(kind);
+
+	v.value.bytes = amqp_cstring_bytes(s);
+	return v;
+}
+
+static inline amqp_field_value_t
+fv_utf8(const char *s)
+{
+	return fv_str(AMQP_FIELD_KIND_UTF8, s);
+}
+
+static inline amqp_field_value_t
+fv_i64(int64_t n)
+{
+	amqp_field_value_t v = fv_kind(AMQP_FIELD_KIND_I64);
+
+	v.value.i64 = n;
+	return v;
 }
 
 /* A header table under construction. */
@@ -217,5 +256,128 @@ expect_filled_props(const amqp_basic_properties_t *out)
 	expect_bytes(out->type, "order.paid");
 	expect_bytes(out->app_id, "shop-api");
 }
+
+/* router_decide on a route filled with junk, so nothing is left unset. */
+static inline void
+route_decide(const struct router_params *params, enum route_source src,
+             const amqp_basic_properties_t *p, const char *rk, int64_t now,
+             struct route *r)
+{
+	memset(r, 0x5a, sizeof(*r));
+	router_decide(params, src, p, amqp_cstring_bytes(rk), now, r);
+}
+
+static inline void
+expect_park(const struct route *r, const char *about)
+{
+	cr_assert_eq(r->action, ROUTE_PARK, "action %d, want park", r->action);
+	cr_assert(strstr(r->reason, about) != NULL,
+	          "reason \"%s\" does not mention \"%s\"", r->reason, about);
+}
+
+/*
+ * The fixture of the files that test router.h (test_router*.c), one line
+ * at the top of each: ladder, params and pool, the default router made
+ * before every test of suite and the pool emptied after it, and decide,
+ * route_decide on those params.
+ */
+#define ROUTER_FIXTURE(suite)                                                  \
+	static struct ladder ladder;                                           \
+	static struct router_params params;                                    \
+	static amqp_pool_t pool;                                               \
+	static void suite##_fixture_init(void)                                 \
+	{                                                                      \
+		default_router(&ladder, &params);                              \
+		init_amqp_pool(&pool, 4096);                                   \
+	}                                                                      \
+	static void suite##_fixture_fini(void)                                 \
+	{                                                                      \
+		empty_amqp_pool(&pool);                                        \
+	}                                                                      \
+	static inline void decide(                                             \
+	    enum route_source src, const amqp_basic_properties_t *p,           \
+	    const char *rk, int64_t now, struct route *r)                      \
+	{                                                                      \
+		route_decide(&params, src, p, rk, now, r);                     \
+	}                                                                      \
+	TestSuite(suite, .init = suite##_fixture_init,                         \
+	          .fini = suite##_fixture_fini)
+
+/* Loads text as test.ini into cfg: it must be accepted without a word. */
+static inline void
+config_load_ok(struct config *cfg, char *err, size_t size, const char *text)
+{
+	int rc = config_load_string(cfg, "test.ini", text, err, size);
+
+	cr_assert_eq(rc, 0, "rejected:\n%s\nerrors:\n%s", text, err);
+	cr_assert_str_empty(err, "errors despite success: %s", err);
+}
+
+/* Loads text as test.ini into cfg: it must be rejected with a message. */
+static inline void
+config_load_bad(struct config *cfg, char *err, size_t size, const char *text)
+{
+	int rc = config_load_string(cfg, "test.ini", text, err, size);
+
+	cr_assert_eq(rc, -1, "accepted:\n%s", text);
+	cr_assert_str_not_empty(err, "no error message for:\n%s", text);
+}
+
+/* err holds a line starting with `head` that also contains `about`. */
+static inline void
+config_expect_error(const char *err, const char *head, const char *about)
+{
+	const char *line = err;
+
+	while (line != NULL && *line != '\0') {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char buf[1024];
+
+		snprintf(buf, sizeof(buf), "%.*s", (int)len, line);
+		if (strncmp(buf, head, strlen(head)) == 0 &&
+		    (about == NULL || strstr(buf, about) != NULL))
+			return;
+		line = nl ? nl + 1 : NULL;
+	}
+	cr_assert_fail("no error \"%s...%s\" in:\n%s", head, about ? about : "",
+	               err);
+}
+
+/* The environment of whoever runs the tests must not leak in. */
+static inline void
+config_clear_env(struct config *cfg, char *err, size_t size)
+{
+	unsetenv("CASCADE_BROKER_URL");
+	unsetenv("CASCADE_BROKER_PASSWORD");
+	memset(cfg, 0, sizeof(*cfg));
+	memset(err, 0, size);
+}
+
+/*
+ * The fixture of the files that test config.h (test_config*.c), one line
+ * at the top of each: cfg and err, cleared with the environment before
+ * every test of suite, and load_ok, load_bad and expect_error on them.
+ */
+#define CONFIG_FIXTURE(suite)                                                  \
+	static struct config cfg;                                              \
+	static char err[8192];                                                 \
+	static void suite##_fixture_init(void)                                 \
+	{                                                                      \
+		config_clear_env(&cfg, err, sizeof(err));                      \
+	}                                                                      \
+	static inline void load_ok(const char *text)                           \
+	{                                                                      \
+		config_load_ok(&cfg, err, sizeof(err), text);                  \
+	}                                                                      \
+	static inline void load_bad(const char *text)                          \
+	{                                                                      \
+		config_load_bad(&cfg, err, sizeof(err), text);                 \
+	}                                                                      \
+	static inline void expect_error(const char *head, const char *about)   \
+	{                                                                      \
+		config_expect_error(err, head, about);                         \
+	}                                                                      \
+	TestSuite(suite, .init = suite##_fixture_init)
 
 #endif
