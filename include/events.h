@@ -200,6 +200,10 @@ void events_resume_read(struct events_resume *r,
  * from next (also in r->from). */
 int64_t events_resume_skip(struct events_resume *r);
 
+/* The x-stream-offset argument of a basic.consume reading a stream from
+ * offset from, or from its first record when from < 0. */
+void events_stream_offset(int64_t from, amqp_table_entry_t *arg);
+
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"
 

@@ -321,14 +321,7 @@ daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
 	amqp_basic_consume_t c;
 
 	memset(&c, 0, sizeof(c));
-	arg.key = amqp_cstring_bytes("x-stream-offset");
-	if (from < 0) {
-		arg.value.kind = AMQP_FIELD_KIND_UTF8;
-		arg.value.value.bytes = amqp_cstring_bytes("first");
-	} else {
-		arg.value.kind = AMQP_FIELD_KIND_I64;
-		arg.value.value.i64 = from;
-	}
+	events_stream_offset(from, &arg);
 	c.queue = amqp_cstring_bytes(stream);
 	c.consumer_tag = amqp_cstring_bytes(tag);
 	c.arguments.num_entries = 1;

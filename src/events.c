@@ -485,3 +485,17 @@ events_resume_skip(struct events_resume *r)
 	r->from = r->last + 1 + r->steps;
 	return r->from;
 }
+
+void
+events_stream_offset(int64_t from, amqp_table_entry_t *arg)
+{
+	memset(arg, 0, sizeof(*arg));
+	arg->key = amqp_cstring_bytes("x-stream-offset");
+	if (from < 0) {
+		arg->value.kind = AMQP_FIELD_KIND_UTF8;
+		arg->value.value.bytes = amqp_cstring_bytes("first");
+	} else {
+		arg->value.kind = AMQP_FIELD_KIND_I64;
+		arg->value.value.i64 = from;
+	}
+}

@@ -454,3 +454,18 @@ Test(events, a_reader_goes_on_past_what_it_cannot_decode)
 	events_resume_read(&r, &p);
 	cr_assert_eq(r.last, 50);
 }
+
+/* Where a reader starts: its first record, or the offset it goes on at. */
+Test(events, a_stream_is_read_from_its_first_record_or_an_offset)
+{
+	amqp_table_entry_t arg;
+
+	events_stream_offset(-1, &arg);
+	cr_assert(headers_key_is(arg.key, "x-stream-offset"));
+	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_UTF8);
+	cr_assert(headers_bytes_eq(arg.value.value.bytes,
+	                           amqp_cstring_bytes("first")));
+	events_stream_offset(52, &arg);
+	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_I64);
+	cr_assert_eq(arg.value.value.i64, 52);
+}

@@ -71,14 +71,7 @@ stream_consume(struct ctl *c, const struct stream *s)
 	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
 	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
 		return -1;
-	arg.key = amqp_cstring_bytes("x-stream-offset");
-	if (s->resume.from < 0) {
-		arg.value.kind = AMQP_FIELD_KIND_UTF8;
-		arg.value.value.bytes = amqp_cstring_bytes("first");
-	} else {
-		arg.value.kind = AMQP_FIELD_KIND_I64;
-		arg.value.value.i64 = s->resume.from;
-	}
+	events_stream_offset(s->resume.from, &arg);
 	if (amqp_basic_consume(
 	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
 	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
