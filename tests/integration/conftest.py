@@ -8,14 +8,14 @@ import tempfile
 import pytest
 
 import plan
-from helpers import (BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker,
-                     kill_fast_daemons)
+from faults import kill_fast_daemons
+from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
 
 # Modules whose fixtures start brokers of their own for the module: under
 # pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
 # them once.
 ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
-              "test_trust")
+              "test_trust", "test_trust_records")
 
 
 def pytest_configure(config):

@@ -88,21 +88,8 @@ PLAN = {
     "test_requests::test_reschedule_earlier_with_the_header": (
         NEWEST, "reschedule logic"),
     "test_requests::test_another_user_cannot_cancel_or_reschedule_a_"
-    "message": (NEWEST, "ownership logic; test_trust covers it on every "
-                "broker"),
-    "test_requests::test_unique_keep_and_replace": (
-        NEWEST, "unique-id logic"),
-    "test_requests::test_unique_race_between_two_daemons": (
-        NEWEST, "unique-id logic between two daemons"),
-    "test_requests::test_a_series_of_5_every_second_numbered_without_drift": (
-        NEWEST, "repeat logic"),
-    "test_requests::test_an_endless_series_stops_when_cancelled": (
-        NEWEST, "repeat logic"),
-    "test_requests::test_p_series_keeps_its_window_in_small_segments": (
-        LADDER, "each broker's stream arguments; waiting changes nothing"),
-    "test_requests::test_an_old_series_record_is_written_again_before_it_"
-    "ages_out": (ONCE, "the refresh of series records: cascade's logic "
-                 "(every daemon's start reads P.series on every broker)"),
+    "message": (NEWEST, "ownership logic; test_trust_records covers it on "
+                "every broker"),
     "test_retry": (NEWEST, "retry policies: cascade's logic, published as "
                    "any delay"),
     "test_shards": (EVERY, "shards over each broker's quorum queues and "
@@ -117,6 +104,26 @@ PLAN = {
                  "native waiting"),
     "test_trust": (EVERY, "user-id checks, permissions and streams: each "
                    "broker's, and each mode's hops (docs/security.md)"),
+    "test_trust_records": (EVERY, "user-id checks, permissions and streams: "
+                           "each broker's, and each mode's hops "
+                           "(docs/security.md)"),
+    "test_unique_and_repeats": (EVERY, "requests and claims through each "
+                                "broker's streams, with kills"),
+    "test_unique_and_repeats::test_unique_keep_and_replace": (
+        NEWEST, "unique-id logic"),
+    "test_unique_and_repeats::test_unique_race_between_two_daemons": (
+        NEWEST, "unique-id logic between two daemons"),
+    "test_unique_and_repeats::test_a_series_of_5_every_second_numbered_"
+    "without_drift": (NEWEST, "repeat logic"),
+    "test_unique_and_repeats::test_an_endless_series_stops_when_"
+    "cancelled": (NEWEST, "repeat logic"),
+    "test_unique_and_repeats::test_p_series_keeps_its_window_in_small_"
+    "segments": (LADDER, "each broker's stream arguments; waiting changes "
+                 "nothing"),
+    "test_unique_and_repeats::test_an_old_series_record_is_written_again_"
+    "before_it_ages_out": (ONCE, "the refresh of series records: cascade's "
+                           "logic (every daemon's start reads P.series on "
+                           "every broker)"),
     "test_newcomer": (HOST, "a fresh Debian 12 root (make test-newcomer)"),
 }
 

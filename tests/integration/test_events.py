@@ -2,67 +2,29 @@
 cascade-ctl list and cancel, the x-cascade-cancel header, the streams
 P.events and P.cancels, against the real daemon on a private RabbitMQ."""
 import datetime
-import json
 import os
 import re
 import time
-import uuid
 
 import pika
 import pika.exceptions
 import pytest
 
-from helpers import (LATE_SCALE, METRICS, Client, Daemon, ctl, fast_daemon,
-                     parked, start_cluster, status, stop_cluster, target,
+from faults import fast_daemon, start_cluster, stop_cluster
+from helpers import (METRICS, Client, Daemon, ctl, parked, status, target,
                      total, wait_for, wait_parked, wait_status)
-
-SLACK = 0.002  # due times are whole ms: the daemon may round 1 ms down
-LATE = 1.5  # generous: the tail is held, a message is a few ms late
-
-
-def ladder(resolution, factor, levels, **sections):
-    """Config sections: a small ladder, /metrics on a port of its own."""
-    s = {"topology": {"resolution": resolution, "factor": str(factor),
-                      "levels": str(levels)}}
-    s.update(METRICS)
-    for k, v in sections.items():
-        s.setdefault(k, {}).update(v)
-    return s
+from waiting import (LATE, SHORT, SLACK, events, expect_nothing,
+                     expect_on_time, ids, ladder, listing, publish, records,
+                     uid, wait_listed)
 
 
-# 500ms, 1s, 2s, 4s: a delay of 5 s hops into the 4 s level, then back.
-SHORT = ("500ms", 2, 4)
 # 1s, 2s, 4s, 8s.
 ONE_TO_8 = ("1s", 2, 4)
-
-
-def uid(name):
-    return "%s-%s" % (name, uuid.uuid4().hex[:8])
 
 
 def restart(d):
     """Start d again: start() waits for a ready line of the new run."""
     return d.start()
-
-
-def listing(d, *args):
-    """`cascade-ctl list --json` as a dict."""
-    return json.loads(ctl(d, "list", "--json", *args).stdout)
-
-
-def ids(lst):
-    return [m["id"] for m in lst["messages"]]
-
-
-def wait_listed(d, want, timeout=15):
-    """Poll list until it shows (at least) the ids want; the listing."""
-    last = {}
-
-    def seen():
-        last["l"] = listing(d)
-        return set(want) <= set(ids(last["l"]))
-    wait_for(seen, timeout, "%s in cascade-ctl list" % sorted(want))
-    return last["l"]
 
 
 def said_count(r, mid, n):
@@ -90,69 +52,6 @@ def iso(t):
         int(t), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def unbatch(props, body):
-    """The records of one stream message: itself, or those of a batch
-    (docs/CONTRACT.md section 7.4: [4-byte length][properties as an AMQP
-    0-9-1 content header encodes them], one after the other)."""
-    if props.type != "batch":
-        return [props]
-    out, off = [], 0
-    while off < len(body):
-        n = int.from_bytes(body[off:off + 4], "big")
-        p = pika.spec.BasicProperties()
-        p.decode(body[off + 4:off + 4 + n])
-        out.append(p)
-        off += 4 + n
-    assert len(out) == props.headers["x-cascade-records"]
-    return out
-
-
-def records(broker, stream, timeout=20):
-    """Every record now in stream, as pika properties.  Writes a marker
-    (a record of the format) and reads from the first offset until it
-    comes back, so everything written before it has been read."""
-    conn = broker.connect()
-    try:
-        ch = conn.channel()
-        ch.confirm_delivery()
-        token = uuid.uuid4().hex
-        ch.basic_publish("", stream, b"", pika.BasicProperties(
-            type="marker", delivery_mode=2,
-            headers={"x-cascade-marker": "test-" + token,
-                     "x-cascade-at": int(time.time() * 1000)}),
-            mandatory=True)
-        ch.basic_qos(prefetch_count=500)
-        got, done = [], []
-
-        def on_message(ch, method, props, body):
-            for r in unbatch(props, body):
-                h = r.headers or {}
-                if r.type == "marker":
-                    if h.get("x-cascade-marker") == "test-" + token:
-                        done.append(True)
-                else:
-                    got.append(r)
-            ch.basic_ack(method.delivery_tag)
-
-        ch.basic_consume(stream, on_message,
-                         arguments={"x-stream-offset": "first"})
-        deadline = time.time() + timeout
-        while not done and time.time() < deadline:
-            conn.process_data_events(time_limit=0.1)
-        assert done, "the marker did not come back from " + stream
-        return got
-    finally:
-        try:
-            conn.close()
-        except Exception:
-            pass
-
-
-def events(d, kind=None):
-    rs = records(d.broker, d.prefix + ".events")
-    return [r for r in rs if kind is None or r.type == kind]
-
-
 def cancel_requests(d):
     return [r for r in records(d.broker, d.prefix + ".cancels")
             if r.type == "cancel"]
@@ -166,38 +65,6 @@ def cascade_ids(d, message_id):
 
 def metric(d, name):
     return total(d.metrics(), name)
-
-
-def expect_on_time(client, q, sent, timeout=30, late=LATE):
-    """sent: {message-id: (time published, delay s)}.  They all arrive in
-    q, not early and late by less than late (s); nothing else does."""
-    got = client.collect(q, len(sent), timeout)
-    arrived = {p.message_id: t for t, p, _ in got}
-    assert sorted(arrived) == sorted(sent), (sorted(arrived), sorted(sent))
-    for mid, (t0, delay) in sent.items():
-        late_s = arrived[mid] - t0 - delay
-        assert late_s >= -SLACK, "%s delivered %.3fs early" % (mid, -late_s)
-        assert late_s < late * LATE_SCALE, \
-            "%s delivered %.3fs late" % (mid, late_s)
-
-
-def expect_nothing(client, queues, until):
-    """Nothing arrives in any of queues up to time until (Unix s)."""
-    for q in queues:
-        got = client.collect(q, 1, max(0.1, until - time.time()))
-        got += client.drain(q)
-        assert got == [], "delivered to %s: %s" % (
-            q, [(p.message_id, b) for _, p, b in got])
-
-
-def publish(client, d, q, mid, delay, body=None, **headers):
-    """A delayed message to queue q; (time published, delay s)."""
-    h = {"x-remaining-delay": "%dms" % (delay * 1000)}
-    h.update(headers)
-    props = {"message_id": mid} if mid is not None else {}
-    t = client.publish(d.prefix, q, body or (mid or "x").encode(), h,
-                       **props)
-    return t, delay
 
 
 @pytest.mark.slow

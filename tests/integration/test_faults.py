@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from helpers import (METRICS, Broker, Collector, check, fast_daemon, http_get,
-                     idle, publish_batch, report, restart_broker,
-                     start_broker, start_cluster, stop_broker, stop_cluster,
-                     wait_for)
+from faults import (Collector, check, fast_daemon, idle, publish_batch,
+                    report, restart_broker, start_broker, start_cluster,
+                    stop_broker, stop_cluster)
+from helpers import METRICS, Broker, http_get, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import time
 import pika
 import pytest
 
-from helpers import (LATE_SCALE, METRICS, Client, Daemon, ctl, fast_daemon,
-                     total, wait_for)
+from faults import fast_daemon
+from helpers import LATE_SCALE, METRICS, Client, Daemon, ctl, total, wait_for
 from test_rabbitmq43 import broker_version
 
 

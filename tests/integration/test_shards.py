@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from helpers import (METRICS, Collector, check, ctl, fast_daemon, idle,
-                     publish_batch, report, scrape, start_cluster, status,
-                     stop_cluster, wait_for)
+from faults import (Collector, check, fast_daemon, idle, publish_batch,
+                    report, start_cluster, stop_cluster)
+from helpers import METRICS, ctl, scrape, status, wait_for
 
 SLACK_MS = 1  # due times are whole ms
 

@@ -30,7 +30,7 @@ def test_a_one_minute_soak_loses_nothing_and_delivers_nothing_early(
     held = sum(v[2] + v[3] for v in
                rep["broker_holds_for_dead_lettering"].values())
     if rep["lost"] and rep["early"] == 0 and held >= rep["lost"]:
-        # as in the fault suite (helpers.stalled_in_broker)
+        # as in the fault suite (faults.stalled_in_broker)
         pytest.xfail("RabbitMQ's dead-letter worker still holds %d "
                      "expired messages (%d missing)" % (held, rep["lost"]))
     assert rep["lost"] == 0 and rep["early"] == 0, rep

@@ -1,259 +1,25 @@
-"""Trust boundaries (issue 34, docs/security.md): each attack tried as a
-real broker user would, on a private RabbitMQ, asserting what that user,
-or the one attacked, would check.  Three kinds of user, made with
-rabbitmqctl for the module:
-
-- p_only: write on the exchange P only (what docs/operations.md gives a
-  publisher);
-- p_default: write on P and on amq.default, so on every queue by name;
-- everything: write (and read) on everything.
-
-One daemon serves most tests; a second one, of another prefix, takes the
-messages put into its error queue by hand and the depth bombs, which
-stay in its streams for good."""
-import json
+"""Trust boundaries (issue 34, docs/security.md): what is put into
+cascade's own queues and streams by hand, or aimed at them.  Messages
+aimed at cascade's streams and queues, hops forged into its return and
+holding queues, messages planted in its error queue and requests in
+P.requests, and depth bombs in its streams; and that the permissions
+docs/security.md gives are enough.  Each attack tried as a real broker
+user would, on a private RabbitMQ, asserting what that user, or the one
+attacked, would check; the users and daemons are trust.py's.  Records
+forged into the streams, and another user's requests and ids, are
+test_trust_records.py's."""
 import os
 import struct
-import subprocess
 import time
-import uuid
 
 import pika
-import pika.exceptions
-import pytest
 
-from helpers import (CTL, Client, Daemon, ctl, http_get, scrape, total,
-                     wait_for)
-from test_events import (LATE, SHORT, SLACK, ladder, records,
-                         wait_listed)
-
-INT64_MAX = 2 ** 63 - 1
-
-
-def uid(name):
-    return "%s-%s" % (name, uuid.uuid4().hex[:8])
-
-
-def hex16():
-    return uuid.uuid4().hex[:16]
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-class RawProperties(pika.BasicProperties):
-    """Properties pika sends as given bytes (flags and fields as in a
-    content header): pika's own encoder recurses, and a depth bomb is
-    deeper than Python's recursion limit."""
-
-    def __init__(self, raw):
-        super().__init__()
-        self.raw = raw
-
-    def encode(self):
-        return [self.raw]
-
-
-class User:
-    """A broker user of the module: a connection, a channel with publisher
-    confirms, and the permissions it was made with."""
-
-    def __init__(self, broker, name, configure, write, read):
-        self.broker, self.name = broker, name
-        self.password = "pw-" + name
-        broker.ctl("add_user", name, self.password)
-        broker.ctl("set_permissions", "-p", "/", name, configure, write,
-                   read)
-        self.connect()
-
-    def connect(self):
-        params = pika.URLParameters(self.broker.url)
-        params.credentials = pika.PlainCredentials(self.name, self.password)
-        self.conn = pika.BlockingConnection(params)
-        self.ch = self.conn.channel()
-        self.ch.confirm_delivery()
-
-    def publish(self, exchange, routing_key, body=b"", headers=None,
-                props=None, **kw):
-        """A confirmed, mandatory publish; raises when the broker refuses.
-        kw are pika properties; props replaces them whole."""
-        if not self.ch.is_open:
-            self.ch = self.conn.channel()
-            self.ch.confirm_delivery()
-        p = props or pika.BasicProperties(headers=headers, **kw)
-        self.ch.basic_publish(exchange, routing_key, body, p, mandatory=True)
-        return time.time()
-
-    def delayed(self, prefix, queue, mid, delay, body=None, owned=True,
-                **headers):
-        """A delayed message to queue through P, with this user's user-id
-        (owned) and message-id mid: the time it was published."""
-        h = {"x-remaining-delay": delay}
-        h.update(headers)
-        return self.publish(prefix, queue, body or mid.encode(), h,
-                            message_id=mid,
-                            user_id=self.name if owned else None)
-
-    def record(self, stream, kind, headers, **kw):
-        """A record written straight into stream (docs/CONTRACT.md 7.4)."""
-        h = {"x-cascade-at": now_ms()}
-        h.update(headers)
-        return self.publish("", stream, b"", type=kind, delivery_mode=2,
-                            headers=h, **kw)
-
-    def batch(self, stream, records_):
-        """A batch of records (pika properties) written into stream."""
-        body = b""
-        for r in records_:
-            enc = b"".join(r.encode())
-            body += struct.pack(">I", len(enc)) + enc
-        return self.publish("", stream, body, type="batch", delivery_mode=2,
-                            user_id=self.name,
-                            headers={"x-cascade-records": len(records_),
-                                     "x-cascade-at": now_ms()})
-
-    def close(self):
-        try:
-            self.conn.close()
-        except Exception:
-            pass
-
-
-@pytest.fixture(scope="module")
-def tmp_module(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("trust"))
-
-
-def start_daemon(broker, tmpdir, **sections):
-    d = Daemon(broker, tmpdir, ladder(*SHORT, **sections))
-    return d.start()
-
-
-def stop_daemon(d):
-    if d.proc is not None and d.proc.poll() is None:
-        rc = d.stop()
-        assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (rc, d.log())
-
-
-@pytest.fixture(scope="module")
-def d(broker, tmp_module):
-    """The daemon most tests attack (its user, guest, is the control
-    user cascade-ctl logs in as)."""
-    daemon = start_daemon(broker, tmp_module)
-    yield daemon
-    stop_daemon(daemon)
-
-
-@pytest.fixture(scope="module")
-def d2(broker, tmp_module):
-    """Another prefix: its error queue and streams take what the tests
-    put there by hand."""
-    daemon = start_daemon(broker, tmp_module)
-    yield daemon
-    stop_daemon(daemon)
-
-
-@pytest.fixture(scope="module")
-def users(broker, d, d2):
-    """{kind: User}.  The permissions name both prefixes' exchanges P."""
-    ps = "(%s|%s)" % (d.prefix, d2.prefix)
-    made = {
-        "p_only": User(broker, d.prefix + "-p-only", "^$", "^%s$" % ps,
-                       "^$"),
-        "p_default": User(broker, d.prefix + "-p-default", "^$",
-                          r"^(%s|amq\.default)$" % ps, "^$"),
-        "everything": User(broker, d.prefix + "-everything", "^$", ".*",
-                           ".*"),
-    }
-    yield made
-    for u in made.values():
-        u.close()
-        broker.ctl("delete_user", u.name, check=False)
-
-
-@pytest.fixture(scope="module")
-def guest(broker):
-    """cascade's own user, as the test's eyes: queues, consuming."""
-    c = Client(broker)
-    yield c
-    c.close()
-
-
-def sample(d, name, **labels):
-    """One sample of d's /metrics (0 when absent)."""
-    key = name
-    if labels:
-        key += "{%s}" % ",".join('%s="%s"' % kv for kv in labels.items())
-    return d.metrics().get(key, 0.0)
-
-
-def errors(d):
-    """cascade-ctl errors --json: the parked messages."""
-    return json.loads(ctl(d, "errors", "--json", "--limit", "10000")
-                      .stdout)["messages"]
-
-
-def parked_by_id(d, mids):
-    """{message-id: [reasons]} of the parked messages among mids."""
-    found = {}
-    for m in errors(d):
-        if m["message_id"] in mids:
-            found.setdefault(m["message_id"], []).append(m["reason"])
-    return found
-
-
-def arrived(client, q, n, timeout):
-    """Up to n messages from q within timeout: [(time, props, body)]."""
-    return client.collect(q, n, timeout)
-
-
-def alive(d):
-    """The daemon runs and answers /metrics."""
-    assert d.proc.poll() is None, "cascade died (%s):\n%s" % (
-        d.proc.returncode, d.log()[-3000:])
-    status, _ = http_get(d.metrics_url() + "/metrics")
-    assert status == 200
-
-
-def ctl_as(d, tmpdir, user, password, *args):
-    """cascade-ctl with d's config, logged in as user."""
-    config = os.path.join(tmpdir, "%s-%s.ini" % (d.prefix, user))
-    with open(d.config) as f:
-        text = f.read()
-    with open(config, "w") as f:
-        f.write(text.replace("guest:guest@", "%s:%s@" % (user, password)))
-    env = dict(os.environ)
-    env.pop("CASCADE_BROKER_URL", None)
-    return subprocess.run([CTL, "-c", config, *args], capture_output=True,
-                          text=True, timeout=120, env=env)
-
-
-def untrusted_logged(d, writer):
-    return sum('msg=record_untrusted' in line and
-               'writer="%s"' % writer in line
-               for line in d.log().splitlines())
-
-
-def scheduled(mid, cid, due, exchange, routing_key, owner=None, copy=None,
-              at=None):
-    """A scheduled record (pika properties) as a daemon writes one."""
-    h = {"x-cascade-at": at or now_ms(), "x-cascade-id": cid,
-         "x-cascade-due": due, "x-cascade-exchange": exchange,
-         "x-cascade-routing-key": routing_key, "x-cascade-size": 0}
-    if owner is not None:
-        h["x-cascade-user-id"] = owner
-    if copy is not None:
-        h["x-cascade-message"] = copy
-    return pika.BasicProperties(type="scheduled", delivery_mode=2,
-                                message_id=mid, headers=h)
-
-
-def envelope(props, body):
-    """A message as a scheduled record's x-cascade-message carries it
-    (docs/CONTRACT.md 3.6 and 7.4)."""
-    enc = b"".join(props.encode())
-    return b"CSCE\x01" + struct.pack(">I", len(enc)) + enc + body
+from helpers import ctl, scrape, wait_for
+# d, d2, guest, tmp_module, users: fixtures, imported to be used here.
+from trust import (alive, arrived, ctl_as, d, d2, envelope, errors, guest,
+                   hex16, now_ms, parked_by_id, sample, start_daemon,
+                   stop_daemon, tmp_module, users)
+from waiting import records, uid
 
 
 # 1. cascade never delivers into what it owns.
@@ -306,8 +72,6 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
     assert arrived(guest, q, 1, 0.5) == [], "the CC'd message delivered"
     alive(d)
 
-
-# 10. Requests: who may cancel (CONTRACT 7.6, existing behaviour).
 
 def forged_hop(q, mid):
     """A message as a daemon puts it into a return queue: due now, to q,
@@ -383,209 +147,6 @@ def test_a_hop_forged_into_cascades_own_queues_is_parked(
                  "the signed forgery parked")
     finally:
         stop_daemon(old)
-
-
-def test_another_user_cannot_cancel_a_message_or_claim_its_user_id(
-        d, users, guest):
-    alice, bob = users["p_only"], users["p_default"]
-    q = guest.queue()
-    # RabbitMQ itself refuses a user-id that is not the connection's.
-    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
-        bob.publish(d.prefix, q, b"", {"x-cascade-cancel": "anything"},
-                    user_id=alice.name)
-    assert e.value.reply_code == 406, e.value
-
-    mid = uid("alice-msg")
-    t0 = alice.delayed(d.prefix, q, mid, "2s")
-    wait_listed(d, [mid])
-    bob.publish(d.prefix, q, b"", {"x-cascade-cancel": mid},
-                user_id=bob.name)
-    got = arrived(guest, q, 1, 2 + LATE + 1)
-    assert [p.message_id for _, p, _ in got] == [mid], got
-    assert got[0][0] - (t0 + 2) > -SLACK
-    # The request (which has no message-id of its own) is parked, once.
-    refused = "not permitted: user '%s' may not cancel message '%s'" % (
-        bob.name, mid)
-    last = {}
-
-    def parked_once():
-        last["r"] = [m["reason"] for m in errors(d)
-                     if m["reason"] and mid in m["reason"]]
-        return last["r"]
-    wait_for(parked_once, 5, "bob's request parked")
-    assert len(last["r"]) == 1 and last["r"][0].startswith(refused), \
-        last["r"]
-
-
-# 4. Unique ids belong to their publisher.
-
-def test_two_users_keep_the_same_unique_id_and_both_are_delivered(
-        d, users, guest):
-    a, b = users["p_only"], users["p_default"]
-    q = guest.queue()
-    mid = uid("inv-1")
-    a.delayed(d.prefix, q, mid, "2s", body=b"from a",
-              **{"x-cascade-unique": "keep"})
-    wait_listed(d, [mid])
-    b.delayed(d.prefix, q, mid, "1s", body=b"from b",
-              **{"x-cascade-unique": "keep"})
-    got = arrived(guest, q, 2, 2 + LATE + 1)
-    assert sorted(bytes(body) for _, _, body in got) == [
-        b"from a", b"from b"], got
-    assert sorted(p.headers["x-cascade-user-id"] for _, p, _ in got) == \
-        sorted([a.name, b.name])
-
-
-# 2. Records are believed only from cascade's own writers.
-
-def test_forged_claims_do_not_drop_another_users_plain_message(
-        d, users, guest):
-    """Two claim records for one unique id, the second naming another
-    user's message-id as its cascade id: that message, which is not
-    unique at all, is delivered on time."""
-    victim = users["p_only"]
-    q = guest.queue()
-    mid = uid("plain")
-    before = sample(d, "cascade_records_untrusted_total", stream="cancels")
-    t0 = victim.delayed(d.prefix, q, mid, "2s")
-    key = uid("claimed")
-    for attacker in (users["p_default"], users["everything"]):
-        for cid in (hex16(), mid):
-            attacker.record(d.prefix + ".cancels", "claim", {
-                "x-cascade-claim": key, "x-cascade-id": cid,
-                "x-cascade-due": now_ms() + 60000,
-                "x-cascade-until": now_ms() + 3600000,
-                "x-cascade-unique": "keep",
-                "x-cascade-requester": ""}, message_id=key)
-    got = arrived(guest, q, 1, 2 + LATE + 1)
-    assert [p.message_id for _, p, _ in got] == [mid], \
-        "the plain message was dropped"
-    late = got[0][0] - (t0 + 2)
-    assert -SLACK < late < LATE, late
-    assert sample(d, "cascade_records_untrusted_total",
-                  stream="cancels") - before >= 4
-    alive(d)
-
-
-def test_a_forged_series_record_does_not_stop_a_repeat(d, users, guest):
-    owner, attacker = users["p_only"], users["p_default"]
-    q = guest.queue()
-    mid = uid("every")
-    t0 = owner.delayed(d.prefix, q, mid, "2s", **{"x-cascade-every": "1s",
-                                                  "x-cascade-times": 3})
-    rows = [m for m in wait_listed(d, [mid])["messages"]
-            if m["id"] == mid]
-    cid = rows[0]["cascade_id"]
-    assert cid, rows
-    # A later occurrence, with a token of the attacker's: every copy of
-    # the real series would look stale.  In P.series, where the daemons
-    # write them, and in P.cancels, where earlier versions did.
-    for stream in (".series", ".cancels"):
-        attacker.record(d.prefix + stream, "series", {
-            "x-cascade-series": cid, "x-cascade-occurrence": 1000,
-            "x-cascade-token": "forged",
-            "x-cascade-until": now_ms() + 3600000})
-    got = arrived(guest, q, 3, 2 + 2 + LATE + 1.5)
-    assert [p.headers.get("x-cascade-occurrence") for _, p, _ in got] == \
-        [1, 2, 3], got
-    assert got[0][0] - (t0 + 2) > -SLACK
-    assert total(d.metrics(), "cascade_series_stale_total") == 0
-
-
-def test_a_forged_batch_does_not_deliver_an_attackers_body_as_alice(
-        d, users, guest):
-    """A batch of scheduled records written into P.events by a user with
-    write on amq.default (and by one with write on everything), each
-    carrying a copy of a body the attacker wrote, owned by 'alice'; then
-    a reschedule to now, through P: nothing of it reaches alice's
-    queue."""
-    q = guest.queue()
-    before = sample(d, "cascade_records_untrusted_total", stream="events")
-    forged = []
-    for attacker in (users["p_default"], users["everything"]):
-        fid, cid = uid("forged"), hex16()
-        due = now_ms() + 60000
-        body = b"pay mallory, signed alice (" + fid.encode() + b")"
-        inner = pika.BasicProperties(message_id=fid, delivery_mode=2,
-                                     headers={
-            "x-cascade-due": due, "x-cascade-exchange": "",
-            "x-cascade-routing-key": q, "x-cascade-id": cid,
-            "x-cascade-user-id": "alice",
-            "x-cascade-since": now_ms() - 1000})
-        # Owned by nobody on the outside, so anyone may reschedule it.
-        attacker.batch(d.prefix + ".events", [scheduled(
-            fid, cid, due, "", q, copy=envelope(inner, body),
-            at=now_ms() - 1000)])
-        forged.append((attacker, fid, body))
-    for attacker, fid, _ in forged:
-        attacker.publish(d.prefix, q, b"", {"x-cascade-reschedule": fid,
-                                            "x-remaining-delay": "1s"},
-                         user_id=attacker.name)
-    got = arrived(guest, q, 1, 4)
-    assert got == [], "delivered: %s" % [
-        (bytes(b), p.headers) for _, p, b in got]
-    assert sample(d, "cascade_records_untrusted_total",
-                  stream="events") - before >= 2
-    # Once per writer (and stream, at most), not once per record.
-    for attacker, _, _ in forged:
-        assert 1 <= untrusted_logged(d, attacker.name) <= 2, \
-            d.log()[-3000:]
-
-
-def test_cancel_is_not_fooled_by_a_forged_due_time_near_int64_max(
-        d, users, guest):
-    """cascade-ctl cancel sizes how long a request holds by the latest
-    due time among the messages it names.  A forged scheduled record due
-    near INT64_MAX must not make it say "cancelled" while the real message
-    is delivered."""
-    owner = users["p_only"]
-    q = guest.queue()
-    mid = uid("victim")
-    t0 = owner.delayed(d.prefix, q, mid, "3s")
-    wait_listed(d, [mid])
-    users["p_default"].record(d.prefix + ".events", "scheduled", {
-        "x-cascade-id": hex16(), "x-cascade-due": INT64_MAX - 1,
-        "x-cascade-exchange": "", "x-cascade-routing-key": q,
-        "x-cascade-size": 1}, message_id=mid)
-    r = ctl(d, "cancel", mid, rc=None)
-    got = arrived(guest, q, 1, max(0.5, t0 + 3 + LATE - time.time()))
-    delivered = [p.message_id for _, p, _ in got] == [mid]
-    said = "cascade-ctl said (exit %d): %s%s; the message was %s" % (
-        r.returncode, r.stdout, r.stderr,
-        "delivered" if delivered else "not delivered")
-    if r.returncode == 0:
-        assert "cancelled 1 waiting message" in r.stdout and \
-            not delivered, said
-    else:
-        # It may say the id named nothing it could cancel; then the
-        # message goes on, as it did before.
-        assert r.returncode == 1 and "not recorded" in r.stderr and \
-            delivered, said
-
-
-# 3. Repeats cannot flood.
-
-def test_a_repeat_first_due_in_1970_delivers_once_not_a_flood(
-        d, users, guest):
-    """x-deliver-at: 1 with every 1s: the missed occurrences collapse
-    into one delivery that says how many were missed, then one a
-    second."""
-    owner = users["p_only"]
-    q = guest.queue()
-    mid = uid("flood")
-    owner.publish(d.prefix, q, b"tick", {"x-deliver-at": 1,
-                                         "x-cascade-every": "1s"},
-                  message_id=mid, user_id=owner.name)
-    try:
-        got = arrived(guest, q, 50, 2.5)
-    finally:
-        ctl(d, "cancel", "--force", mid, rc=None)
-        # Let what is still on its way arrive before the next test.
-        wait_for(lambda: arrived(guest, q, 1000, 1.0) == [], 30,
-                 "the repeat to stop after its cancel")
-    assert 1 <= len(got) <= 4, "%d deliveries in 2.5 s" % len(got)
-    missed = got[0][1].headers.get("x-cascade-missed")
-    assert isinstance(missed, int) and missed > 1000000, got[0][1].headers
 
 
 # 1 (cont.): the error queue takes what cascade parks, and only that is
@@ -743,6 +304,19 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
 
 
 # 1 (cont.): depth bombs.
+
+class RawProperties(pika.BasicProperties):
+    """Properties pika sends as given bytes (flags and fields as in a
+    content header): pika's own encoder recurses, and a depth bomb is
+    deeper than Python's recursion limit."""
+
+    def __init__(self, raw):
+        super().__init__()
+        self.raw = raw
+
+    def encode(self):
+        return [self.raw]
+
 
 def nested_tables(depth):
     """A table entry "a" whose value is a table nesting depth levels
