@@ -43,6 +43,14 @@ class Broker:
         return pika.BlockingConnection(pika.URLParameters(self.url))
 
 
+def broker_version(broker):
+    """(major, minor) of the broker's RabbitMQ."""
+    out = broker.ctl("version").stdout.strip()
+    m = re.match(r"(\d+)\.(\d+)", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
 def wait_for(predicate, timeout, what):
     """Poll predicate until it is true; fail naming what after timeout
     seconds (what may be a function, asked then: it can say what was last

@@ -13,8 +13,7 @@ import uuid
 import pika
 import pytest
 
-from helpers import ctl, parked, target, wait_for, wait_parked
-from test_rabbitmq43 import broker_version
+from helpers import broker_version, ctl, parked, target, wait_for, wait_parked
 
 # What the daemon and cascade-ctl negotiate (src/broker.c asks 131072, and
 # so does RabbitMQ's default), and pika too: RabbitMQ takes a frame payload

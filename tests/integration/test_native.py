@@ -11,8 +11,8 @@ import pika
 import pytest
 
 from faults import fast_daemon
-from helpers import LATE_SCALE, METRICS, Client, Daemon, ctl, total, wait_for
-from test_rabbitmq43 import broker_version
+from helpers import (LATE_SCALE, METRICS, Client, Daemon, broker_version, ctl,
+                     total, wait_for)
 
 
 def native_broker(broker):

@@ -11,15 +11,8 @@ import time
 
 import pytest
 
-from helpers import BROKER_SCRIPT, Broker, Client, Daemon, ctl, wait_for
-
-
-def broker_version(broker):
-    """(major, minor) of the broker's RabbitMQ."""
-    out = broker.ctl("version").stdout.strip()
-    m = re.match(r"(\d+)\.(\d+)", out)
-    assert m, out
-    return int(m.group(1)), int(m.group(2))
+from helpers import (BROKER_SCRIPT, Broker, Client, Daemon, broker_version,
+                     ctl, wait_for)
 
 
 @pytest.fixture(scope="module")
