@@ -182,7 +182,14 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 		return; /* parked by its headers: nothing more to know */
 	if (f->has_message_id)
 		mid = m->props.message_id;
-	owner = events_owner(&m->props, r->fresh);
+	/* Its owner (a header to look up) only where a request or a claim
+	 * may ask: most messages need none. */
+	if (d->requests.n[REQUESTS_CANCEL] > 0 ||
+	    (!last_look && r->unique != UNIQUE_NONE && f->has_message_id &&
+	     f->events))
+		owner = events_owner(&m->props, r->fresh);
+	else
+		owner = amqp_empty_bytes;
 	if (d->requests.n[REQUESTS_CANCEL] > 0) {
 		/* A copy has the due time of the request that made it: only
 		 * later requests apply to it, even when that one is not read
@@ -216,7 +223,7 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 			f->new_due = k->due;
 		}
 	}
-	if (r->every > 0 && r->id.len > 0)
+	if (r->every > 0 && r->id.len > 0 && d->requests.n[REQUESTS_SERIES] > 0)
 		f->stale = requests_series_stale(&d->requests, r->id,
 		                                 r->occurrence, r->token);
 	if (last_look)

@@ -123,6 +123,9 @@ daemon_note(struct daemon *d, struct message *m, const struct verdict *v)
 	amqp_bytes_t mid = amqp_empty_bytes;
 	char id[17];
 
+	if (!v->cancelled && !v->retimed && !v->scheduled &&
+	    v->id == VERDICT_ID_NONE)
+		return; /* most verdicts note nothing */
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
 	if (v->cancelled) {
@@ -218,6 +221,15 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 	daemon_send(d, m);
 }
 
+/* Could a request held, or a repeat's newer record, stop m now? */
+static int
+daemon_may_stop(const struct daemon *d, const struct message *m)
+{
+	return d->requests.n[REQUESTS_CANCEL] > 0 ||
+	       (m->route.every > 0 && m->route.id.len > 0 &&
+	        d->requests.n[REQUESTS_SERIES] > 0);
+}
+
 /*
  * Whatever way a delivery comes to be published (judged just now, or
  * after a hold, a retry, a lookup, a channel reopened), a request in
@@ -232,8 +244,8 @@ daemon_send(struct daemon *d, struct message *m)
 
 	if (m->route.action == ROUTE_DELIVER &&
 	    (m->kind == MESSAGE_DELIVERY || m->kind == MESSAGE_HELD) &&
-	    !m->series_step && !d->broken && !d->out.blocked &&
-	    outbox_may_send(&d->out, &m->out)) {
+	    !m->series_step && daemon_may_stop(d, m) && !d->broken &&
+	    !d->out.blocked && outbox_may_send(&d->out, &m->out)) {
 		daemon_request_facts(d, m, 1, &f);
 		v = verdict_last_look(&f, &d->plan, &m->route,
 		                      duration_wall_ms(), duration_mono_ms());
