@@ -25,7 +25,7 @@ INI
 		grep -q "msg=ready" "$dir/cg.log" && break
 		sleep 0.1
 	done
-	"$B/cascade-bench" run -p cg -q cg.target -n "$n" -r 200 -d 159ms \
+	"$B/cascade-bench" run -p cg -q cg-target -n "$n" -r 200 -d 159ms \
 		>/dev/null
 	stop_daemon
 	local hops ir

@@ -84,7 +84,7 @@ listen ="
 			sample_queues "$p.delay.$resms" "$p.return" >"$dir/sample.log" &
 			local sampler=$!
 			local js=$out/dlx-prefetch-$rep-$pf.json
-			"$B/cascade-bench" run -p "$p" -q "$p.target" -n "$n" \
+			"$B/cascade-bench" run -p "$p" -q "$p-target" -n "$n" \
 				-r "$rate" -d "${delay}ms" --mover-pid "$daemon_pid" \
 				--broker-pid "$beam" --idle 15s --json "$js.run" \
 				>/dev/null 2>"$dir/run.err" || true

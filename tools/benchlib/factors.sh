@@ -51,7 +51,7 @@ listen ="
 				sleep 3
 				i1=$(cpu_ticks "$beam")
 				local js=$out/factors-$rep-${dist%%:*}-f$f-m$margin.json
-				"$B/cascade-bench" run -p "$p" -q "$p.target" -n "$n" \
+				"$B/cascade-bench" run -p "$p" -q "$p-target" -n "$n" \
 					-r "$rate" --dist "$dist" --seed "$rep" \
 					--mover-pid "$daemon_pid" --broker-pid "$beam" \
 					--idle 15s --json "$js.run" >/dev/null 2>"$dir/run.err" ||

@@ -27,7 +27,7 @@ native_window = $window"
 listen ="
 		local rss0 rss1 where mem
 		rss0=$(awk '/VmRSS/ {print $2}' "/proc/$beam/status")
-		"$B/cascade-bench" run -p "$p" -q "$p.target" -n "$n" \
+		"$B/cascade-bench" run -p "$p" -q "$p-target" -n "$n" \
 			-d "$delay" --idle 20s >/dev/null 2>"$dir/run.err" || true
 		sleep 10
 		rss1=$(awk '/VmRSS/ {print $2}' "/proc/$beam/status")

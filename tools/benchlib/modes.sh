@@ -47,7 +47,7 @@ listen = 127.0.0.1:0"
 			sleep 10
 			i1=$(cpu_ticks "$beam")
 			local js=$out/modes-$rep-$mode-$window.json
-			"$B/cascade-bench" run -p "$p" -q "$p.target" -n "$n" \
+			"$B/cascade-bench" run -p "$p" -q "$p-target" -n "$n" \
 				-r "$rate" --dist "$dist" --seed "$rep" \
 				--mover-pid "$daemon_pid" --broker-pid "$beam" \
 				--idle 20s --json "$js.run" >/dev/null \

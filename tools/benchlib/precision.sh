@@ -19,7 +19,7 @@ prefetch = ${PRECISION_PREFETCH:-4000}
 tail_margin = ${PRECISION_MARGIN:-250ms}
 [metrics]
 listen = 127.0.0.1:$mport"
-	"$B/cascade-bench" run -p prec -q prec.target -n $((rate * secs)) \
+	"$B/cascade-bench" run -p prec -q prec-target -n $((rate * secs)) \
 		-r "$rate" -d "0-$maxd" --mover-pid "$daemon_pid" \
 		--target-type "${PRECISION_TARGET_TYPE:-quorum}" \
 		--broker-pid "$beam" --idle 30s --json "$out/precision.json" \

@@ -10,7 +10,7 @@ rss() {
 prefetch = 1000"
 	local before
 	before=$(awk '/VmRSS/ {print $2}' "/proc/$daemon_pid/status")
-	"$B/cascade-bench" run -p rss -q rss.target -n "$n" -d 1h \
+	"$B/cascade-bench" run -p rss -q rss-target -n "$n" -d 1h \
 		--mover-pid "$daemon_pid" --broker-pid "$beam" --idle 5s \
 		--json "$out/rss.json" >/dev/null || true
 	sleep 5

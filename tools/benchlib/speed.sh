@@ -44,7 +44,7 @@ speed() {
 				extra=$'mode = native\nnative_window = 1s\n[events]\nenabled = no' ;;
 			esac
 			start_daemon "$p" 100ms 2 4 "$extra"
-			"$B/cascade-bench" run -p "$p" -q "$p.target" -n $n \
+			"$B/cascade-bench" run -p "$p" -q "$p-target" -n $n \
 				-r "$rate" -d 1590ms --mover-pid "$daemon_pid" \
 				--broker-pid "$beam" \
 				--json "$out/speed-$mover-$rate.json" >/dev/null
