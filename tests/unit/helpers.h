@@ -20,7 +20,9 @@
 #include "config.h"
 #include "headers.h"
 #include "ladder.h"
+#include "plan.h"
 #include "router.h"
+#include "targets.h"
 
 #define NOW INT64_C(1700000000000)
 #define DAY INT64_C(86400000)
@@ -379,5 +381,36 @@ config_clear_env(struct config *cfg, char *err, size_t size)
 		config_expect_error(err, head, about);                         \
 	}                                                                      \
 	TestSuite(suite, .init = suite##_fixture_init)
+
+/*
+ * The plan's tests and the verdict's: default_router's ladder, targets
+ * whose backoff starts at one resolution step, capped at a minute, and
+ * the plan over them, with its delay queues named cascade.delay.K.
+ */
+struct plan_fixture {
+	struct ladder ladder;
+	struct router_params rp;
+	struct targets targets;
+	const char *queues[LADDER_MAX_LEVELS];
+	char names[LADDER_MAX_LEVELS][32];
+	struct plan p;
+};
+
+static inline void
+plan_fixture_init(struct plan_fixture *f)
+{
+	default_router(&f->ladder, &f->rp);
+	targets_init(&f->targets, f->ladder.ttl[0], 60000);
+	for (unsigned k = 0; k < f->ladder.levels; k++) {
+		snprintf(f->names[k], sizeof(f->names[k]), "cascade.delay.%u",
+		         k);
+		f->queues[k] = f->names[k];
+	}
+	memset(&f->p, 0, sizeof(f->p));
+	f->p.rp = &f->rp;
+	f->p.ladder = &f->ladder;
+	f->p.targets = &f->targets;
+	f->p.level_queues = f->queues;
+}
 
 #endif

@@ -10,34 +10,19 @@
 
 #define MONO INT64_C(5000000)
 
-static struct ladder ladder;
-static struct router_params rp;
-static struct targets targets;
-static const char *queues[LADDER_MAX_LEVELS];
-static char names[LADDER_MAX_LEVELS][32];
-static struct plan p;
+/* The plan, over a ladder and targets (helpers.h). */
+static struct plan_fixture fx;
 
 static void
 setup(void)
 {
-	default_router(&ladder, &rp);
-	/* A backoff starts at one resolution step, capped at a minute. */
-	targets_init(&targets, ladder.ttl[0], 60000);
-	for (unsigned k = 0; k < ladder.levels; k++) {
-		snprintf(names[k], sizeof(names[k]), "cascade.delay.%u", k);
-		queues[k] = names[k];
-	}
-	memset(&p, 0, sizeof(p));
-	p.rp = &rp;
-	p.ladder = &ladder;
-	p.targets = &targets;
-	p.level_queues = queues;
+	plan_fixture_init(&fx);
 }
 
 static void
 teardown(void)
 {
-	targets_free(&targets);
+	targets_free(&fx.targets);
 }
 
 TestSuite(plan, .init = setup, .fini = teardown);
@@ -52,15 +37,15 @@ routed(int64_t in, const char *exchange, const char *key)
 	r.due = NOW + in;
 	r.exchange = amqp_cstring_bytes(exchange);
 	r.routing_key = amqp_cstring_bytes(key);
-	router_step(&rp, &r, NOW);
+	router_step(&fx.rp, &r, NOW);
 	return r;
 }
 
 static void
 refuse_level(int level)
 {
-	targets_refused(&targets, amqp_empty_bytes,
-	                amqp_cstring_bytes(queues[level]), MONO);
+	targets_refused(&fx.targets, amqp_empty_bytes,
+	                amqp_cstring_bytes(fx.queues[level]), MONO);
 }
 
 Test(plan, nothing_refused_publishes_as_routed)
@@ -68,19 +53,19 @@ Test(plan, nothing_refused_publishes_as_routed)
 	struct route r = routed(0, "", "jobs");
 	const char *why;
 
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_PUBLISH,
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH,
 	             "the default exchange always exists");
 	r = routed(0, "orders", "new");
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_CHECK,
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_CHECK,
 	             "a named exchange is checked first");
 	cr_assert_eq(r.action, ROUTE_DELIVER);
 	r = routed(100000, "orders", "new");
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_HOP);
 	cr_assert_eq(r.level, 2, "32 s is the largest level in 100 s");
 	cr_assert_null(why);
 	r.action = ROUTE_HOLD;
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_HOLD);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_HOLD);
 }
 
 Test(plan, refusing_target_sends_its_delivery_round_the_ladder)
@@ -90,20 +75,22 @@ Test(plan, refusing_target_sends_its_delivery_round_the_ladder)
 
 	/* Refused three times in a row, each probe after the last backoff:
 	 * it backs off 2, 4, then 8 s. */
-	targets_refused(&targets, r.exchange, r.routing_key, MONO - 6000);
-	targets_refused(&targets, r.exchange, r.routing_key, MONO - 4000);
-	cr_assert_eq(targets_refused(&targets, r.exchange, r.routing_key, MONO),
-	             8000);
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	targets_refused(&fx.targets, r.exchange, r.routing_key, MONO - 6000);
+	targets_refused(&fx.targets, r.exchange, r.routing_key, MONO - 4000);
+	cr_assert_eq(
+	    targets_refused(&fx.targets, r.exchange, r.routing_key, MONO),
+	    8000);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_HOP);
 	cr_assert_eq(r.level, 1, "the 8 s level for an 8 s backoff");
 	cr_assert_eq(r.due, NOW, "its due time is kept: late, never early");
 	cr_assert_eq(r.refused, 1);
 	cr_assert_eq(r.refused_since, NOW);
-	cr_assert_eq(targets.t[0].diverted_total, 1);
+	cr_assert_eq(fx.targets.t[0].diverted_total, 1);
 	/* Once the backoff is over the next delivery probes the target. */
 	r = routed(0, "orders", "new");
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO + 8000, &why), PLAN_CHECK);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO + 8000, &why),
+	             PLAN_CHECK);
 }
 
 Test(plan, delivery_refused_long_enough_is_parked_with_the_reason)
@@ -111,15 +98,16 @@ Test(plan, delivery_refused_long_enough_is_parked_with_the_reason)
 	struct route r = routed(0, "orders", "new");
 	const char *why;
 
-	p.refused_park_after = 3600000;
-	targets_refused(&targets, r.exchange, r.routing_key, MONO);
+	fx.p.refused_park_after = 3600000;
+	targets_refused(&fx.targets, r.exchange, r.routing_key, MONO);
 	r.refused = 40;
 	r.refused_since = NOW - 3599999;
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_HOP, "not yet: one ms short");
 	cr_assert_eq(r.refused, 41);
 	r.action = ROUTE_DELIVER;
-	cr_assert_eq(plan_dispatch(&p, &r, NOW + 1, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW + 1, MONO, &why),
+	             PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_PARK);
 	cr_assert_eq(r.park, PARK_refused);
 	cr_assert_str_eq(r.reason,
@@ -132,10 +120,10 @@ Test(plan, without_refused_park_after_a_refused_delivery_is_never_parked)
 	struct route r = routed(0, "orders", "new");
 	const char *why;
 
-	targets_refused(&targets, r.exchange, r.routing_key, MONO);
+	targets_refused(&fx.targets, r.exchange, r.routing_key, MONO);
 	r.refused = 1000;
 	r.refused_since = NOW - 365 * DAY;
-	plan_dispatch(&p, &r, NOW, MONO, &why);
+	plan_dispatch(&fx.p, &r, NOW, MONO, &why);
 	cr_assert_eq(r.action, ROUTE_HOP);
 }
 
@@ -145,12 +133,12 @@ Test(plan, refusing_level_makes_the_hop_take_the_largest_lower_one)
 	const char *why;
 
 	refuse_level(2);
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(r.level, 1);
 	cr_assert_eq(r.left, 100000 - 8000);
 	refuse_level(1);
 	r = routed(100000, "orders", "new");
-	plan_dispatch(&p, &r, NOW, MONO, &why);
+	plan_dispatch(&fx.p, &r, NOW, MONO, &why);
 	cr_assert_eq(r.level, 0);
 }
 
@@ -163,7 +151,7 @@ Test(plan, every_level_refusing_retries_from_memory)
 	refuse_level(0);
 	refuse_level(1);
 	refuse_level(3); /* above: irrelevant */
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_RETRY);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_RETRY);
 	cr_assert_str_eq(why,
 	                 "every delay level it could take refuses publishes");
 }
@@ -174,7 +162,7 @@ Test(plan, nacked_delivery_backs_off_its_target_and_diverts)
 	const char *refusal, *why;
 	int64_t wait;
 
-	cr_assert_eq(plan_nacked(&p, &r, r.routing_key, NOW, MONO, &refusal,
+	cr_assert_eq(plan_nacked(&fx.p, &r, r.routing_key, NOW, MONO, &refusal,
 	                         &wait, &why),
 	             PLAN_PUBLISH);
 	cr_assert_str_eq(refusal, "target refused the delivery "
@@ -182,10 +170,10 @@ Test(plan, nacked_delivery_backs_off_its_target_and_diverts)
 	cr_assert_eq(wait, 2000, "the first backoff is one resolution step");
 	cr_assert_eq(r.action, ROUTE_HOP);
 	cr_assert_eq(r.level, 0);
-	cr_assert_gt(targets_wait(&targets, r.exchange, r.routing_key, MONO),
+	cr_assert_gt(targets_wait(&fx.targets, r.exchange, r.routing_key, MONO),
 	             0);
-	/* Other targets are not slowed down. */
-	cr_assert_eq(targets_wait(&targets, amqp_cstring_bytes("orders"),
+	/* Other fx.targets are not slowed down. */
+	cr_assert_eq(targets_wait(&fx.targets, amqp_cstring_bytes("orders"),
 	                          amqp_cstring_bytes("other"), MONO),
 	             0);
 }
@@ -198,7 +186,7 @@ Test(plan, nacked_hop_backs_off_its_level_and_steps_afresh)
 
 	cr_assert_eq(r.level, 2);
 	/* Published to level 2; nacked 1 s later. */
-	cr_assert_eq(plan_nacked(&p, &r, amqp_cstring_bytes(queues[2]),
+	cr_assert_eq(plan_nacked(&fx.p, &r, amqp_cstring_bytes(fx.queues[2]),
 	                         NOW + 1000, MONO, &refusal, &wait, &why),
 	             PLAN_PUBLISH);
 	cr_assert_str_eq(refusal,
@@ -208,7 +196,7 @@ Test(plan, nacked_hop_backs_off_its_level_and_steps_afresh)
 	cr_assert_eq(r.left, 99000 - 8000, "stepped from the clock");
 	/* Nacked when already due: delivered now. */
 	r = routed(1000, "", "jobs");
-	cr_assert_eq(plan_nacked(&p, &r, amqp_cstring_bytes(queues[0]),
+	cr_assert_eq(plan_nacked(&fx.p, &r, amqp_cstring_bytes(fx.queues[0]),
 	                         NOW + 1000, MONO, &refusal, &wait, &why),
 	             PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_DELIVER);
@@ -221,13 +209,13 @@ Test(plan, nacked_parked_copy_is_retried_and_nothing_backs_off)
 	int64_t wait;
 
 	router_park(&r, PARK_bad_header, "bad");
-	cr_assert_eq(plan_nacked(&p, &r, amqp_cstring_bytes("cascade.error"),
+	cr_assert_eq(plan_nacked(&fx.p, &r, amqp_cstring_bytes("cascade.error"),
 	                         NOW, MONO, &refusal, &wait, &why),
 	             PLAN_RETRY);
 	cr_assert_null(refusal);
 	cr_assert_str_eq(
 	    why, "broker nacked the publish (queue full or unavailable)");
-	cr_assert_eq(targets_backing_off(&targets, MONO), 0);
+	cr_assert_eq(targets_backing_off(&fx.targets, MONO), 0);
 }
 
 Test(plan, an_accepted_publish_clears_the_backoff)
@@ -236,18 +224,18 @@ Test(plan, an_accepted_publish_clears_the_backoff)
 	struct route h = routed(100000, "orders", "new");
 	const char *why;
 
-	targets_refused(&targets, r.exchange, r.routing_key, MONO);
+	targets_refused(&fx.targets, r.exchange, r.routing_key, MONO);
 	refuse_level(2);
-	cr_assert_eq(targets_backing_off(&targets, MONO), 2);
-	plan_accepted(&p, &r, r.routing_key);
-	plan_accepted(&p, &h, amqp_cstring_bytes(queues[2]));
-	cr_assert_eq(targets_backing_off(&targets, MONO), 0);
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO, &why), PLAN_CHECK);
-	cr_assert_eq(plan_dispatch(&p, &h, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(targets_backing_off(&fx.targets, MONO), 2);
+	plan_accepted(&fx.p, &r, r.routing_key);
+	plan_accepted(&fx.p, &h, amqp_cstring_bytes(fx.queues[2]));
+	cr_assert_eq(targets_backing_off(&fx.targets, MONO), 0);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_CHECK);
+	cr_assert_eq(plan_dispatch(&fx.p, &h, NOW, MONO, &why), PLAN_PUBLISH);
 	cr_assert_eq(h.level, 2);
 }
 
-/* Native waiting: the holding queue refused; the ladder takes it until
+/* Native waiting: the holding queue refused; the fx.ladder takes it until
  * the queue's backoff is over, and then the queue again. */
 Test(plan, a_refused_wait_goes_round_the_ladder_meanwhile)
 {
@@ -256,24 +244,25 @@ Test(plan, a_refused_wait_goes_round_the_ladder_meanwhile)
 	int64_t wait;
 	struct route r;
 
-	rp.native_window = 64000;
-	p.hold_queues = holds;
+	fx.rp.native_window = 64000;
+	fx.p.hold_queues = holds;
 	r = routed(40000, "", "jobs");
 	cr_assert_eq(r.action, ROUTE_WAIT);
-	cr_assert_eq(plan_nacked(&p, &r, amqp_cstring_bytes(holds[0]), NOW,
+	cr_assert_eq(plan_nacked(&fx.p, &r, amqp_cstring_bytes(holds[0]), NOW,
 	                         MONO, &refusal, &wait, &why),
 	             PLAN_PUBLISH);
 	cr_assert_not_null(refusal);
 	cr_assert_gt(wait, 0);
-	cr_assert_eq(r.action, ROUTE_HOP, "32 s on the ladder instead");
+	cr_assert_eq(r.action, ROUTE_HOP, "32 s on the fx.ladder instead");
 	cr_assert_eq(r.level, 2);
-	/* Another one while the queue backs off: the ladder too. */
+	/* Another one while the queue backs off: the fx.ladder too. */
 	r = routed(40000, "", "jobs");
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO + 1, &why), PLAN_PUBLISH);
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO + 1, &why),
+	             PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_HOP);
 	/* The backoff over: the holding queue again. */
 	r = routed(40000, "", "jobs");
-	cr_assert_eq(plan_dispatch(&p, &r, NOW, MONO + wait, &why),
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO + wait, &why),
 	             PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_WAIT);
 }

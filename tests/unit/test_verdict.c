@@ -16,34 +16,22 @@
 #define MONO INT64_C(5000000)
 #define MIN INT64_C(60000)
 
-static struct ladder ladder;
-static struct router_params rp;
-static struct targets targets;
-static const char *queues[LADDER_MAX_LEVELS], *holds[1] = {"cascade.hold.0"};
-static char names[LADDER_MAX_LEVELS][32];
-static struct plan p;
+/* The plan, over a ladder and targets (helpers.h), with a holding
+ * queue for the native rows. */
+static struct plan_fixture fx;
+static const char *holds[1] = {"cascade.hold.0"};
 
 static void
 setup(void)
 {
-	default_router(&ladder, &rp);
-	targets_init(&targets, ladder.ttl[0], 60000);
-	for (unsigned k = 0; k < ladder.levels; k++) {
-		snprintf(names[k], sizeof(names[k]), "cascade.delay.%u", k);
-		queues[k] = names[k];
-	}
-	memset(&p, 0, sizeof(p));
-	p.rp = &rp;
-	p.ladder = &ladder;
-	p.targets = &targets;
-	p.level_queues = queues;
-	p.hold_queues = holds;
+	plan_fixture_init(&fx);
+	fx.p.hold_queues = holds;
 }
 
 static void
 teardown(void)
 {
-	targets_free(&targets);
+	targets_free(&fx.targets);
 }
 
 TestSuite(verdict, .init = setup, .fini = teardown);
@@ -233,11 +221,11 @@ judge_row(const struct row *row)
 	struct verdict v;
 	int64_t due;
 
-	rp.hold_tail = g->tail;
-	rp.native_window = g->native ? MIN : 0;
-	for (unsigned k = 0; g->refused && k < ladder.levels; k++)
-		targets_refused(&targets, amqp_empty_bytes,
-		                amqp_cstring_bytes(queues[k]), MONO);
+	fx.rp.hold_tail = g->tail;
+	fx.rp.native_window = g->native ? MIN : 0;
+	for (unsigned k = 0; g->refused && k < fx.ladder.levels; k++)
+		targets_refused(&fx.targets, amqp_empty_bytes,
+		                amqp_cstring_bytes(fx.queues[k]), MONO);
 	memset(&r, 0, sizeof(r));
 	r.action = ROUTE_DELIVER;
 	r.level = -1;
@@ -254,7 +242,7 @@ judge_row(const struct row *row)
 	if (g->parked)
 		router_park(&r, PARK_bad_header, "x-delay: not a number");
 	due = r.due;
-	v = verdict_judge(&row->f, &p, &r, NOW, MONO);
+	v = verdict_judge(&row->f, &fx.p, &r, NOW, MONO);
 	cr_expect_eq(v.kind, w->kind, "%s: kind %d, want %d", row->rule, v.kind,
 	             w->kind);
 	cr_expect_eq(v.drop, w->drop, "%s: drop %d, want %d", row->rule, v.drop,
@@ -280,8 +268,8 @@ judge_row(const struct row *row)
 Test(verdict, each_rule_in_its_order)
 {
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		targets_free(&targets);
-		targets_init(&targets, ladder.ttl[0], 60000);
+		targets_free(&fx.targets);
+		targets_init(&fx.targets, fx.ladder.ttl[0], 60000);
 		judge_row(&rows[i]);
 	}
 }
@@ -307,7 +295,7 @@ Test(verdict, room_is_asked_only_when_it_matters)
 	cr_expect_not(verdict_needs_room(&f, &r), "[events] off");
 	f.events = 1;
 	f.first_sight = 0;
-	cr_expect_not(verdict_needs_room(&f, &r), "back from the ladder");
+	cr_expect_not(verdict_needs_room(&f, &r), "back from the fx.ladder");
 	f.first_sight = 1;
 	router_park(&r, PARK_bad_header, "x");
 	cr_expect_not(verdict_needs_room(&f, &r), "parked");
@@ -322,13 +310,13 @@ Test(verdict, dispatch_alone)
 	memset(&r, 0, sizeof(r));
 	r.due = NOW;
 	r.exchange = amqp_cstring_bytes("orders");
-	router_step(&rp, &r, NOW);
-	v = verdict_dispatch(0, &p, &r, NOW, MONO);
+	router_step(&fx.rp, &r, NOW);
+	v = verdict_dispatch(0, &fx.p, &r, NOW, MONO);
 	cr_expect_eq(v.kind, VERDICT_LOOKUP);
 	r.action = ROUTE_WAIT;
-	v = verdict_dispatch(1, &p, &r, NOW, MONO);
+	v = verdict_dispatch(1, &fx.p, &r, NOW, MONO);
 	cr_expect_eq(v.kind, VERDICT_WAIT_AGAIN);
 	r.action = ROUTE_HOLD;
-	v = verdict_dispatch(0, &p, &r, NOW, MONO);
+	v = verdict_dispatch(0, &fx.p, &r, NOW, MONO);
 	cr_expect_eq(v.kind, VERDICT_HOLD);
 }
