@@ -101,6 +101,14 @@ struct message {
 
 TAILQ_HEAD(message_list, message);
 
+/* A delivery from a holding queue that is still its own, not a repeat's
+ * next copy going out: a wait gives it back there (amqp1_delay). */
+static inline int
+message_in_holding(const struct message *m)
+{
+	return m->kind == MESSAGE_HELD && !m->series_step;
+}
+
 /* The message an outbox item belongs to. */
 #define MESSAGE_OF(item) OUTBOX_CONTAINER(item, struct message, out)
 

@@ -175,7 +175,7 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 	memset(f, 0, sizeof(*f));
 	f->first_sight =
 	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
-	f->in_holding = m->kind == MESSAGE_HELD && !m->series_step;
+	f->in_holding = message_in_holding(m);
 	f->events = config_events(d->cfg);
 	f->has_message_id = (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0;
 	if (r->action == ROUTE_PARK)

@@ -69,9 +69,9 @@ daemon_hold(struct daemon *d, struct message *m)
 void
 daemon_dispatch(struct daemon *d, struct message *m)
 {
-	struct verdict v = verdict_dispatch(
-	    m->kind == MESSAGE_HELD && !m->series_step, &d->plan, &m->route,
-	    duration_wall_ms(), duration_mono_ms());
+	struct verdict v =
+	    verdict_dispatch(message_in_holding(m), &d->plan, &m->route,
+	                     duration_wall_ms(), duration_mono_ms());
 
 	daemon_act(d, m, &v);
 }

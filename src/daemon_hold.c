@@ -29,11 +29,7 @@
 
 #include "broker.h"
 #include "duration.h"
-#include "envelope.h"
-#include "escape.h"
-#include "headers.h"
 #include "log.h"
-#include "trust.h"
 
 /* RabbitMQ 4.3: quorum queues hold a modified message until its time. */
 #define NATIVE_MIN_VERSION 4003

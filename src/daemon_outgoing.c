@@ -15,7 +15,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "duration.h"
 #include "envelope.h"
 #include "headers.h"
 

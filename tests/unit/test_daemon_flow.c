@@ -109,7 +109,7 @@ daemon_request_facts(struct daemon *dd, struct message *m, int last_look,
 	memset(f, 0, sizeof(*f));
 	f->first_sight =
 	    m->src != ROUTE_FROM_RETURN && m->src != ROUTE_FROM_HOLD;
-	f->in_holding = m->kind == MESSAGE_HELD && !m->series_step;
+	f->in_holding = message_in_holding(m);
 	if (headers_bytes_eq(m->routing_key, amqp_cstring_bytes("cancel-me")))
 		f->cancel = VERDICT_CANCEL_ASKED;
 }
