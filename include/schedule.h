@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "cron.h"
+
 /*
  * The schedule.  Occurrence k (k >= 1) of a series is due at
  * first + (k - 1) * every.  Every value comes from a header, so each is
@@ -82,5 +84,43 @@ int64_t schedule_deliver_as(const struct schedule *p, int64_t k, int64_t now);
  */
 int schedule_next(const struct schedule *p, int64_t k, int64_t now,
                   int64_t *next, int64_t *due);
+
+/*
+ * A cron series (x-cascade-cron, cron.h).  Occurrence 1 is the first
+ * instant its expression names at or after the start; occurrence k + 1
+ * the first after occurrence k.  times and until end it, and missed
+ * occurrences collapse or are caught up, as for an interval; the
+ * occurrences are counted from the expression (cron_count), so a copy
+ * knows how many it stands for after any outage.
+ */
+struct schedule_cron {
+	const struct cron *cron;
+	const struct zone *zone; /* NULL: UTC */
+	int64_t times;           /* 0: no limit */
+	int64_t until;           /* 0: none */
+	int all;                 /* x-cascade-catch-up: all */
+};
+
+/* Occurrence 1: the first instant at or after from; -1: none (after
+ * until, or SCHEDULE_TIME_MAX). */
+int64_t schedule_cron_first(const struct schedule_cron *p, int64_t from);
+
+/*
+ * A copy of occurrence k, scheduled at `at`, delivered at now: how many
+ * later occurrences it delivers past (*missed: 0 unless the next is due
+ * too; by the rule of schedule_deliver_as), and the scheduled time of the
+ * occurrence it delivers, k + *missed (*as).
+ */
+void schedule_cron_deliver_as(const struct schedule_cron *p, int64_t k,
+                              int64_t at, int64_t now, int64_t *missed,
+                              int64_t *as);
+
+/*
+ * After occurrence j, scheduled at `at`, delivered at now: 1 with the
+ * next occurrence's time (*next_at) and the copy's due time (*due: never
+ * before now + SCHEDULE_PACE_MS), 0 when the series ends with j.
+ */
+int schedule_cron_next(const struct schedule_cron *p, int64_t j, int64_t at,
+                       int64_t now, int64_t *next_at, int64_t *due);
 
 #endif

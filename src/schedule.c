@@ -99,3 +99,54 @@ schedule_next(const struct schedule *p, int64_t k, int64_t now, int64_t *next,
 	*due = t > now + SCHEDULE_PACE_MS ? t : now + SCHEDULE_PACE_MS;
 	return 1;
 }
+
+static int64_t
+cron_limit(const struct schedule_cron *p)
+{
+	return p->until > 0 && p->until < SCHEDULE_TIME_MAX ? p->until
+	                                                    : SCHEDULE_TIME_MAX;
+}
+
+int64_t
+schedule_cron_first(const struct schedule_cron *p, int64_t from)
+{
+	if (from < 0 || from > SCHEDULE_TIME_MAX)
+		return -1;
+	return cron_next(p->cron, p->zone, from - 1, cron_limit(p));
+}
+
+void
+schedule_cron_deliver_as(const struct schedule_cron *p, int64_t k, int64_t at,
+                         int64_t now, int64_t *missed, int64_t *as)
+{
+	int64_t lim = cron_limit(p), m, skip;
+
+	if (now < lim)
+		lim = now;
+	m = at < lim ? cron_count(p->cron, p->zone, at, lim) : 0;
+	if (p->times > 0 && m > p->times - k)
+		m = p->times - k > 0 ? p->times - k : 0;
+	/* Collapse: the last due.  Catch up: k itself, unless more than
+	 * SCHEDULE_CATCH_UP_MAX are owed (schedule_deliver_as). */
+	skip = !p->all                      ? m
+	       : m >= SCHEDULE_CATCH_UP_MAX ? m - SCHEDULE_CATCH_UP_MAX + 1
+	                                    : 0;
+	*missed = skip;
+	*as = skip > 0 ? cron_nth(p->cron, p->zone, at, skip, lim) : at;
+}
+
+int
+schedule_cron_next(const struct schedule_cron *p, int64_t j, int64_t at,
+                   int64_t now, int64_t *next_at, int64_t *due)
+{
+	int64_t t;
+
+	if (j < 1 || j == INT64_MAX || (p->times > 0 && j >= p->times))
+		return 0;
+	t = cron_next(p->cron, p->zone, at, cron_limit(p));
+	if (t < 0)
+		return 0;
+	*next_at = t;
+	*due = t > now + SCHEDULE_PACE_MS ? t : now + SCHEDULE_PACE_MS;
+	return 1;
+}

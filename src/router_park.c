@@ -1,0 +1,50 @@
+/*
+ * The names of parkings and sources, and parking a route with its reason
+ * (router.h): what every file of the router, and the verdict, call.
+ */
+#include "router.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+const char *
+router_park_name(enum park_kind kind)
+{
+	static const char *const names[] = {
+#define PARK_NAME(name) #name,
+	    ROUTER_PARK_KINDS(PARK_NAME)
+#undef PARK_NAME
+	};
+
+	return (unsigned)kind < PARK_KINDS ? names[kind] : "unknown";
+}
+
+const char *
+router_source_name(enum route_source src)
+{
+	static const char *const names[] = {
+#define SOURCE_NAME(kind, name) #name,
+	    ROUTER_SOURCES(SOURCE_NAME)
+#undef SOURCE_NAME
+	};
+
+	return (unsigned)src < ROUTE_SOURCES ? names[src] : "unknown";
+}
+
+void
+router_vpark(struct route *r, enum park_kind kind, const char *fmt, va_list ap)
+{
+	r->action = ROUTE_PARK;
+	r->park = kind;
+	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+}
+
+void
+router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	router_vpark(r, kind, fmt, ap);
+	va_end(ap);
+}
