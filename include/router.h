@@ -163,15 +163,20 @@ struct route {
 	int64_t request_due;
 	enum route_unique unique; /* x-cascade-unique, kept while it waits */
 	/*
-	 * A repeat (schedule.h), every > 0: the k-th copy (occurrence) is due
-	 * at first + (k - 1) * every; times (0: no limit) and until (0: none)
-	 * end it.  token tells this copy from a stale one.  catch_up_all:
-	 * x-cascade-catch-up: all.  missed: at delivery, how many occurrences
-	 * after this copy's it skips (it delivers occurrence + missed).
+	 * A repeat (schedule.h), of one of two kinds: an interval (every >
+	 * 0: the k-th copy, occurrence, is due at first + (k - 1) * every)
+	 * or a cron series (cron: x-cascade-cron, in zone tz, empty: UTC;
+	 * each occurrence the next instant it names).  times (0: no limit)
+	 * and until (0: none) end it.  at: the occurrence's scheduled time.
+	 * token tells this copy from a stale one.  catch_up_all:
+	 * x-cascade-catch-up: all.  missed: at delivery, how many
+	 * occurrences after this copy's it skips (it delivers occurrence +
+	 * missed, scheduled at deliver_at).
 	 */
-	int64_t every, times, until, first, occurrence, missed;
+	int repeat; /* either kind */
+	int64_t every, times, until, first, occurrence, missed, at, deliver_at;
 	int catch_up_all;
-	amqp_bytes_t token;
+	amqp_bytes_t token, cron, tz;
 };
 
 /*
@@ -194,11 +199,15 @@ int router_own_target(amqp_bytes_t prefix, amqp_bytes_t exchange,
 
 /*
  * A repeat just delivered occurrence r->occurrence + r->missed at now: its
- * next copy.  1 with r->occurrence and r->due set to it (due no sooner
- * than the pace after now, schedule.h) and r->missed 0; 0 with r untouched
- * when r is not a repeat or its series ends (times, until).
+ * next copy.  1 with r->occurrence, r->at and r->due set to it (due no
+ * sooner than the pace after now, schedule.h) and r->missed 0, or with r
+ * parked when that copy cannot wait (a cron series whose next occurrence
+ * is further than max_delay and a day away, or whose zone is gone); 0
+ * with r untouched when r is not a repeat or its series ends (times,
+ * until).
  */
-int router_series_next(struct route *r, int64_t now);
+int router_series_next(const struct router_params *p, struct route *r,
+                       int64_t now);
 
 /*
  * The delay headers of a first sight (x-deliver-at, x-remaining-delay,

@@ -170,7 +170,7 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 			/* A repeat goes on: its next copy, before the ack.
 			 * The target took this one: say so before the route
 			 * turns into the copy's. */
-			if (m->route.every > 0) {
+			if (m->route.repeat) {
 				plan_accepted(&d->plan, &m->route,
 				              m->out.routing_key);
 				if (m->route.missed > 0)

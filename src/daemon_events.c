@@ -60,7 +60,7 @@ daemon_copy(struct daemon *d, const struct message *m)
 
 	size_t max = (size_t)d->cfg->events_copy_max_size;
 
-	if (m->route.every > 0 || m->body.len >= max ||
+	if (m->route.repeat || m->body.len >= max ||
 	    router_props(&m->props, &m->route, &d->scratch, &out) < 0)
 		return amqp_empty_bytes;
 	cap = envelope_bound(&out, m->body.len);
@@ -223,7 +223,7 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 			f->new_due = k->due;
 		}
 	}
-	if (r->every > 0 && r->id.len > 0 && d->requests.n[REQUESTS_SERIES] > 0)
+	if (r->repeat && r->id.len > 0 && d->requests.n[REQUESTS_SERIES] > 0)
 		f->stale = requests_series_stale(&d->requests, r->id,
 		                                 r->occurrence, r->token);
 	if (last_look)

@@ -226,7 +226,7 @@ static int
 daemon_may_stop(const struct daemon *d, const struct message *m)
 {
 	return d->requests.n[REQUESTS_CANCEL] > 0 ||
-	       (m->route.every > 0 && m->route.id.len > 0 &&
+	       (m->route.repeat && m->route.id.len > 0 &&
 	        d->requests.n[REQUESTS_SERIES] > 0);
 }
 

@@ -46,13 +46,14 @@ daemon_series_next(struct daemon *d, struct message *m)
 	char token[17];
 
 	if (m->series_step != 0 || r->id.len == 0 || !config_events(d->cfg) ||
-	    !router_series_next(r, now))
+	    !router_series_next(&d->rp, r, now))
 		return 0;
 	events_new_id(token);
 	r->token = message_dup(m, amqp_cstring_bytes(token));
 	r->since = now;
 	r->fresh = 0;
-	router_step(&d->rp, r, now);
+	if (r->action != ROUTE_PARK)
+		router_step(&d->rp, r, now);
 	/* Due within a step: through the return queue, where a daemon holds
 	 * it; the copy must be in the broker before the ack.  What it
 	 * delivers is reckoned when it comes out. */

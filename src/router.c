@@ -1,6 +1,6 @@
 /* The routing decision (router.h); the properties it publishes with are
  * router_props.c's. */
-#include "router.h"
+#include "router_int.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -10,50 +10,7 @@
 
 #include "duration.h"
 #include "headers.h"
-#include "schedule.h"
 #include "wirecheck.h"
-
-const char *
-router_park_name(enum park_kind kind)
-{
-	static const char *const names[] = {
-#define PARK_NAME(name) #name,
-	    ROUTER_PARK_KINDS(PARK_NAME)
-#undef PARK_NAME
-	};
-
-	return (unsigned)kind < PARK_KINDS ? names[kind] : "unknown";
-}
-
-const char *
-router_source_name(enum route_source src)
-{
-	static const char *const names[] = {
-#define SOURCE_NAME(kind, name) #name,
-	    ROUTER_SOURCES(SOURCE_NAME)
-#undef SOURCE_NAME
-	};
-
-	return (unsigned)src < ROUTE_SOURCES ? names[src] : "unknown";
-}
-
-void
-router_vpark(struct route *r, enum park_kind kind, const char *fmt, va_list ap)
-{
-	r->action = ROUTE_PARK;
-	r->park = kind;
-	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
-}
-
-void
-router_park(struct route *r, enum park_kind kind, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	router_vpark(r, kind, fmt, ap);
-	va_end(ap);
-}
 
 int
 router_guard(enum route_source src, const amqp_basic_properties_t *props,
@@ -117,6 +74,11 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 		const char *name = NULL;
 		for (size_t i = 0; i < 2 && v == NULL; i++)
 			v = headers_find(h, name = delays[i]);
+		/* A cron series needs none: its expression says when. */
+		if (v == NULL && headers_find(h, "x-cascade-cron") != NULL) {
+			r->due = now;
+			return 0;
+		}
 		if (v == NULL) {
 			router_park(r, PARK_bad_header,
 			            "missing delay header (x-remaining-delay"
@@ -175,183 +137,6 @@ router_read_unique(const amqp_basic_properties_t *props, const amqp_table_t *h,
 		return -1;
 	}
 	return 0;
-}
-
-/* r's schedule, as schedule.h reckons it. */
-static void
-router_schedule(const struct route *r, struct schedule *sp)
-{
-	sp->first = r->first;
-	sp->every = r->every;
-	sp->times = r->times;
-	sp->until = r->until;
-	sp->all = r->catch_up_all;
-}
-
-/*
- * One of a waiting copy's repeat headers, an integer, into *out: absent,
- * fallback; present, any integer (schedule_check bounds it).  -1 after
- * parking: our own state, garbled, is not guessed at.
- */
-static int
-router_repeat_integer(const amqp_table_t *h, const char *key, int64_t fallback,
-                      int64_t *out, struct route *r)
-{
-	const amqp_field_value_t *v = headers_find(h, key);
-
-	*out = fallback;
-	if (v == NULL || headers_integer(v, out) == 1)
-		return 0;
-	router_park(r, PARK_bad_header, "%s: must be an integer", key);
-	return -1;
-}
-
-/* x-cascade-catch-up: absent, or all; -1 after parking on first sight. */
-static int
-router_read_catch_up(const amqp_table_t *h, struct route *r)
-{
-	const amqp_field_value_t *v = headers_find(h, "x-cascade-catch-up");
-	amqp_bytes_t s;
-
-	r->catch_up_all =
-	    v != NULL && headers_string(v, &s) == 0 && headers_key_is(s, "all");
-	if (v == NULL || r->catch_up_all || !r->fresh)
-		return 0;
-	router_park(r, PARK_bad_header,
-	            "x-cascade-catch-up: must be all (or absent: missed "
-	            "occurrences collapse into one delivery)");
-	return -1;
-}
-
-/*
- * A repeat's headers: on first sight the publisher's x-cascade-every
- * (1 s to max_delay), x-cascade-times, x-cascade-until,
- * x-cascade-catch-up, and the start moved past occurrences missed before
- * now; while it waits our own state.  Every value is bounded before any
- * arithmetic (schedule_check).  -1 after parking.
- */
-static int
-router_read_repeat(const struct router_params *p, const amqp_table_t *h,
-                   int64_t now, struct route *r)
-{
-	const amqp_field_value_t *v = headers_find(h, "x-cascade-every");
-	struct schedule sp;
-	const char *why;
-	char a[32], b[32];
-
-	r->every = 0;
-	r->missed = 0;
-	if (v == NULL)
-		return 0;
-	if (!r->fresh) {
-		if (router_repeat_integer(h, "x-cascade-every", 0, &r->every,
-		                          r) < 0 ||
-		    router_repeat_integer(h, "x-cascade-times", 0, &r->times,
-		                          r) < 0 ||
-		    router_repeat_integer(h, "x-cascade-until", 0, &r->until,
-		                          r) < 0 ||
-		    router_repeat_integer(h, "x-cascade-first", r->due,
-		                          &r->first, r) < 0 ||
-		    router_repeat_integer(h, "x-cascade-occurrence", 1,
-		                          &r->occurrence, r) < 0)
-			goto bad;
-		(void)router_read_catch_up(h, r);
-		router_schedule(r, &sp);
-		/* max_delay may have been lowered since: its bound. */
-		if (schedule_check(&sp, r->occurrence, SCHEDULE_EVERY_LIMIT,
-		                   &why) < 0) {
-			router_park(r, PARK_bad_header, "%s", why);
-			goto bad;
-		}
-		v = headers_find(h, "x-cascade-token");
-		if (v == NULL || headers_string(v, &r->token) < 0)
-			r->token = amqp_empty_bytes;
-		return 0;
-	}
-	if (headers_delay(v, &r->every, &why) < 0) {
-		router_park(r, PARK_bad_header, "x-cascade-every: %s", why);
-		goto bad;
-	}
-	if (r->every < SCHEDULE_EVERY_MIN) {
-		router_park(r, PARK_bad_header,
-		            "x-cascade-every: must be at least 1s");
-		goto bad;
-	}
-	/* The next copy waits up to every on the ladder, and its records
-	 * must outlive that wait: max_delay bounds both. */
-	if (r->every > p->max_delay) {
-		duration_format(r->every, a, sizeof(a));
-		duration_format(p->max_delay, b, sizeof(b));
-		router_park(r, PARK_bad_header,
-		            "x-cascade-every: %s exceeds max_delay %s", a, b);
-		goto bad;
-	}
-	r->times = 0;
-	v = headers_find(h, "x-cascade-times");
-	if (v != NULL && (headers_integer(v, &r->times) != 1 || r->times < 1)) {
-		router_park(r, PARK_bad_header,
-		            "x-cascade-times: must be an integer of 1 or more");
-		goto bad;
-	}
-	r->until = 0;
-	v = headers_find(h, "x-cascade-until");
-	if (v != NULL && headers_epoch_ms(v, &r->until, &why) < 0) {
-		router_park(r, PARK_bad_header, "x-cascade-until: %s", why);
-		goto bad;
-	}
-	if (router_read_catch_up(h, r) < 0)
-		goto bad;
-	r->first = r->due;
-	r->occurrence = 1;
-	r->token = amqp_empty_bytes;
-	router_schedule(r, &sp);
-	if (schedule_check(&sp, 1, p->max_delay, &why) < 0) {
-		/* Occurrence 1 is the publisher's due time. */
-		router_park(r, PARK_bad_header, "%s",
-		            r->first < 0 || r->first > SCHEDULE_TIME_MAX
-		                ? "x-deliver-at: out of range for a repeat "
-		                  "(1970 to 9999)"
-		                : why);
-		goto bad;
-	}
-	r->due = schedule_start(&sp, now);
-	return 0;
-bad:
-	r->every = 0;
-	return -1;
-}
-
-int
-router_series_next(struct route *r, int64_t now)
-{
-	struct schedule sp;
-	int64_t next, due;
-
-	if (r->every <= 0)
-		return 0;
-	router_schedule(r, &sp);
-	if (!schedule_next(&sp, r->occurrence + r->missed, now, &next, &due))
-		return 0;
-	r->occurrence = next;
-	r->due = due;
-	r->missed = 0;
-	return 1;
-}
-
-/* Due: deliver, and for a repeat, which occurrence (schedule.h). */
-static void
-router_deliver(struct route *r, int64_t now)
-{
-	struct schedule sp;
-
-	r->action = ROUTE_DELIVER;
-	r->level = -1;
-	r->missed = 0;
-	if (r->every <= 0)
-		return;
-	router_schedule(r, &sp);
-	r->missed =
-	    schedule_deliver_as(&sp, r->occurrence, now) - r->occurrence;
 }
 
 /* A string header into *out, or the fallback; -1 after parking. */

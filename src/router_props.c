@@ -180,15 +180,27 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			    &t, "x-cascade-unique",
 			    amqp_cstring_bytes(
 			        r->unique == UNIQUE_KEEP ? "keep" : "replace"));
-		if (r->every > 0) {
-			headers_put_i64(&t, "x-cascade-every", r->every);
+		if (r->repeat) {
+			if (r->cron.len > 0) {
+				headers_put_bytes(&t, "x-cascade-cron",
+				                  r->cron);
+				if (r->tz.len > 0)
+					headers_put_bytes(&t, "x-cascade-tz",
+					                  r->tz);
+				headers_put_i64(&t, "x-cascade-scheduled",
+				                r->at);
+			} else {
+				headers_put_i64(&t, "x-cascade-every",
+				                r->every);
+				headers_put_i64(&t, "x-cascade-first",
+				                r->first);
+			}
 			if (r->times > 0)
 				headers_put_i64(&t, "x-cascade-times",
 				                r->times);
 			if (r->until > 0)
 				headers_put_i64(&t, "x-cascade-until",
 				                r->until);
-			headers_put_i64(&t, "x-cascade-first", r->first);
 			headers_put_i64(&t, "x-cascade-occurrence",
 			                r->occurrence);
 			if (r->catch_up_all)
@@ -212,10 +224,13 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_i64(&t, "x-cascade-attempt", r->attempt);
 		/* A repeat's copy says which it is, and how many before it
 		 * were missed (schedule.h). */
-		if (r->every > 0)
+		if (r->repeat) {
 			headers_put_i64(&t, "x-cascade-occurrence",
 			                r->occurrence + r->missed);
-		if (r->every > 0 && r->missed > 0)
+			headers_put_i64(&t, "x-cascade-scheduled",
+			                r->deliver_at);
+		}
+		if (r->repeat && r->missed > 0)
 			headers_put_i64(&t, "x-cascade-missed", r->missed);
 		break;
 	}

@@ -24,8 +24,8 @@ verdict_needs_room(const struct verdict_facts *f, const struct route *r)
 {
 	return f->first_sight && r->fresh && f->events &&
 	       r->action != ROUTE_PARK &&
-	       (r->every > 0 || (r->unique != UNIQUE_NONE &&
-	                         f->has_message_id && f->claim_new));
+	       (r->repeat || (r->unique != UNIQUE_NONE && f->has_message_id &&
+	                      f->claim_new));
 }
 
 struct verdict
@@ -87,7 +87,7 @@ verdict_requests(const struct verdict_facts *f, struct route *r,
 		v->was_due = r->due;
 		r->due = f->new_due;
 	}
-	if (f->stale && r->every > 0 && r->id.len > 0)
+	if (f->stale && r->repeat && r->id.len > 0)
 		return dropped(v, VERDICT_DROP_STALE);
 	return 0;
 }
@@ -104,7 +104,7 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 	if (r->fresh && r->action != ROUTE_PARK && f->events) {
 		claim = r->unique != UNIQUE_NONE && f->has_message_id &&
 		        waits(r) && f->claim_new;
-		if ((claim || r->every > 0) && f->full)
+		if ((claim || r->repeat) && f->full)
 			router_park(r, PARK_too_many_ids,
 			            "too many ids held: %zu, and [events] "
 			            "max_held_ids is %" PRIu64
@@ -113,7 +113,7 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 	}
 	/* 7. Scheduled: a repeat has its series' id whenever it is first
 	 * seen; what waits on the broker has an id of its own. */
-	if (r->every > 0 && r->action != ROUTE_PARK && r->id.len == 0 &&
+	if (r->repeat && r->action != ROUTE_PARK && r->id.len == 0 &&
 	    f->events &&
 	    (r->action == ROUTE_DELIVER || r->action == ROUTE_HOLD))
 		v->id = VERDICT_ID_SERIES;

@@ -4,6 +4,7 @@
  *
  *   cascade-publish --delay 90s -r orders --body hello
  *   seq 100 | cascade-publish --at 2026-12-01T09:00:00Z -r orders
+ *   cascade-publish --cron '0 9 * * MON-FRI' --tz Europe/Berlin -r reports
  */
 #include "amqp_compat.h"
 #include <getopt.h>
@@ -14,6 +15,7 @@
 
 #include "broker.h"
 #include "config.h"
+#include "cron.h"
 #include "duration.h"
 #include "when.h"
 
@@ -26,14 +28,25 @@ usage(FILE *fp)
 {
 	fprintf(
 	    fp,
-	    "usage: cascade-publish (--delay DURATION | --at TIME) "
-	    "[options] [--body TEXT]\n"
+	    "usage: cascade-publish (--delay DURATION | --at TIME | --cron "
+	    "EXPR) [options]\n"
+	    "                       [--body TEXT]\n"
 	    "\n"
 	    "Without --body, publishes one message per line of stdin.\n"
 	    "\n"
 	    "  -d, --delay DURATION    90s, 250ms, 15m, 2h, 3d (ms if bare)\n"
 	    "  -a, --at TIME           2026-12-01T09:00:00Z (UTC, or +HH:MM), "
 	    "or epoch ms\n"
+	    "      --cron EXPR         repeat at the times of a cron "
+	    "expression (x-cascade-cron);\n"
+	    "                          with --delay or --at: not before "
+	    "then\n"
+	    "      --tz ZONE           the cron expression's IANA time zone "
+	    "(default UTC)\n"
+	    "      --every DURATION    repeat every DURATION "
+	    "(x-cascade-every)\n"
+	    "      --times N           repeat N times in all "
+	    "(x-cascade-times)\n"
 	    "  -e, --exchange NAME     target exchange (x-target-exchange)\n"
 	    "  -r, --routing-key KEY   routing key (the target queue for "
 	    "the default exchange)\n"
@@ -47,6 +60,64 @@ usage(FILE *fp)
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
 	    "CASCADE_BROKER_PASSWORD\ngives the password.\n");
+}
+
+static void
+put_str(amqp_table_entry_t *h, int *n, const char *key, const char *value)
+{
+	h[*n].key = amqp_cstring_bytes(key);
+	h[*n].value.kind = AMQP_FIELD_KIND_UTF8;
+	h[*n].value.value.bytes = amqp_cstring_bytes(value);
+	(*n)++;
+}
+
+/*
+ * A repeat's headers: --cron and --tz (checked here as the daemon checks
+ * them, so a typo is told now and not parked later), or --every, and
+ * --times.  -1 after saying why.
+ */
+static int
+publish_repeat(const char *cron, const char *tz, const char *every,
+               const char *times, amqp_table_entry_t *h, int *n)
+{
+	struct cron c;
+	struct zone z;
+	char err[200], *end;
+	long long k;
+
+	if (cron != NULL) {
+		if (cron_parse(&c, cron, strlen(cron), err, sizeof(err)) < 0) {
+			fprintf(stderr, "cascade-publish: --cron: %s\n", err);
+			return -1;
+		}
+		put_str(h, n, "x-cascade-cron", cron);
+	}
+	if (tz != NULL) {
+		if (zone_load(&z, tz, strlen(tz), NULL, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cascade-publish: --tz %s: %s\n", tz,
+			        err);
+			return -1;
+		}
+		zone_free(&z);
+		put_str(h, n, "x-cascade-tz", tz);
+	}
+	if (every != NULL)
+		put_str(h, n, "x-cascade-every", every);
+	if (times != NULL) {
+		k = strtoll(times, &end, 10);
+		if (*times == '\0' || *end != '\0' || k < 1) {
+			fprintf(stderr,
+			        "cascade-publish: --times %s: not a number of "
+			        "1 or more\n",
+			        times);
+			return -1;
+		}
+		h[*n].key = amqp_cstring_bytes("x-cascade-times");
+		h[*n].value.kind = AMQP_FIELD_KIND_I64;
+		h[*n].value.value.i64 = k;
+		(*n)++;
+	}
+	return 0;
 }
 
 static void
@@ -82,16 +153,21 @@ main(int argc, char *argv[])
 	    {"config", required_argument, NULL, 'c'},
 	    {"prefix", required_argument, NULL, 'p'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"cron", required_argument, NULL, 'C'},
+	    {"tz", required_argument, NULL, 'Z'},
+	    {"every", required_argument, NULL, 'E'},
+	    {"times", required_argument, NULL, 'T'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct config cfg;
 	static char err[8192];
 	static struct broker_confirms c;
-	amqp_table_entry_t hdr[MAX_HEADERS + 3];
+	amqp_table_entry_t hdr[MAX_HEADERS + 7];
 	amqp_basic_properties_t props;
 	amqp_connection_state_t conn;
 	const char *delay = NULL, *at = NULL, *exchange = NULL, *rk = "";
 	const char *body = NULL, *path = NULL, *prefix = NULL, *why;
+	const char *cron = NULL, *tz = NULL, *every = NULL, *times = NULL;
 	char *line = NULL;
 	size_t cap = 0;
 	int nh = 0, ch, rc = 1;
@@ -142,17 +218,38 @@ main(int argc, char *argv[])
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'C':
+			cron = optarg;
+			break;
+		case 'Z':
+			tz = optarg;
+			break;
+		case 'E':
+			every = optarg;
+			break;
+		case 'T':
+			times = optarg;
+			break;
 		default:
 			usage(stderr);
 			return 2;
 		}
 	}
-	if (optind != argc || (delay == NULL) == (at == NULL)) {
-		fprintf(stderr, "cascade-publish: give exactly one of --delay "
-		                "and --at\n");
+	if (optind != argc || (delay != NULL && at != NULL) ||
+	    (cron == NULL && delay == NULL && at == NULL)) {
+		fprintf(stderr, "cascade-publish: give one of --delay and "
+		                "--at (with --cron, at most one)\n");
 		usage(stderr);
 		return 2;
 	}
+	if ((cron != NULL && every != NULL) || (tz != NULL && cron == NULL) ||
+	    (times != NULL && cron == NULL && every == NULL)) {
+		fprintf(stderr, "cascade-publish: --cron or --every, not both; "
+		                "--tz goes with --cron, --times with either\n");
+		return 2;
+	}
+	if (publish_repeat(cron, tz, every, times, hdr, &nh) < 0)
+		return 2;
 	if (path != NULL) {
 		if (config_load(&cfg, path, err, sizeof(err)) < 0) {
 			fputs(err, stderr);
@@ -173,7 +270,7 @@ main(int argc, char *argv[])
 			return 2;
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-remaining-delay");
-	} else {
+	} else if (at != NULL) {
 		char twhy[128];
 		if (when_parse_absolute(at, &ms, twhy, sizeof(twhy)) < 0) {
 			fprintf(stderr,
@@ -184,9 +281,11 @@ main(int argc, char *argv[])
 		}
 		hdr[nh].key = amqp_cstring_bytes("x-deliver-at");
 	}
-	hdr[nh].value.kind = AMQP_FIELD_KIND_I64;
-	hdr[nh].value.value.i64 = ms;
-	nh++;
+	if (delay != NULL || at != NULL) {
+		hdr[nh].value.kind = AMQP_FIELD_KIND_I64;
+		hdr[nh].value.value.i64 = ms;
+		nh++;
+	}
 	if (exchange != NULL) {
 		hdr[nh].key = amqp_cstring_bytes("x-target-exchange");
 		hdr[nh].value.kind = AMQP_FIELD_KIND_UTF8;

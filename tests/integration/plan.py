@@ -92,6 +92,9 @@ PLAN = {
                 "every broker"),
     "test_retry": (NEWEST, "retry policies: cascade's logic, published as "
                    "any delay"),
+    "test_schedules": (EVERY, "cron, pause and pacing: the issue asks for "
+                       "every broker in both waiting modes (hops, waits "
+                       "and diverts ride each broker)"),
     "test_shards": (EVERY, "shards over each broker's quorum queues and "
                     "leader placement"),
     "test_shards::test_changing_shards_drains_the_former_layout": (

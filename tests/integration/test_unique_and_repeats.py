@@ -115,8 +115,12 @@ def test_a_series_of_5_every_second_numbered_without_drift(client,
         late = t - (t0 + 1 + (k - 1))
         assert -SLACK <= late < LATE, (k, late)
         assert not any(h.startswith("x-cascade-") and
-                       h != "x-cascade-occurrence" for h in p.headers), \
-            p.headers
+                       h not in ("x-cascade-occurrence",
+                                 "x-cascade-scheduled")
+                       for h in p.headers), p.headers
+    # Each copy says when its occurrence was due: a second apart.
+    at = [p.headers["x-cascade-scheduled"] for _, p, _ in got]
+    assert [b - a for a, b in zip(at, at[1:])] == [1000] * 4, at
     expect_nothing(client, [q], time.time() + 2.5)
     # One series record per copy after the first, in P.series; none in
     # P.cancels, which keeps records for max_age and is read at connect.

@@ -45,7 +45,7 @@ Test(router, a_repeat_from_1970_delivers_once_with_the_missed_count)
 	expect_hdr_int(&out.headers, "x-cascade-occurrence", NOW / 1000 + 1);
 	expect_hdr_int(&out.headers, "x-cascade-missed", NOW / 1000);
 	/* The next copy: the next second, not the next of 1970. */
-	cr_assert(router_series_next(&r, NOW + 510));
+	cr_assert(router_series_next(&params, &r, NOW + 510));
 	cr_assert_eq(r.occurrence, NOW / 1000 + 2);
 	cr_assert_eq(r.due, NOW + 1001);
 	cr_assert_eq(r.missed, 0);
@@ -123,7 +123,7 @@ Test(router, an_outage_collapses_into_one_delivery)
 		               3 + rows[i].missed);
 		if (rows[i].missed == 0)
 			expect_no_hdr(&out.headers, "x-cascade-missed");
-		cr_assert(router_series_next(&r, NOW + rows[i].late));
+		cr_assert(router_series_next(&params, &r, NOW + rows[i].late));
 		cr_expect_geq(r.due, NOW + rows[i].late + SCHEDULE_PACE_MS,
 		              "%s: next copy paced", rows[i].what);
 		if (!rows[i].catch_up_all)
@@ -214,7 +214,7 @@ Test(router, huge_times_is_just_no_limit)
 	repeat_at(&t, NOW, &r);
 	cr_assert_eq(r.action, ROUTE_DELIVER);
 	cr_assert_eq(r.missed, 0);
-	cr_assert(router_series_next(&r, NOW));
+	cr_assert(router_series_next(&params, &r, NOW));
 	cr_assert_eq(r.due, NOW + 1000);
 }
 

@@ -11,24 +11,28 @@ Test(schedule, occurrences_never_drift_and_end_by_times_or_until)
 {
 	struct route r = {0};
 
+	struct router_params p = {0};
+
 	r.every = 1000;
+	r.repeat = 1;
 	r.first = 5000;
 	r.occurrence = 1;
-	cr_assert(router_series_next(&r, 0));
+	cr_assert(router_series_next(&p, &r, 0));
 	cr_assert_eq(r.occurrence, 2);
 	cr_assert_eq(r.due, 6000);
 	r.occurrence = 7; /* however late the 7th went out */
-	cr_assert(router_series_next(&r, 0));
+	cr_assert(router_series_next(&p, &r, 0));
 	cr_assert_eq(r.due, 12000);
 	r.occurrence = 7;
 	r.times = 7;
-	cr_assert_not(router_series_next(&r, 0), "7 of 7");
+	cr_assert_not(router_series_next(&p, &r, 0), "7 of 7");
 	cr_assert_eq(r.occurrence, 7, "left as it was");
 	r.times = 0;
 	r.until = 11999;
-	cr_assert_not(router_series_next(&r, 0), "past until");
+	cr_assert_not(router_series_next(&p, &r, 0), "past until");
 	r.every = 0;
-	cr_assert_not(router_series_next(&r, 0), "not a repeat");
+	r.repeat = 0;
+	cr_assert_not(router_series_next(&p, &r, 0), "not a repeat");
 }
 
 /* ---- the schedule: times from headers, bounded and never wrapping ---- */

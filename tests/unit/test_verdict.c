@@ -233,6 +233,7 @@ judge_row(const struct row *row)
 	r.fresh = g->fresh;
 	r.unique = g->unique;
 	r.every = g->every;
+	r.repeat = g->every > 0;
 	if (g->every > 0)
 		r.first = r.due, r.occurrence = 1;
 	if (g->id != NULL)
@@ -285,8 +286,10 @@ Test(verdict, room_is_asked_only_when_it_matters)
 	r.action = ROUTE_DELIVER;
 	cr_expect_not(verdict_needs_room(&f, &r), "a plain message");
 	r.every = 1000;
+	r.repeat = 1;
 	cr_expect(verdict_needs_room(&f, &r), "a repeat");
 	r.every = 0;
+	r.repeat = 0;
 	r.unique = UNIQUE_KEEP;
 	cr_expect_not(verdict_needs_room(&f, &r), "its id held already");
 	f.claim_new = 1;
