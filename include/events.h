@@ -46,6 +46,8 @@ enum event_kind {
 	EVENT_CLAIM,      /* in P.cancels: a message with x-cascade-unique */
 	EVENT_DUPLICATE,  /* in P.events: one not scheduled (unique keep) */
 	EVENT_SERIES,     /* in P.series: a repeat's live copy (requests.h) */
+	EVENT_PAUSE,  /* a request, in P.cancels: pause a series or target */
+	EVENT_RESUME, /* a request, in P.cancels: resume it */
 	EVENT_KINDS
 };
 
@@ -99,6 +101,13 @@ struct event {
 	int replace;
 	/* cancel, made by a daemon from a claim (requests.h): why; 0 asked */
 	int cancel_reason;
+	/*
+	 * pause and resume: cancel names a series (its id or message-id,
+	 * x-cascade-pause or x-cascade-resume) or, with target set, a
+	 * target, EXCHANGE[/KEY] (x-cascade-pause-target or
+	 * x-cascade-resume-target).
+	 */
+	int target;
 	/* series: id is the series' (x-cascade-series), with the live
 	 * copy's occurrence and token */
 	int64_t occurrence;
@@ -152,12 +161,17 @@ void events_of(enum event_kind kind, const struct route *r,
                const amqp_basic_properties_t *props, size_t body_len,
                int64_t now, struct event *e);
 
+/* Does a message published to P carry a request (events_request)? */
+int events_is_request(const amqp_basic_properties_t *props);
+
 /*
  * A request published to P as the record for P.cancels, in force until
- * until: a cancellation (x-cascade-cancel, and x-cascade-cancel-park) or
- * a reschedule (x-cascade-reschedule: the caller sets e->due).  The
- * requester is the publisher's user-id (empty: none).  -1 when props hold
- * no usable request: why says what is wrong.
+ * until: a cancellation (x-cascade-cancel, and x-cascade-cancel-park), a
+ * reschedule (x-cascade-reschedule: the caller sets e->due), a pause or a
+ * resume (x-cascade-pause, x-cascade-resume; of a target:
+ * x-cascade-pause-target, x-cascade-resume-target).  One per message.
+ * The requester is the publisher's user-id (empty: none).  -1 when props
+ * hold no usable request: why says what is wrong.
  */
 int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);

@@ -26,11 +26,13 @@
 int metrics_window(int64_t ahead);
 
 /* The ids a daemon holds from P.cancels ([events] max_held_ids), by kind:
- * requests (cancel, reschedule), claims (unique ids), series (repeats). */
+ * requests (cancel, reschedule), claims (unique ids), series (repeats),
+ * pauses (of series and targets). */
 enum {
 	METRICS_HELD_REQUEST,
 	METRICS_HELD_CLAIM,
 	METRICS_HELD_SERIES,
+	METRICS_HELD_PAUSE,
 	METRICS_HELD_KINDS
 };
 
@@ -88,6 +90,7 @@ struct metrics {
 	/* a series' latest record written again before it aged out */
 	uint64_t series_refreshed;
 	uint64_t requests_refused;
+	uint64_t paused_waits;   /* held back by a pause (verdict rules 6, 7) */
 	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
 	/* stream messages skipped: written by a user not cascade's own
 	 * (trust.h), by METRICS_STREAM_* */

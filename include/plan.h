@@ -64,6 +64,16 @@ enum plan_next plan_nacked(const struct plan *p, struct route *r,
                            const char **refusal, int64_t *wait,
                            const char **why);
 
+/*
+ * A delivery to a paused target (docs/CONTRACT.md 7.10): round the ladder
+ * instead, its due time kept, for half as long as it is late already,
+ * between the shortest level and PLAN_PAUSE_MAX_MS: a short pause costs
+ * little lateness, a long one few hops.  Never parked, never counted as
+ * refused.
+ */
+#define PLAN_PAUSE_MAX_MS 30000
+void plan_pause(const struct plan *p, struct route *r, int64_t now);
+
 /* r's publish to routing_key was confirmed: its destination accepts. */
 void plan_accepted(const struct plan *p, const struct route *r,
                    amqp_bytes_t routing_key);

@@ -11,7 +11,9 @@
  *     (x-cascade-unique) in each publisher's scope (struct claim, a list
  *     of scopes per message-id);
  *   - series: the latest record of each repeat, which tells its live copy
- *     (struct series_head, one per series id).
+ *     (struct series_head, one per series id);
+ *   - pauses: the series and targets paused, each until resumed (struct
+ *     pause, one per series or target).
  *
  * A key is the kind's byte, then the id (at most REQUESTS_ID_MAX bytes,
  * as events_parse bounds every id read): a cancel of message-id "x" and a
@@ -76,6 +78,7 @@ enum requests_kind {
 	REQUESTS_CANCEL, /* cancel, reschedule: struct cancel, by id */
 	REQUESTS_CLAIM,  /* unique ids: struct claim, by message-id */
 	REQUESTS_SERIES, /* repeats: struct series_head, by series id */
+	REQUESTS_PAUSE,  /* pauses: struct pause, by series or target */
 	REQUESTS_KINDS
 };
 
@@ -124,8 +127,8 @@ int requests_new(const struct requests *r, const struct event *e,
  * claims (requests_claims_cancelled, _rescheduled), and is held unless
  * hold is 0 (past the cap).  A claim is judged (requests_claim), and its
  * loser cancelled by cascade id.  A series record is held as written at
- * e->at, or at now when that is later (a clock ahead of ours).  -1 out of
- * memory.
+ * e->at, or at now when that is later (a clock ahead of ours).  A pause
+ * or resume as requests_pause_read: 1 when refused.  -1 out of memory.
  */
 int requests_read(struct requests *r, struct event *e, amqp_bytes_t by,
                   int control, int hold, int64_t now);
@@ -317,5 +320,47 @@ size_t requests_series_refresh(struct requests *r, size_t *cursor, size_t slots,
                                             const struct series_head *h,
                                             void *ctx),
                                void *ctx);
+
+/*
+ * Pauses (docs/CONTRACT.md 7.10).  A pause names a series (its cascade id
+ * or its message-id) or a target (EXCHANGE, every routing key, or
+ * EXCHANGE/KEY; "/KEY" is the default exchange), and holds until a resume
+ * of the same name, or until it lapses ([events] max_age after it was
+ * recorded).  A series' pause takes effect on the messages its requester
+ * may change (requests_permitted's rule), and only its requester or a
+ * control user lifts it; a target's is a control user's only.
+ */
+
+/* One pause held, allocated to its requester's size. */
+struct pause {
+	int64_t at;    /* recorded, Unix ms */
+	int64_t until; /* it lapses then, Unix ms */
+	uint32_t by_len;
+	unsigned control : 1; /* from a control user */
+	char by[];            /* the requester's user-id, not terminated */
+};
+
+/*
+ * Read pause or resume record e from by (control: one of [events]
+ * control_users).  0 taken (a pause held, unless hold is 0: past the
+ * cap; a pause lifted), 1 refused (a target's by anyone but a control
+ * user, a resume of a pause another user made; nothing changes), -1 out
+ * of memory.
+ */
+int requests_pause_read(struct requests *r, const struct event *e,
+                        amqp_bytes_t by, int control, int hold);
+
+/*
+ * Is the series whose cascade id is id, or whose message-id is
+ * message_id, published by owner, paused at now by a requester who may
+ * change it?
+ */
+int requests_series_paused(const struct requests *r, amqp_bytes_t id,
+                           amqp_bytes_t message_id, amqp_bytes_t owner,
+                           int64_t now);
+
+/* Is a delivery to exchange with routing_key paused at now? */
+int requests_target_paused(const struct requests *r, amqp_bytes_t exchange,
+                           amqp_bytes_t routing_key, int64_t now);
 
 #endif

@@ -210,6 +210,15 @@ int router_series_next(const struct router_params *p, struct route *r,
                        int64_t now);
 
 /*
+ * A copy of a paused series, due at now: r->due moves to the series' next
+ * occurrence after now, the copy kept as it is (its occurrence, scheduled
+ * time and token: delivered later it counts what it missed).  0 when the
+ * series ends before one (times, until), or its state cannot be read.
+ */
+int router_series_skip(const struct router_params *p, struct route *r,
+                       int64_t now);
+
+/*
  * The delay headers of a first sight (x-deliver-at, x-remaining-delay,
  * x-delay) into r->due, from now.  0, or -1 with r parked (bad header,
  * beyond max_delay).

@@ -17,19 +17,24 @@
  *   3. cancelled (7.3): DROP cancelled, or with --park PARK cancelled
  *   4. rescheduled (7.5): its due time is the request's (retimed)
  *   5. a stale copy of a repeat (7.8): DROP stale
+ *   6. a due copy of a paused series (7.10): it waits for the series'
+ *      next occurrence after now (paused), or, when the series ends
+ *      before one, DROP ended
  *      then the next step from its due time (router_step, 3.2)
- *   6. first sight of a unique id or a repeat with max_held_ids reached
+ *   7. a delivery to a paused target (7.10): round the ladder for a
+ *      while, due time kept (paused)
+ *   8. first sight of a unique id or a repeat with max_held_ids reached
  *      (7.9): PARK too_many_ids
- *   7. first sight of one that will wait: counted, and given its cascade
+ *   9. first sight of one that will wait: counted, and given its cascade
  *      id (7.1): scheduled, id
- *   8. x-cascade-unique without [events] (7.7): PARK bad_header
- *   9. x-cascade-unique: keep, and its id held in its publisher's scope by
+ *  10. x-cascade-unique without [events] (7.7): PARK bad_header
+ *  11. x-cascade-unique: keep, and its id held in its publisher's scope by
  *      a waiting message (7.7): DROP duplicate
- *  10. x-cascade-unique, and it will wait: CLAIM its id first (7.7)
+ *  12. x-cascade-unique, and it will wait: CLAIM its id first (7.7)
  *      then the dispatch (verdict_dispatch):
- *  11. back from its holding queue and to wait there again (3.6):
+ *  13. back from its holding queue and to wait there again (3.6):
  *      WAIT_AGAIN
- *  12. the plan (plan.h, 4.3): HOLD in memory, RETRY later, LOOKUP the
+ *  14. the plan (plan.h, 4.3): HOLD in memory, RETRY later, LOOKUP the
  *      target exchange first, or PUBLISH as the route says (hop, deliver,
  *      wait, park, claim).
  *
@@ -71,7 +76,9 @@ struct verdict_facts {
 	enum verdict_cancel cancel;
 	int rescheduled; /* a reschedule in force: due at new_due */
 	int64_t new_due;
-	int stale; /* a stale copy of a repeat (requests.h) */
+	int stale;         /* a stale copy of a repeat (requests.h) */
+	int series_paused; /* its series is paused (requests.h) */
+	int target_paused; /* its target is paused (requests.h) */
 	/* Its unique id (scope, message-id) is not held yet: holding it
 	 * takes one more id (requests.h). */
 	int claim_new;
@@ -100,9 +107,10 @@ enum verdict_drop {
 	VERDICT_DROP_REPLACED,
 	VERDICT_DROP_CANCELLED,
 	VERDICT_DROP_STALE,
+	VERDICT_DROP_ENDED, /* its series ended while paused */
 };
 
-/* How a message first seen is given its cascade id (rule 7). */
+/* How a message first seen is given its cascade id (rule 9). */
 enum verdict_id {
 	VERDICT_ID_NONE,
 	VERDICT_ID_SERIES, /* a repeat delivered or held at once: its series' */
@@ -117,14 +125,16 @@ struct verdict {
 	/* Rule 3 with --park (counted and logged as a cancel), rule 4. */
 	int cancelled, retimed;
 	int64_t was_due; /* retimed: the due time before */
-	/* Rule 7: count it as scheduled (in the window of its delay), and
+	/* Rules 6 and 7: held back for a pause, of its series or target. */
+	int paused;
+	/* Rule 9: count it as scheduled (in the window of its delay), and
 	 * the id it is given. */
 	int scheduled;
 	enum verdict_id id;
 };
 
 /*
- * Whether rule 6 needs f->full: first sight of a message not parked that
+ * Whether rule 8 needs f->full: first sight of a message not parked that
  * would hold a claim or a series, with [events] on.  The caller asks the
  * cap (which may prune) only then.
  */
@@ -141,7 +151,7 @@ struct verdict verdict_judge(const struct verdict_facts *f,
 
 /*
  * The last look at a delivery about to go out, however it came there (a
- * retry, a resume, a lookup, a hold): rules 1 to 5 again, since a request
+ * retry, a resume, a lookup, a hold): rules 1 to 7 again, since a request
  * may have been read since it was judged.  PUBLISH with r unchanged (or
  * retimed and still due): it goes out; else what becomes of it instead.
  */
@@ -150,7 +160,7 @@ struct verdict verdict_last_look(const struct verdict_facts *f,
                                  int64_t now, int64_t mono);
 
 /*
- * Rules 11 and 12 alone: a route decided before (after a hold, a lookup,
+ * Rules 13 and 14 alone: a route decided before (after a hold, a lookup,
  * a claim recorded, a repeat's next copy) goes out now.
  */
 struct verdict verdict_dispatch(int in_holding, const struct plan *p,

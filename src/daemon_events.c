@@ -185,6 +185,7 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 	/* Its owner (a header to look up) only where a request or a claim
 	 * may ask: most messages need none. */
 	if (d->requests.n[REQUESTS_CANCEL] > 0 ||
+	    (r->repeat && d->requests.n[REQUESTS_PAUSE] > 0) ||
 	    (!last_look && r->unique != UNIQUE_NONE && f->has_message_id &&
 	     f->events))
 		owner = events_owner(&m->props, r->fresh);
@@ -226,8 +227,16 @@ daemon_request_facts(struct daemon *d, struct message *m, int last_look,
 	if (r->repeat && r->id.len > 0 && d->requests.n[REQUESTS_SERIES] > 0)
 		f->stale = requests_series_stale(&d->requests, r->id,
 		                                 r->occurrence, r->token);
+	if (d->requests.n[REQUESTS_PAUSE] > 0) {
+		int64_t now = duration_wall_ms();
+		f->series_paused =
+		    r->repeat && requests_series_paused(&d->requests, r->id,
+		                                        mid, owner, now);
+		f->target_paused = requests_target_paused(
+		    &d->requests, r->exchange, r->routing_key, now);
+	}
 	if (last_look)
-		return; /* rules 1 to 5 only (verdict_last_look) */
+		return; /* rules 1 to 7 only (verdict_last_look) */
 	/* The id is its publisher's (requests.h). */
 	if (r->unique != UNIQUE_NONE && f->has_message_id && f->events) {
 		memset(&e, 0, sizeof(e));
@@ -288,6 +297,15 @@ daemon_dropped(struct daemon *d, struct message *m, enum verdict_drop why)
 		         (int)r->id.len, (const char *)r->id.bytes,
 		         r->occurrence, queue);
 		break;
+	case VERDICT_DROP_ENDED:
+		log_info("series_ended",
+		         " id=\"%.*s\" occurrence=%" PRId64
+		         " reason=\"paused past its last occurrence\" "
+		         "source=%s",
+		         (int)r->id.len, (const char *)r->id.bytes,
+		         r->occurrence, queue);
+		daemon_event(d, m, EVENT_CANCELLED);
+		break;
 	case VERDICT_DROP_NONE:
 		break;
 	}
@@ -308,9 +326,7 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 	struct event e;
 	int64_t now = duration_wall_ms();
 
-	if ((m->props._flags & AMQP_BASIC_HEADERS_FLAG) == 0 ||
-	    (headers_find(&m->props.headers, "x-cascade-cancel") == NULL &&
-	     headers_find(&m->props.headers, "x-cascade-reschedule") == NULL))
+	if (!events_is_request(&m->props))
 		return 0;
 	memset(r, 0, sizeof(*r));
 	r->level = -1;
@@ -321,9 +337,16 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 		router_park(r, PARK_bad_header, "%s", why);
 	else if (!config_events(d->cfg))
 		router_park(r, PARK_bad_header,
-		            "%s: requests are off ([events] enabled = no)",
-		            e.kind == EVENT_CANCEL ? "x-cascade-cancel"
-		                                   : "x-cascade-reschedule");
+		            "%s requests are off ([events] enabled = no)",
+		            events_kind_name(e.kind));
+	else if (e.target && !config_control_user(d->cfg, e.requester))
+		/* Holding every delivery to a target is an operator's act
+		 * (docs/CONTRACT.md 7.10). */
+		router_park(r, PARK_bad_header,
+		            "%s-target: only [events] control_users may pause "
+		            "or resume a target",
+		            e.kind == EVENT_PAUSE ? "x-cascade-pause"
+		                                  : "x-cascade-resume");
 	else if (!daemon_request_room(d, &e, r))
 		; /* parked: too many ids held */
 	else if (e.kind == EVENT_RESCHEDULE &&

@@ -123,9 +123,10 @@ daemon_note(struct daemon *d, struct message *m, const struct verdict *v)
 	amqp_bytes_t mid = amqp_empty_bytes;
 	char id[17];
 
-	if (!v->cancelled && !v->retimed && !v->scheduled &&
+	if (!v->cancelled && !v->retimed && !v->scheduled && !v->paused &&
 	    v->id == VERDICT_ID_NONE)
 		return; /* most verdicts note nothing */
+	d->m.paused_waits += v->paused != 0;
 	if (m->props._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		mid = m->props.message_id;
 	if (v->cancelled) {
@@ -221,11 +222,13 @@ daemon_next(struct daemon *d, struct message *m, enum plan_next next,
 	daemon_send(d, m);
 }
 
-/* Could a request held, or a repeat's newer record, stop m now? */
+/* Could a request held, a pause, or a repeat's newer record, stop m
+ * now? */
 static int
 daemon_may_stop(const struct daemon *d, const struct message *m)
 {
 	return d->requests.n[REQUESTS_CANCEL] > 0 ||
+	       d->requests.n[REQUESTS_PAUSE] > 0 ||
 	       (m->route.repeat && m->route.id.len > 0 &&
 	        d->requests.n[REQUESTS_SERIES] > 0);
 }

@@ -21,6 +21,7 @@
 _Static_assert((int)REQUESTS_CANCEL == (int)METRICS_HELD_REQUEST &&
                    (int)REQUESTS_CLAIM == (int)METRICS_HELD_CLAIM &&
                    (int)REQUESTS_SERIES == (int)METRICS_HELD_SERIES &&
+                   (int)REQUESTS_PAUSE == (int)METRICS_HELD_PAUSE &&
                    (int)REQUESTS_KINDS == (int)METRICS_HELD_KINDS,
                "requests.h's kinds are metrics.h's");
 
@@ -44,7 +45,10 @@ daemon_held(const struct daemon *d)
 static size_t
 daemon_held_limit(const struct daemon *d, int kind)
 {
-	return config_held_limit(d->cfg, kind == METRICS_HELD_REQUEST);
+	/* A pause not held would let a paused series or target deliver:
+	 * held as requests are. */
+	return config_held_limit(d->cfg, kind == METRICS_HELD_REQUEST ||
+	                                     kind == METRICS_HELD_PAUSE);
 }
 
 /* Forget what lapsed, every kind; the next prune when the map has twice
@@ -107,14 +111,43 @@ daemon_request_room(struct daemon *d, const struct event *e, struct route *r)
 	return 0;
 }
 
+/* A pause or resume read (rc: requests_pause_read's): logged, and a
+ * refusal counted. */
+static void
+daemon_pause_read(struct daemon *d, const struct event *e, amqp_bytes_t by,
+                  int rc)
+{
+	const char *what = events_kind_name(e->kind);
+
+	if (rc == 1) {
+		d->m.requests_refused++;
+		log_warn("pause_refused",
+		         " kind=%s %s=\"%.*s\" requester=\"%.*s\" "
+		         "reason=\"%s\"",
+		         what, e->target ? "target" : "id", (int)e->cancel.len,
+		         (const char *)e->cancel.bytes, (int)by.len,
+		         (const char *)by.bytes,
+		         e->target ? "only [events] control_users may pause "
+		                     "or resume a target"
+		                   : "only who paused it, or a control user, "
+		                     "may resume it");
+		return;
+	}
+	if (!d->replaying)
+		log_info(what, " %s=\"%.*s\" requester=\"%.*s\" held=%zu",
+		         e->target ? "target" : "id", (int)e->cancel.len,
+		         (const char *)e->cancel.bytes, (int)by.len,
+		         (const char *)by.bytes, d->requests.n[REQUESTS_PAUSE]);
+}
+
 int
 daemon_held_read(struct daemon *d, struct event *e, const char **why)
 {
 	static const char *const oom[REQUESTS_KINDS] = {
 	    "out of memory for cancellations", "out of memory for claims",
-	    "out of memory for series"};
+	    "out of memory for series", "out of memory for pauses"};
 	amqp_bytes_t own = amqp_cstring_bytes(d->own_user), by;
-	int kind = requests_kind(e->kind), control, hold = 1;
+	int kind = requests_kind(e->kind), control, hold = 1, rc;
 
 	if (kind < 0)
 		return 0;
@@ -131,10 +164,13 @@ daemon_held_read(struct daemon *d, struct event *e, const char **why)
 		                kind == REQUESTS_SERIES ? e->id : e->cancel);
 		hold = 0;
 	}
-	if (requests_read(&d->requests, e, by, control, hold,
-	                  duration_wall_ms()) < 0)
+	rc = requests_read(&d->requests, e, by, control, hold,
+	                   duration_wall_ms());
+	if (rc < 0)
 		return -1;
-	if (d->replaying || kind != REQUESTS_CANCEL)
+	if (kind == REQUESTS_PAUSE)
+		daemon_pause_read(d, e, by, rc);
+	else if (d->replaying || kind != REQUESTS_CANCEL)
 		;
 	else if (e->kind == EVENT_CANCEL)
 		log_info("cancellation",

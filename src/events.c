@@ -11,9 +11,18 @@
 #include "headers.h"
 
 static const char *const kind_names[EVENT_KINDS] = {
-    "scheduled", "delivered",  "parked", "cancelled", "cancel",
-    "marker",    "reschedule", "claim",  "duplicate", "series",
+    "scheduled",  "delivered", "parked",    "cancelled", "cancel", "marker",
+    "reschedule", "claim",     "duplicate", "series",    "pause",  "resume",
 };
+
+/* A pause or resume's header, by kind and whether it names a target. */
+static const char *
+pause_header(enum event_kind kind, int target)
+{
+	if (kind == EVENT_PAUSE)
+		return target ? "x-cascade-pause-target" : "x-cascade-pause";
+	return target ? "x-cascade-resume-target" : "x-cascade-resume";
+}
 
 const char *
 events_kind_name(enum event_kind kind)
@@ -114,6 +123,15 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		headers_put_i64(t, "x-cascade-occurrence", e->occurrence);
 		headers_put_bytes(t, "x-cascade-token", e->token);
 		headers_put_i64(t, "x-cascade-until", e->until);
+		break;
+	case EVENT_PAUSE:
+	case EVENT_RESUME:
+		headers_put_bytes(t, pause_header(e->kind, e->target),
+		                  e->cancel);
+		headers_put_i64(t, "x-cascade-until", e->until);
+		if (e->has_requester)
+			headers_put_bytes(t, "x-cascade-requester",
+			                  e->requester);
 		break;
 	default:
 		return -1;
@@ -276,6 +294,17 @@ events_fields(const amqp_basic_properties_t *p, struct event *e)
 	case EVENT_DUPLICATE:
 		(void)get_str(h, "x-cascade-id", &e->id);
 		return 0;
+	case EVENT_PAUSE:
+	case EVENT_RESUME:
+		e->target = headers_find(h, pause_header(e->kind, 1)) != NULL;
+		if (get_str(h, pause_header(e->kind, e->target), &e->cancel) <
+		        0 ||
+		    e->cancel.len == 0 ||
+		    get_i64(h, "x-cascade-until", &e->until) < 0)
+			return -1;
+		e->has_requester =
+		    get_str(h, "x-cascade-requester", &e->requester) == 0;
+		return 0;
 	case EVENT_SERIES:
 		if (get_str(h, "x-cascade-series", &e->id) < 0 ||
 		    e->id.len == 0 ||
@@ -311,41 +340,84 @@ events_of(enum event_kind kind, const struct route *r,
 	}
 }
 
+/* The request headers a message published to P may carry, one of. */
+static const struct {
+	const char *header;
+	enum event_kind kind;
+	int target;
+	const char *what;
+} request_headers[] = {
+    {"x-cascade-cancel", EVENT_CANCEL, 0, "the message-id to cancel"},
+    {"x-cascade-reschedule", EVENT_RESCHEDULE, 0,
+     "the message-id to reschedule"},
+    {"x-cascade-pause", EVENT_PAUSE, 0, "the series to pause"},
+    {"x-cascade-resume", EVENT_RESUME, 0, "the series to resume"},
+    {"x-cascade-pause-target", EVENT_PAUSE, 1,
+     "the target to pause, EXCHANGE[/KEY]"},
+    {"x-cascade-resume-target", EVENT_RESUME, 1,
+     "the target to resume, EXCHANGE[/KEY]"},
+};
+
+#define REQUEST_HEADERS (sizeof(request_headers) / sizeof(request_headers[0]))
+
+int
+events_is_request(const amqp_basic_properties_t *props)
+{
+	const amqp_table_t *h = headers_of(props);
+
+	for (size_t i = 0; i < REQUEST_HEADERS; i++)
+		if (headers_find(h, request_headers[i].header) != NULL)
+			return 1;
+	return 0;
+}
+
 int
 events_request(const amqp_basic_properties_t *props, int64_t until, int64_t now,
                struct event *e, const char **why)
 {
+	static char buf[160];
 	const amqp_table_t *h = headers_of(props);
-	const amqp_field_value_t *v;
-
-	const amqp_field_value_t *c = headers_find(h, "x-cascade-cancel"),
-	                         *rs = headers_find(h, "x-cascade-reschedule");
+	const amqp_field_value_t *v = NULL, *f;
+	size_t i, found = REQUEST_HEADERS;
 
 	memset(e, 0, sizeof(*e));
-	e->kind = rs != NULL ? EVENT_RESCHEDULE : EVENT_CANCEL;
 	e->at = now;
 	e->until = until;
-	if (c != NULL && rs != NULL) {
-		*why = "x-cascade-cancel and x-cascade-reschedule: one request "
-		       "per message";
+	for (i = 0; i < REQUEST_HEADERS; i++) {
+		if ((f = headers_find(h, request_headers[i].header)) == NULL)
+			continue;
+		if (v != NULL) {
+			snprintf(buf, sizeof(buf),
+			         "%s and %s: one request per message",
+			         request_headers[found].header,
+			         request_headers[i].header);
+			*why = buf;
+			return -1;
+		}
+		v = f;
+		found = i;
+	}
+	if (v == NULL) {
+		*why = "no request header";
 		return -1;
 	}
-	v = rs != NULL ? rs : c;
-	if (v == NULL || headers_string(v, &e->cancel) < 0 ||
-	    e->cancel.len == 0 || e->cancel.len > 255) {
-		*why = rs != NULL
-		           ? "x-cascade-reschedule: must be a string of 1 to "
-		             "255 bytes (the message-id to reschedule)"
-		           : "x-cascade-cancel: must be a string of 1 to 255 "
-		             "bytes (the message-id to cancel)";
+	e->kind = request_headers[found].kind;
+	e->target = request_headers[found].target;
+	if (headers_string(v, &e->cancel) < 0 || e->cancel.len == 0 ||
+	    e->cancel.len > 255) {
+		snprintf(buf, sizeof(buf),
+		         "%s: must be a string of 1 to 255 bytes (%s)",
+		         request_headers[found].header,
+		         request_headers[found].what);
+		*why = buf;
 		return -1;
 	}
 	if (props->_flags & AMQP_BASIC_USER_ID_FLAG)
 		e->requester = props->user_id;
 	e->has_requester = 1;
 	v = headers_find(h, "x-cascade-cancel-park");
-	e->park =
-	    v != NULL && v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;
+	e->park = e->kind == EVENT_CANCEL && v != NULL &&
+	          v->kind == AMQP_FIELD_KIND_BOOLEAN && v->value.boolean;
 	*why = NULL;
 	return 0;
 }

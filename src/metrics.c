@@ -89,7 +89,7 @@ const char *
 metrics_held_name(int kind)
 {
 	static const char *const names[METRICS_HELD_KINDS] = {
-	    "request", "claim", "series"};
+	    "request", "claim", "series", "pause"};
 
 	return kind >= 0 && kind < METRICS_HELD_KINDS ? names[kind] : "?";
 }
@@ -283,9 +283,15 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "before [events] series_window let them age out.",
 	        m->series_refreshed);
 	out_one(&o, "cascade_requests_refused_total", "counter",
-	        "Requests (cancel, reschedule) refused because the "
-	        "requester may not change the message; each is parked.",
+	        "Requests refused: a cancel or reschedule whose requester "
+	        "may not change the message (each is parked), a pause or "
+	        "resume whose requester may not make it (each is logged).",
 	        m->requests_refused);
+	out_one(&o, "cascade_paused_waits_total", "counter",
+	        "Deliveries held back by a pause: a due copy of a paused "
+	        "series sent to wait for its next occurrence, or a delivery "
+	        "to a paused target sent round the ladder.",
+	        m->paused_waits);
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);

@@ -69,6 +69,20 @@ plan_divert(const struct plan *p, struct route *r, int64_t wait, int64_t now)
 	router_hop(p->rp, r, level < 0 ? 0 : level, now);
 }
 
+void
+plan_pause(const struct plan *p, struct route *r, int64_t now)
+{
+	int64_t wait = now > r->due ? (now - r->due) / 2 : 0;
+	int level;
+
+	if (wait < p->ladder->ttl[0])
+		wait = p->ladder->ttl[0];
+	if (wait > PLAN_PAUSE_MAX_MS)
+		wait = PLAN_PAUSE_MAX_MS;
+	level = ladder_pick(p->ladder, wait);
+	router_hop(p->rp, r, level < 0 ? 0 : level, now);
+}
+
 enum plan_next
 plan_dispatch(const struct plan *p, struct route *r, int64_t now, int64_t mono,
               const char **why)

@@ -67,6 +67,9 @@ requests_kind(enum event_kind k)
 		return REQUESTS_CLAIM;
 	case EVENT_SERIES:
 		return REQUESTS_SERIES;
+	case EVENT_PAUSE:
+	case EVENT_RESUME:
+		return REQUESTS_PAUSE;
 	default:
 		return -1;
 	}
@@ -76,7 +79,7 @@ size_t
 requests_held(const struct requests *r)
 {
 	return r->n[REQUESTS_CANCEL] + r->n[REQUESTS_CLAIM] +
-	       r->n[REQUESTS_SERIES];
+	       r->n[REQUESTS_SERIES] + r->n[REQUESTS_PAUSE];
 }
 
 /* Drop the lapsed requests of one list; what is left of it. */
@@ -131,6 +134,10 @@ lapsed(amqp_bytes_t key, void *value, void *ctx)
 		left = cancels_lapsed(value, p->now);
 	} else if (kind == REQUESTS_CLAIM) {
 		left = claims_lapsed(value, p->now, &p->r->n[kind]);
+	} else if (kind == REQUESTS_PAUSE) {
+		left = ((struct pause *)value)->until > p->now ? value : NULL;
+		if (left == NULL)
+			free(value);
 	} else if (((struct series_head *)value)->until > p->now) {
 		left = value;
 	} else {
@@ -184,6 +191,8 @@ requests_new(const struct requests *r, const struct event *e,
 		                      scope) == NULL;
 	case REQUESTS_SERIES:
 		return entry_get(r, REQUESTS_SERIES, e->id) == NULL;
+	case REQUESTS_PAUSE:
+		return e->kind == EVENT_PAUSE;
 	default:
 		return 0;
 	}
@@ -245,6 +254,8 @@ requests_read(struct requests *r, struct event *e, amqp_bytes_t by, int control,
 		                                     e->token, e->until,
 		                                     e->at < now ? e->at : now)
 		               : 0;
+	case REQUESTS_PAUSE:
+		return requests_pause_read(r, e, by, control, hold_it);
 	default:
 		return 0;
 	}

@@ -368,6 +368,41 @@ router_series_next(const struct router_params *p, struct route *r, int64_t now)
 	return 1;
 }
 
+int
+router_series_skip(const struct router_params *p, struct route *r, int64_t now)
+{
+	struct schedule sp;
+	struct cron c;
+	struct zone z;
+	int has_z;
+	int64_t k, t, n, lim;
+
+	(void)p;
+	if (!r->repeat)
+		return 0;
+	if (r->cron.len == 0) {
+		router_schedule(r, &sp);
+		k = schedule_last(&sp, now);
+		if (k < r->occurrence)
+			k = r->occurrence;
+		if (k == INT64_MAX || !schedule_at(&sp, k + 1, &t))
+			return 0;
+		r->due = t;
+		return 1;
+	}
+	if (router_cron_load(r, &c, &z, &has_z) < 0)
+		return 0;
+	lim = r->until > 0 ? r->until : SCHEDULE_TIME_MAX;
+	t = cron_next(&c, has_z ? &z : NULL, now, lim);
+	n = t > r->at ? cron_count(&c, has_z ? &z : NULL, r->at, t) : 0;
+	if (has_z)
+		zone_free(&z);
+	if (t < 0 || (r->times > 0 && r->occurrence + n > r->times))
+		return 0;
+	r->due = t;
+	return 1;
+}
+
 void
 router_deliver(struct route *r, int64_t now)
 {

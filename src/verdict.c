@@ -35,12 +35,12 @@ verdict_dispatch(int in_holding, const struct plan *p, struct route *r,
 	struct verdict v;
 
 	memset(&v, 0, sizeof(v));
-	/* 11. Already in its holding queue: back there until due. */
+	/* 13. Already in its holding queue: back there until due. */
 	if (r->action == ROUTE_WAIT && in_holding) {
 		v.kind = VERDICT_WAIT_AGAIN;
 		return v;
 	}
-	/* 12. The plan. */
+	/* 14. The plan. */
 	switch (plan_dispatch(p, r, now, mono, &v.why)) {
 	case PLAN_HOLD:
 		v.kind = VERDICT_HOLD;
@@ -92,7 +92,36 @@ verdict_requests(const struct verdict_facts *f, struct route *r,
 	return 0;
 }
 
-/* Rules 6 to 10: first sight of a message. 1 with *v when that ends
+/*
+ * Rule 6: a due copy of a paused series waits for the series' next
+ * occurrence after now, as the same copy (it then delivers what it
+ * missed, by the series' rule), or is dropped when the series ends first.
+ * 1 with *v when that ends it.
+ */
+static int
+verdict_paused(const struct verdict_facts *f, const struct plan *p,
+               struct route *r, int64_t now, struct verdict *v)
+{
+	if (!f->series_paused || !r->repeat || r->due > now)
+		return 0;
+	if (!router_series_skip(p->rp, r, now))
+		return dropped(v, VERDICT_DROP_ENDED);
+	v->paused = 1;
+	return 0;
+}
+
+/* Rule 7: a delivery to a paused target goes round the ladder. */
+static void
+verdict_target_paused(const struct verdict_facts *f, const struct plan *p,
+                      struct route *r, int64_t now, struct verdict *v)
+{
+	if (!f->target_paused || r->action != ROUTE_DELIVER)
+		return;
+	plan_pause(p, r, now);
+	v->paused = 1;
+}
+
+/* Rules 8 to 12: first sight of a message. 1 with *v when that ends
  * it. */
 static int
 verdict_first_sight(const struct verdict_facts *f, struct route *r,
@@ -100,7 +129,7 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 {
 	int claim;
 
-	/* 6. The cap on what the daemons hold. */
+	/* 8. The cap on what the daemons hold. */
 	if (r->fresh && r->action != ROUTE_PARK && f->events) {
 		claim = r->unique != UNIQUE_NONE && f->has_message_id &&
 		        waits(r) && f->claim_new;
@@ -111,7 +140,7 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 			            " (claims and repeats stop at nine tenths)",
 			            f->held_ids, f->max_held_ids);
 	}
-	/* 7. Scheduled: a repeat has its series' id whenever it is first
+	/* 9. Scheduled: a repeat has its series' id whenever it is first
 	 * seen; what waits on the broker has an id of its own. */
 	if (r->repeat && r->action != ROUTE_PARK && r->id.len == 0 &&
 	    f->events &&
@@ -125,16 +154,16 @@ verdict_first_sight(const struct verdict_facts *f, struct route *r,
 	if (!r->fresh || r->unique == UNIQUE_NONE || r->action == ROUTE_PARK ||
 	    !f->has_message_id)
 		return 0;
-	/* 8. */
+	/* 10. */
 	if (!f->events) {
 		router_park(r, PARK_bad_header,
 		            "x-cascade-unique: needs [events] enabled = yes");
 		return 0;
 	}
-	/* 9. The id is its publisher's (requests.h). */
+	/* 11. The id is its publisher's (requests.h). */
 	if (r->unique == UNIQUE_KEEP && f->claim_held)
 		return dropped(v, VERDICT_DROP_DUPLICATE);
-	/* 10. Only what waits holds an id: a message due at once, or held
+	/* 12. Only what waits holds an id: a message due at once, or held
 	 * in memory, has none and does not (CONTRACT.md 7.7). */
 	if ((r->id.len > 0 || v->id != VERDICT_ID_NONE) && waits(r))
 		r->action = ROUTE_CLAIM;
@@ -149,9 +178,11 @@ verdict_judge(const struct verdict_facts *f, const struct plan *p,
 
 	memset(&v, 0, sizeof(v));
 	if (r->action != ROUTE_PARK) {
-		if (verdict_requests(f, r, &v))
+		if (verdict_requests(f, r, &v) ||
+		    verdict_paused(f, p, r, now, &v))
 			return v;
 		router_step(p->rp, r, now);
+		verdict_target_paused(f, p, r, now, &v);
 	}
 	if (f->first_sight && verdict_first_sight(f, r, &v))
 		return v;
@@ -168,13 +199,15 @@ verdict_last_look(const struct verdict_facts *f, const struct plan *p,
 	struct verdict v, d;
 
 	memset(&v, 0, sizeof(v));
-	if (verdict_requests(f, r, &v))
+	if (verdict_requests(f, r, &v) || verdict_paused(f, p, r, now, &v))
 		return v;
 	v.kind = VERDICT_PUBLISH;
-	if (!v.retimed)
+	if (!v.retimed && !v.paused && !f->target_paused)
 		return v;
-	/* Rescheduled while about to go: due still, or wait again. */
+	/* Rescheduled or paused while about to go: due still, or wait
+	 * again. */
 	router_step(p->rp, r, now);
+	verdict_target_paused(f, p, r, now, &v);
 	if (r->action == ROUTE_DELIVER)
 		return v;
 	d = verdict_dispatch(f->in_holding, p, r, now, mono);

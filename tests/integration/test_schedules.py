@@ -6,10 +6,13 @@ import subprocess
 import time
 import zoneinfo
 
+import pika
 import pytest
 
-from helpers import PUBLISH, parked, wait_parked
-from waiting import LATE, SHORT, SLACK, expect_nothing, ladder, uid
+from helpers import PUBLISH, ctl, parked, total, wait_parked
+# users: a fixture, imported to be used here.
+from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, uid,
+                     users)
 
 
 def cron(client, d, q, mid, expr, **more):
@@ -122,3 +125,87 @@ def test_kill_9_while_a_cron_series_runs_neither_forks_nor_loses(
             covered.update(range(k - missed, k + 1))
         assert covered == set(range(1, 9)), (mid, occ, seen)
         assert len(occ) <= 8 + 3, (mid, occ)
+
+
+def every(client, d, q, mid, interval, delay="1s", **more):
+    h = {"x-remaining-delay": delay, "x-cascade-every": interval}
+    h.update(more)
+    return client.publish(d.prefix, q, b"tick", h, message_id=mid)
+
+
+def test_pause_holds_a_series_and_resume_releases_what_it_missed(
+        client, daemon_factory):
+    """Paused with cascade-ctl, resumed from a client through P: nothing
+    while paused, then the next occurrence after the resume, standing for
+    the ones missed (the default rule), and nothing early."""
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    mid = uid("paused")
+    every(client, d, q, mid, "1s")
+    got = client.collect(q, 2, 6)
+    assert len(got) == 2, got
+    r = ctl(d, "pause", mid)
+    assert r.stdout.strip() == "%s: paused" % mid, r.stdout
+    paused = time.time()
+    # The copy going out at that instant may still arrive; then nothing.
+    held = client.collect(q, 10, 4)
+    assert len(held) <= 1, held
+    # As the user who paused it (cascade-ctl's, the daemon's here): an
+    # anonymous resume would be refused.
+    me = pika.URLParameters(d.broker.url).credentials.username
+    client.publish(d.prefix, q, b"", {"x-cascade-resume": mid}, user_id=me)
+    resumed = time.time()
+    got = client.collect(q, 1, 1 + 3)
+    assert len(got) == 1, "nothing after the resume"
+    t, p, _ = got[0]
+    missed = p.headers.get("x-cascade-missed", 0)
+    # Paused for about 4 s of a 1 s series: at least three missed.
+    assert missed >= 3, p.headers
+    assert p.headers["x-cascade-scheduled"] / 1000 <= t + SLACK
+    assert t > resumed - SLACK and t - paused > 3.5, (t, paused)
+    ctl(d, "cancel", mid)
+    m = d.metrics()
+    assert total(m, "cascade_paused_waits_total") >= 3, m
+
+
+def test_pause_holds_a_target_and_resume_releases_all_of_it(
+        client, daemon_factory):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    t0 = time.time()
+    for i in range(20):
+        client.publish(d.prefix, q, b"%d" % i,
+                       {"x-remaining-delay": "%dms" % (1000 + 50 * i)},
+                       message_id="m%d" % i)
+    r = ctl(d, "pause", "--target", "/" + q)
+    assert r.stdout.strip() == "target /%s: paused" % q, r.stdout
+    expect_nothing(client, [q], t0 + 4)
+    ctl(d, "resume", "--target", "/" + q)
+    resumed = time.time()
+    got = client.collect(q, 20, 10)
+    assert sorted(p.message_id for _, p, _ in got) == \
+        sorted("m%d" % i for i in range(20)), got
+    # Held back round the ladder: none before the resume, all soon after.
+    assert all(resumed - SLACK < t < resumed + 5 for t, _, _ in got), \
+        [t - resumed for t, _, _ in got]
+    assert total(d.metrics(), "cascade_paused_waits_total") >= 20
+
+
+def test_only_a_control_user_pauses_a_target(client, daemon_factory, users):
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    eve = users("eve", d.prefix)
+    eve.publish(q, {"x-cascade-pause-target": "/" + q})
+    wait_parked(d, 1)
+    assert parked(d)["messages"][0]["reason"] == (
+        "x-cascade-pause-target: only [events] control_users may pause "
+        "or resume a target")
+    # Her own series she may pause, through P.
+    mid = uid("eve")
+    eve.publish(q, {"x-remaining-delay": "1s", "x-cascade-every": "1s"},
+                mid=mid)
+    got = client.collect(q, 1, 5)
+    assert len(got) == 1
+    eve.publish(q, {"x-cascade-pause": mid})
+    client.collect(q, 10, 1.5)  # the one in flight
+    expect_nothing(client, [q], time.time() + 3)

@@ -43,6 +43,7 @@ struct given {
 	int parked; /* its headers park it */
 	enum route_unique unique;
 	int64_t every;  /* a repeat */
+	int64_t times;  /* its x-cascade-times */
 	const char *id; /* its cascade id; NULL: none yet */
 	const char *exchange;
 	int tail;    /* [router] tail = hold */
@@ -125,87 +126,112 @@ static const struct row rows[] = {
      {BACK, .stale = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
       0, 10000}},
-    {"6. a repeat first seen with max_held_ids reached: parked",
+    {"6. a due copy of a paused series: waits for its next occurrence",
+     {.in = 0, .every = 1000, .id = "s1"},
+     {BACK, .series_paused = 1},
+     {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
+      0, 1000}},
+    {"6. a paused series not due yet: goes on waiting as it was",
+     {.in = 10000, .every = 1000, .id = "s1"},
+     {BACK, .series_paused = 1},
+     {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
+      0, 10000}},
+    {"6. a paused series that ends before its next occurrence: dropped",
+     {.in = 0, .every = 1000, .times = 1, .id = "s1"},
+     {BACK, .series_paused = 1},
+     {VERDICT_DROP, VERDICT_DROP_ENDED, ROUTE_DELIVER, 0, 0, VERDICT_ID_NONE, 0,
+      0, 0}},
+    {"7. due, to a paused target: round the ladder, its due time kept",
+     {.in = 0, .id = "a1"},
+     {BACK, .target_paused = 1},
+     {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
+      0, 0}},
+    {"7. not due, to a paused target: waits as it would",
+     {.in = 10000, .id = "a1"},
+     {BACK, .target_paused = 1},
+     {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
+      0, 10000}},
+    {"8. a repeat first seen with max_held_ids reached: parked",
      {.in = 10000, .fresh = 1, .every = 1000},
      {SEEN, .full = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_PARK, PARK_too_many_ids, 0,
       VERDICT_ID_NONE, 0, 0, 10000}},
-    {"6. a new unique id that will wait, no room: parked",
+    {"8. a new unique id that will wait, no room: parked",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_KEEP},
      {SEEN, .claim_new = 1, .full = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_PARK, PARK_too_many_ids, 0,
       VERDICT_ID_NONE, 0, 0, 10000}},
-    {"6. a unique id delivered at once holds nothing: no room needed",
+    {"8. a unique id delivered at once holds nothing: no room needed",
      {.in = 0, .fresh = 1, .unique = UNIQUE_KEEP},
      {SEEN, .claim_new = 1, .full = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_DELIVER, 0, 0, VERDICT_ID_NONE,
       0, 0, 0}},
-    {"6. back from a return queue: the cap was checked at first sight",
+    {"8. back from a return queue: the cap was checked at first sight",
      {.in = 10000, .every = 1000, .id = "s1"},
      {BACK, .full = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0,
       0, 10000}},
-    {"7. first sight of one that waits: scheduled, an id of its own",
+    {"9. first sight of one that waits: scheduled, an id of its own",
      {.in = 10000, .fresh = 1},
      {SEEN},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 1, VERDICT_ID_WAIT, 0,
       0, 10000}},
-    {"7. a repeat due at once: its series' id, not scheduled",
+    {"9. a repeat due at once: its series' id, not scheduled",
      {.in = 0, .fresh = 1, .every = 1000},
      {SEEN},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_DELIVER, 0, 0,
       VERDICT_ID_SERIES, 0, 0, 0}},
-    {"7. a tail held in memory: scheduled, nothing to list",
+    {"9. a tail held in memory: scheduled, nothing to list",
      {.in = 500, .fresh = 1, .tail = 1},
      {SEEN},
      {VERDICT_HOLD, VERDICT_DROP_NONE, ROUTE_HOLD, 0, 1, VERDICT_ID_NONE, 0, 0,
       500}},
-    {"7. [events] off: scheduled, no id",
+    {"9. [events] off: scheduled, no id",
      {.in = 10000, .fresh = 1},
      {.first_sight = 1, .has_message_id = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 1, VERDICT_ID_NONE, 0,
       0, 10000}},
-    {"8. x-cascade-unique with [events] off: parked",
+    {"10. x-cascade-unique with [events] off: parked",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_KEEP},
      {.first_sight = 1, .has_message_id = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_PARK, PARK_bad_header, 1,
       VERDICT_ID_NONE, 0, 0, 10000}},
-    {"9. keep, its id held in its scope: a duplicate, its id noted",
+    {"11. keep, its id held in its scope: a duplicate, its id noted",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_KEEP},
      {SEEN, .claim_held = 1},
      {VERDICT_DROP, VERDICT_DROP_DUPLICATE, ROUTE_HOP, 0, 1, VERDICT_ID_WAIT, 0,
       0, 10000}},
-    {"9. replace, its id held: it claims the id",
+    {"11. replace, its id held: it claims the id",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_REPLACE},
      {SEEN, .claim_held = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_CLAIM, 0, 1, VERDICT_ID_WAIT, 0,
       0, 10000}},
-    {"10. unique and it will wait: its claim is recorded first",
+    {"12. unique and it will wait: its claim is recorded first",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_KEEP},
      {SEEN, .claim_new = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_CLAIM, 0, 1, VERDICT_ID_WAIT, 0,
       0, 10000}},
-    {"10. unique without a message-id: nothing to claim",
+    {"12. unique without a message-id: nothing to claim",
      {.in = 10000, .fresh = 1, .unique = UNIQUE_KEEP},
      {.first_sight = 1, .events = 1},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_HOP, 0, 1, VERDICT_ID_WAIT, 0,
       0, 10000}},
-    {"11. back from its holding queue, not due: back there",
+    {"13. back from its holding queue, not due: back there",
      {.in = 10000, .id = "a1", .native = 1},
      {BACK, .in_holding = 1},
      {VERDICT_WAIT_AGAIN, VERDICT_DROP_NONE, ROUTE_WAIT, 0, 0, VERDICT_ID_NONE,
       0, 0, 10000}},
-    {"11. native, from a return queue: into the holding queue",
+    {"13. native, from a return queue: into the holding queue",
      {.in = 10000, .id = "a1", .native = 1},
      {BACK},
      {VERDICT_PUBLISH, VERDICT_DROP_NONE, ROUTE_WAIT, 0, 0, VERDICT_ID_NONE, 0,
       0, 10000}},
-    {"12. due, to a named exchange: looked up first",
+    {"14. due, to a named exchange: looked up first",
      {.in = 0, .id = "a1", .exchange = "orders"},
      {BACK},
      {VERDICT_LOOKUP, VERDICT_DROP_NONE, ROUTE_DELIVER, 0, 0, VERDICT_ID_NONE,
       0, 0, 0}},
-    {"12. every level it could take refuses: retried later",
+    {"14. every level it could take refuses: retried later",
      {.in = 10000, .id = "a1", .refused = 1},
      {BACK},
      {VERDICT_RETRY, VERDICT_DROP_NONE, ROUTE_HOP, 0, 0, VERDICT_ID_NONE, 0, 0,
@@ -234,6 +260,7 @@ judge_row(const struct row *row)
 	r.unique = g->unique;
 	r.every = g->every;
 	r.repeat = g->every > 0;
+	r.times = g->times;
 	if (g->every > 0)
 		r.first = r.due, r.occurrence = 1;
 	if (g->id != NULL)
@@ -275,7 +302,7 @@ Test(verdict, each_rule_in_its_order)
 	}
 }
 
-/* The cap is asked only for what would hold an id past it (rule 6). */
+/* The cap is asked only for what would hold an id past it (rule 8). */
 Test(verdict, room_is_asked_only_when_it_matters)
 {
 	struct verdict_facts f = {SEEN};
@@ -304,7 +331,7 @@ Test(verdict, room_is_asked_only_when_it_matters)
 	cr_expect_not(verdict_needs_room(&f, &r), "parked");
 }
 
-/* A route decided before goes out by rules 11 and 12 alone. */
+/* A route decided before goes out by rules 13 and 14 alone. */
 Test(verdict, dispatch_alone)
 {
 	struct route r;

@@ -86,7 +86,13 @@ struct ctl_command {
 
 /* Each command: status.c, errors.c, requeue.c, list.c, cancel.c. */
 extern const struct ctl_option status_options[], errors_options[],
-    requeue_options[], list_options[], cancel_options[], reschedule_options[];
+    requeue_options[], list_options[], cancel_options[], reschedule_options[],
+    pause_options[];
+int pause_option(struct ctl *c, const char *name, const char *arg);
+int pause_operands(int n, char **v);
+int resume_operands(int n, char **v);
+int pause_run(struct ctl *c);
+int resume_run(struct ctl *c);
 int status_option(struct ctl *c, const char *name, const char *arg);
 int errors_option(struct ctl *c, const char *name, const char *arg);
 int requeue_option(struct ctl *c, const char *name, const char *arg);

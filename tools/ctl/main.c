@@ -10,6 +10,7 @@
  *                               [--due-before T] [--due-after T] [--json]
  *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
  *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
+ *   cascade-ctl -c cascade.ini pause|resume [--target EXCHANGE[/KEY]] [ID...]
  *
  * This file is the grammar and the dispatch: the command table, the
  * common options (-c, -h), and the session's life around one command.
@@ -33,6 +34,8 @@ static const struct ctl_command commands[] = {
     {"cancel", cancel_options, cancel_option, cancel_operands, cancel_run, 2},
     {"reschedule", reschedule_options, reschedule_option, reschedule_operands,
      reschedule_run, 2},
+    {"pause", pause_options, pause_option, pause_operands, pause_run, 2},
+    {"resume", pause_options, pause_option, resume_operands, resume_run, 2},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -88,6 +91,12 @@ usage(FILE *fp)
 	    "(or cascade\n"
 	    "                      id) is ID a new due time, earlier or "
 	    "later\n"
+	    "  pause ID...         pause the series whose message-id (or "
+	    "series id) is ID:\n"
+	    "                      it delivers nothing until resumed\n"
+	    "  resume ID...        resume it: its next occurrence after now "
+	    "is delivered,\n"
+	    "                      with what it missed\n"
 	    "\n"
 	    "options:\n"
 	    "  -c, --config FILE   cascade's config: broker URL, prefix, "
@@ -106,7 +115,10 @@ usage(FILE *fp)
 	    "                      list: only messages for this exchange "
 	    "(amq.default or\n"
 	    "                      empty: the default exchange) and routing "
-	    "key\n"
+	    "key;\n"
+	    "                      pause, resume: this target's deliveries "
+	    "(control users;\n"
+	    "                      repeatable)\n"
 	    "      --due-before TIME, --due-after TIME\n"
 	    "                      list: only messages due before TIME, or "
 	    "at TIME or later;\n"
