@@ -513,7 +513,9 @@ Test(zone_refused, unknown_zones)
 	name_refused("Europe", 6, "unknown zone"); /* a directory */
 	name_refused("Europe/Berlin/x", 15, "unknown zone");
 	name_refused("zone1970", 8, "unknown zone");
-	name_refused("right/Europe/Berlin", 19, "leap seconds");
+	/* Debian 12's tzdata has them, later ones put them in tzdata-legacy */
+	if (access(ZONEINFO "/right/Europe/Berlin", F_OK) == 0)
+		name_refused("right/Europe/Berlin", 19, "leap seconds");
 	name_refused("leapseconds", 11, "not a TZif file");
 }
 
