@@ -1,7 +1,9 @@
 /*
  * The configuration file: one table of every key with its type, default and
  * bounds (CONFIG_KEYS below) generates the struct, the defaults, the parser
- * and the dump.  Parsing is pure apart from reading the file.
+ * and the dump.  Parsing is pure apart from reading the file.  The
+ * sections named by the user's queues and targets, [retry.QUEUE] and
+ * [target EXCHANGE[/KEY]], are read by hand (config.c) into tables.
  */
 #ifndef CASCADE_CONFIG_H
 #define CASCADE_CONFIG_H
@@ -11,6 +13,7 @@
 #include <stdint.h>
 
 #include "ladder.h"
+#include "pace.h"
 #include "retry.h"
 
 #define CONFIG_STR_MAX 1024
@@ -163,6 +166,14 @@ struct config {
 #undef CONFIG_DECLARE
 	/* [retry] and [retry.QUEUE]: sections named by the user's queues */
 	struct retry_table retry;
+	/*
+	 * [target EXCHANGE[/KEY]] pace = RATE: the paced targets, in the
+	 * file's order, with no slot handed out and no peer heard; pace_line[i]
+	 * is the line of target i's section header.  A daemon copies it to
+	 * hand out slots (struct pace holds no pointers).
+	 */
+	struct pace pace;
+	int pace_line[PACE_TARGETS_MAX];
 	/*
 	 * The broker password from CASCADE_BROKER_PASSWORD or, failing that,
 	 * [broker] password_file, when either is set; it replaces the URL's.

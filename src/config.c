@@ -30,6 +30,20 @@ struct config_parse {
 	int errors;
 	char *err;
 	size_t errsize, errlen;
+	/*
+	 * The [target NAME] section being read.  inih cuts section names to
+	 * 49 bytes, so NAME is taken from the header line itself; the target
+	 * is added when the section ends, once its pace is known.
+	 */
+	struct {
+		int active;
+		int line; /* of the header */
+		char name[CONFIG_STR_MAX];
+		size_t len;
+		int refused;   /* the name was refused: add nothing */
+		int pace_line; /* 0: no pace yet */
+		double per_s;
+	} target;
 };
 
 static void config_error(struct config_parse *p, int line, const char *key,
@@ -113,6 +127,151 @@ config_retry(struct config_parse *p, const char *section, const char *name,
 	}
 }
 
+/* A [target] section's name, or NULL when section is not one. */
+static const char *
+target_section(const char *section)
+{
+	if (strncmp(section, "target", 6) != 0)
+		return NULL;
+	if (section[6] == '\0')
+		return section + 6;
+	return section[6] == ' ' ? section + 7 : NULL;
+}
+
+/* "target NAME", for errors. */
+static void
+target_key(const struct config_parse *p, char *out, size_t size)
+{
+	snprintf(out, size, "target %.*s", (int)p->target.len, p->target.name);
+}
+
+/* A [target NAME] header (NAME, len bytes, after "target "). */
+static void
+config_target_begin(struct config_parse *p, const char *name, size_t len)
+{
+	char key[CONFIG_STR_MAX + 8];
+
+	memset(&p->target, 0, sizeof(p->target));
+	p->target.active = 1;
+	p->target.line = p->line;
+	if (len >= sizeof(p->target.name)) {
+		config_error(p, p->line, "target", "name longer than %d bytes",
+		             (int)sizeof(p->target.name) - 1);
+		p->target.refused = 1;
+		return;
+	}
+	memcpy(p->target.name, name, len);
+	p->target.name[len] = '\0';
+	p->target.len = len;
+	target_key(p, key, sizeof(key));
+	if (len == 0) {
+		config_error(p, p->line, "target",
+		             "no exchange or routing key: [target EXCHANGE] "
+		             "paces every routing key of an exchange, [target "
+		             "EXCHANGE/KEY] one key, [target /QUEUE] a queue");
+		p->target.refused = 1;
+	} else if (name[0] == ' ' || name[0] == '\t' || name[len - 1] == ' ' ||
+	           name[len - 1] == '\t') {
+		config_error(
+		    p, p->line, key,
+		    "a blank at the start or end of the name: "
+		    "exchange and routing key are taken byte for byte");
+		p->target.refused = 1;
+	}
+}
+
+/* Where the [target] section being read was given before; 0: nowhere. */
+static int
+target_first_line(const struct config_parse *p)
+{
+	const struct pace *pace = &p->cfg->pace;
+	const char *name = p->target.name, *slash;
+	size_t len = p->target.len, exlen;
+
+	slash = memchr(name, '/', len);
+	exlen = slash ? (size_t)(slash - name) : len;
+	for (size_t i = 0; i < pace->n; i++) {
+		const struct pace_target *t = &pace->t[i];
+		if (t->any_key != (slash == NULL) || t->exchange_len != exlen ||
+		    memcmp(t->exchange, name, exlen) != 0)
+			continue;
+		if (slash == NULL ||
+		    (t->routing_key_len == len - exlen - 1 &&
+		     memcmp(t->routing_key, slash + 1, len - exlen - 1) == 0))
+			return p->cfg->pace_line[i];
+	}
+	return 0;
+}
+
+/* The end of a [target] section (another header, or the end of the file):
+ * the target is added with its pace. */
+static void
+config_target_end(struct config_parse *p)
+{
+	char key[CONFIG_STR_MAX + 8];
+	const char *why;
+	int first;
+
+	if (!p->target.active)
+		return;
+	p->target.active = 0;
+	if (p->target.refused)
+		return;
+	target_key(p, key, sizeof(key));
+	if (p->target.pace_line == 0) {
+		config_error(p, p->target.line, key,
+		             "no pace (pace = N/s, N/m or N/h)");
+		return;
+	}
+	first = target_first_line(p);
+	if (first != 0) {
+		config_error(p, p->target.line, key,
+		             "given twice (first on line %d)", first);
+		return;
+	}
+	if (pace_add(&p->cfg->pace, p->target.name, p->target.len,
+	             p->target.per_s, &why) < 0) {
+		config_error(p, p->target.line, key, "%s", why);
+		return;
+	}
+	p->cfg->pace_line[p->cfg->pace.n - 1] = p->target.line;
+}
+
+/* A key of a [target NAME] section: pace, once. */
+static void
+config_target(struct config_parse *p, const char *name, const char *value,
+              const char *inih_name)
+{
+	char key[CONFIG_STR_MAX + 64];
+	const char *why;
+	double per_s;
+
+	/* The header is always seen first (config_section_line); should
+	 * inih ever see one that was not, its name is the one there is. */
+	if (!p->target.active)
+		config_target_begin(p, inih_name, strlen(inih_name));
+	snprintf(key, sizeof(key), "target %.*s.%s", (int)p->target.len,
+	         p->target.name, name);
+	if (strcmp(name, "pace") != 0) {
+		config_error(p, p->line, key, "unknown key (pace)");
+		return;
+	}
+	if (p->target.pace_line != 0) {
+		config_error(p, p->line, key,
+		             "given twice (first on line %d; an indented line "
+		             "continues the key above it)",
+		             p->target.pace_line);
+		return;
+	}
+	if (pace_parse_rate(value, &per_s, &why) < 0) {
+		config_error(p, p->line, key, "%s: \"%s\"", why, value);
+		p->target.refused = 1; /* reported: no "no pace" */
+		return;
+	}
+	p->target.per_s = per_s;
+	p->target.pace_line = p->line;
+}
+
 static int
 config_handler(void *user, const char *section, const char *name,
                const char *value)
@@ -127,6 +286,10 @@ config_handler(void *user, const char *section, const char *name,
 	if (strcmp(section, "retry") == 0 ||
 	    strncmp(section, "retry.", 6) == 0) {
 		config_retry(p, section, name, value, key);
+		return 1;
+	}
+	if (target_section(section) != NULL) {
+		config_target(p, name, value, target_section(section));
 		return 1;
 	}
 	k = config_key_find(section, name, &known_section);
@@ -171,28 +334,44 @@ section_known(const char *name, size_t len)
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
 			return 1;
-	return len > 6 && memcmp(name, "retry.", 6) == 0;
+	return (len > 6 && memcmp(name, "retry.", 6) == 0) ||
+	       (len == 6 && memcmp(name, "target", 6) == 0) ||
+	       (len > 6 && memcmp(name, "target ", 7) == 0);
 }
 
 /*
  * inih calls the handler for key lines only, so a section header with no
- * keys under it would pass unseen: check every header here.
+ * keys under it would pass unseen: check every header here.  Here too a
+ * [target NAME] section starts (and the one before it ends), with NAME in
+ * full.
  */
 static void
 config_section_line(struct config_parse *p, const char *line)
 {
 	const char *s = line, *end;
+	size_t len;
 
+	if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+		s += 3; /* a UTF-8 byte order mark, which inih skips */
 	while (*s == ' ' || *s == '\t')
 		s++;
 	if (*s != '[')
 		return;
-	end = strchr(s, ']');
-	if (end == NULL)
-		return; /* inih reports the syntax error */
-	if (!section_known(s + 1, (size_t)(end - s - 1)))
+	/* Where inih ends the name: at ']', or at a comment (a ';' after a
+	 * blank), which makes the line a syntax error it reports. */
+	for (end = s + 1; *end != '\0' && *end != ']'; end++)
+		if (*end == ';' && (end[-1] == ' ' || end[-1] == '\t'))
+			return;
+	if (*end != ']')
+		return;
+	len = (size_t)(end - s - 1);
+	config_target_end(p);
+	if (!section_known(s + 1, len))
 		config_error(p, p->line, NULL, "unknown section [%.*s]",
-		             (int)(end - s - 1), s + 1);
+		             (int)len, s + 1);
+	else if (len >= 6 && memcmp(s + 1, "target", 6) == 0)
+		config_target_begin(p, len > 6 ? s + 8 : s + 7,
+		                    len > 6 ? len - 7 : 0);
 }
 
 /* inih reads one line per call; counting them here gives the handler lines. */
@@ -503,6 +682,7 @@ config_parse_any(struct config *cfg, struct config_parse *p)
 	config_defaults(cfg);
 	snprintf(cfg->path, sizeof(cfg->path), "%s", p->name);
 	rc = ini_parse_stream(config_reader, p, config_handler, p);
+	config_target_end(p);
 	/* The handler never fails, so inih's line is a syntax error. */
 	if (rc > 0)
 		config_error(

@@ -143,6 +143,7 @@ config_defaults(struct config *cfg)
 		    0)
 			abort(); /* a bad default is a broken build */
 	retry_defaults(&cfg->retry.def);
+	pace_init(&cfg->pace);
 }
 
 int

@@ -10,6 +10,7 @@
 #include "duration.h"
 #include "ladder.h"
 #include "log.h"
+#include "pace.h"
 #include "stackroom.h"
 #include "topology.h"
 #include "version.h"
@@ -86,6 +87,22 @@ print_ladder(const struct config *cfg)
 		       "many levels as reach it\n");
 }
 
+/* --check: the paced targets, as [target ...] sections name them. */
+static void
+print_paces(const struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->pace.n; i++) {
+		const struct pace_target *t = &cfg->pace.t[i];
+		char rate[32];
+
+		pace_format_rate(t->per_s, rate, sizeof(rate));
+		printf("target %.*s%s%.*s%s: pace %s across all daemons\n",
+		       (int)t->exchange_len, t->exchange, t->any_key ? "" : "/",
+		       (int)t->routing_key_len, t->routing_key,
+		       t->any_key ? " (every routing key)" : "", rate);
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -134,6 +151,7 @@ main(int argc, char *argv[])
 	}
 	if (check) {
 		print_ladder(&cfg);
+		print_paces(&cfg);
 		printf("configuration OK\n");
 		return 0;
 	}
