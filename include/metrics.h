@@ -91,6 +91,8 @@ struct metrics {
 	uint64_t series_refreshed;
 	uint64_t requests_refused;
 	uint64_t paused_waits;   /* held back by a pause (verdict rules 6, 7) */
+	uint64_t paced;          /* deliveries given a later slot (pace.h) */
+	unsigned pace_daemons;   /* daemons sharing the paces; 0: none paced */
 	uint64_t cancels_stalls; /* P.cancels stopped coming: connected anew */
 	/* stream messages skipped: written by a user not cascade's own
 	 * (trust.h), by METRICS_STREAM_* */

@@ -12,7 +12,11 @@
  *     memory;
  *   - a nacked publish is stepped afresh from the clock, so it may now be
  *     due, or take a lower level;
- *   - a wait whose holding queue backs off takes the ladder instead.
+ *   - a wait whose holding queue backs off takes the ladder instead;
+ *   - a delivery to a paced target (pace.h) takes a slot: one due later
+ *     is held in memory for it when it is within the shortest level,
+ *     else goes round the ladder to come back before it, its due time
+ *     kept, so deliveries go out at the pace in the order they came due.
  *
  * Pure code: the caller publishes, holds or retries, and passes in the wall
  * clock (Unix ms, for due times) and the monotonic clock (for backoffs).
@@ -24,6 +28,7 @@
 #include <stdint.h>
 
 #include "ladder.h"
+#include "pace.h"
 #include "router.h"
 #include "targets.h"
 
@@ -36,6 +41,11 @@ struct plan {
 	/* native: shard s's holding queue at s; NULL in ladder mode */
 	const char *const *hold_queues;
 	int64_t refused_park_after; /* ms; 0: never park for refusals */
+	/* [target ...] pace: NULL or no targets, none paced.  own: this
+	 * daemon's marker token, always counted among the daemons sharing
+	 * a pace. */
+	struct pace *pace;
+	amqp_bytes_t own;
 };
 
 enum plan_next {

@@ -149,6 +149,9 @@ struct route {
 	 */
 	unsigned refused;
 	int64_t refused_since;
+	/* x-cascade-slot: its paced target's slot for it (pace.h), Unix ms,
+	 * reserved once and kept while it waits for it; 0: none. */
+	int64_t slot;
 	/* Parking: only cascade's own headers, the publisher's do not fit. */
 	int strip_headers;
 	/* x-cascade-id: the message's own, while it waits (events.h) */

@@ -265,6 +265,8 @@ daemon_run(const struct config *cfg)
 	d->plan.targets = &d->targets;
 	d->plan.level_queues = d->level_queues;
 	d->plan.refused_park_after = cfg->router_refused_park_after;
+	d->pace = cfg->pace;
+	d->plan.pace = &d->pace;
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);

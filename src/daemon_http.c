@@ -106,6 +106,11 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 			d->m.held_ids[k] = d->requests.n[k];
 		d->m.held_ids_max = d->cfg->events_max_held_ids;
 		now = duration_wall_ms();
+		d->m.paced = 0;
+		for (size_t k = 0; k < d->pace.n; k++)
+			d->m.paced += d->pace.t[k].paced_total;
+		d->m.pace_daemons =
+		    d->pace.n > 0 ? pace_peers(&d->pace, d->plan.own, now) : 0;
 		recent = daemon_overdue_recent(d);
 		d->m.overdue_ms = daemon_overdue_ms(d, now);
 		if (recent > d->m.overdue_ms)

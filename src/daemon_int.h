@@ -165,6 +165,9 @@ struct daemon {
 	struct outbox out; /* publishes on BROKER_CH_PUB */
 	struct xcheck xc;  /* target exchanges, BROKER_CH_CHECK */
 	struct targets targets;
+	/* [target ...] pace: each paced target's slots, and the daemons
+	 * heard from (their markers in P.cancels) that share them. */
+	struct pace pace;
 	struct plan plan; /* the next publish, given the targets */
 	amqp_pool_t scratch;
 	struct acks acks;

@@ -157,8 +157,12 @@ daemon_record(struct daemon *d, struct message *m)
 		; /* not P.series' kind: skipped */
 	else if (requests_kind(e.kind) >= 0 && e.until > duration_wall_ms())
 		rc = daemon_held_read(d, &e, &why);
-	else if (e.kind == EVENT_MARKER &&
-	         headers_key_is(e.marker, d->marker)) {
+	else if (e.kind == EVENT_MARKER && !headers_key_is(e.marker, d->marker))
+		/* Another daemon: it shares the paces (pace.h). */
+		pace_peer_seen(&d->pace, e.marker,
+		               e.at < duration_wall_ms() ? e.at
+		                                         : duration_wall_ms());
+	else if (e.kind == EVENT_MARKER) {
 		rc = daemon_marker_back(d, s, e.at, err, sizeof(err));
 		why = err;
 	}
@@ -339,6 +343,7 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 	events_new_id(id);
 	snprintf(d->marker, sizeof(d->marker), "daemon-%d-%s", (int)getpid(),
 	         id);
+	d->plan.own = amqp_cstring_bytes(d->marker);
 	d->replaying = 0;
 	d->probe_misses = 0;
 	for (int i = 0; i < DAEMON_STREAMS; i++) {

@@ -292,6 +292,14 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "series sent to wait for its next occurrence, or a delivery "
 	        "to a paused target sent round the ladder.",
 	        m->paused_waits);
+	out_one(&o, "cascade_paced_total", "counter",
+	        "Deliveries to a paced target ([target ...] pace) given a "
+	        "slot later than they came due.",
+	        m->paced);
+	out_one(&o, "cascade_pace_daemons", "gauge",
+	        "Daemons sharing the paces (each takes pace / this), from "
+	        "their markers in the last 5 minutes; 0: no target paced.",
+	        (uint64_t)m->pace_daemons);
 	out_one(&o, "cascade_cancel_requests", "gauge",
 	        "Cancellations held in memory until their messages come by.",
 	        (uint64_t)m->cancel_requests);

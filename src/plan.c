@@ -69,6 +69,40 @@ plan_divert(const struct plan *p, struct route *r, int64_t wait, int64_t now)
 	router_hop(p->rp, r, level < 0 ? 0 : level, now);
 }
 
+/*
+ * A delivery to a paced target: its slot, reserved the first time (a
+ * slot is kept in x-cascade-slot while it waits for it).  1 when the slot
+ * is later: r is held for it, or sent round the ladder to come back
+ * within the shortest level of it.
+ */
+static int
+plan_paced(const struct plan *p, struct route *r, int64_t now)
+{
+	struct pace_target *t;
+	int64_t wait, short_wait = p->ladder->ttl[0];
+	int level;
+
+	if (p->pace == NULL || p->pace->n == 0)
+		return 0;
+	if (r->slot == 0) {
+		t = pace_find(p->pace, r->exchange, r->routing_key);
+		if (t == NULL)
+			return 0;
+		r->slot = pace_slot(t, now, pace_peers(p->pace, p->own, now));
+	}
+	if (r->slot <= now)
+		return 0;
+	wait = r->slot - now;
+	if (wait <= short_wait) {
+		r->action = ROUTE_HOLD;
+		r->left = wait;
+		return 1;
+	}
+	level = ladder_pick(p->ladder, wait - short_wait / 2);
+	router_hop(p->rp, r, level < 0 ? 0 : level, now);
+	return 1;
+}
+
 void
 plan_pause(const struct plan *p, struct route *r, int64_t now)
 {
@@ -101,6 +135,9 @@ plan_dispatch(const struct plan *p, struct route *r, int64_t now, int64_t mono,
 	if (r->action == ROUTE_DELIVER) {
 		wait =
 		    targets_wait(p->targets, r->exchange, r->routing_key, mono);
+		if (wait == 0 && plan_paced(p, r, now))
+			return r->action == ROUTE_HOLD ? PLAN_HOLD
+			                               : PLAN_PUBLISH;
 		if (wait == 0)
 			return r->exchange.len == 0 ? PLAN_PUBLISH : PLAN_CHECK;
 		plan_divert(p, r, wait, now);

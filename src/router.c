@@ -10,6 +10,7 @@
 
 #include "duration.h"
 #include "headers.h"
+#include "schedule.h"
 #include "wirecheck.h"
 
 int
@@ -226,6 +227,19 @@ router_read_refused(const amqp_table_t *h, struct route *r)
 	r->refused_since = since;
 }
 
+/* Its paced target's slot, our own state: taken when in range, else it
+ * is given a new one. */
+static void
+router_read_slot(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-slot");
+	int64_t t;
+
+	if (v != NULL && headers_integer(v, &t) == 1 && t > 0 &&
+	    t <= SCHEDULE_TIME_MAX)
+		r->slot = t;
+}
+
 /* name is prefix, or prefix followed by a dot and anything. */
 static int
 router_own_name(amqp_bytes_t prefix, amqp_bytes_t name)
@@ -344,6 +358,7 @@ router_decide(const struct router_params *p, enum route_source src,
 		if (v != NULL && headers_string(v, &r->expiration) == 0)
 			r->has_expiration = 1;
 		router_read_refused(h, r);
+		router_read_slot(h, r);
 		v = headers_find(h, "x-cascade-id");
 		if (v != NULL && headers_string(v, &r->id) < 0)
 			r->id = amqp_empty_bytes;

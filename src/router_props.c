@@ -112,7 +112,7 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 
 	t.num_entries = 0;
 	t.entries = amqp_pool_alloc(pool, sizeof(amqp_table_entry_t) *
-	                                      (size_t)(n + 24));
+	                                      (size_t)(n + 28));
 	if (t.entries == NULL)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -169,6 +169,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			                r->refused_since);
 		}
 		headers_put_i64(&t, "x-remaining-delay", r->left);
+		if (r->slot > 0)
+			headers_put_i64(&t, "x-cascade-slot", r->slot);
 		if (r->id.len > 0)
 			headers_put_bytes(&t, "x-cascade-id", r->id);
 		if (r->since > 0)

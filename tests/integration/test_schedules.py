@@ -209,3 +209,68 @@ def test_only_a_control_user_pauses_a_target(client, daemon_factory, users):
     eve.publish(q, {"x-cascade-pause": mid})
     client.collect(q, 10, 1.5)  # the one in flight
     expect_nothing(client, [q], time.time() + 3)
+
+
+def paced_daemon(daemon_factory, q, rate, prefix=None):
+    return daemon_factory(ladder(*SHORT, **{"target /" + q: {"pace": rate}}),
+                          prefix=prefix)
+
+
+def publish_due_burst(client, d, q, n, first_ms=1500):
+    """n messages due 1 ms apart from first_ms on: (due time, id) each."""
+    t0 = time.time()
+    due = []
+    for i in range(n):
+        mid = "m%03d" % i
+        client.publish(d.prefix, q, b"x",
+                       {"x-remaining-delay": "%dms" % (first_ms + i)},
+                       message_id=mid)
+        due.append((t0 + (first_ms + i) / 1000, mid))
+    return due
+
+
+def check_paced(got, due, n, rate, span):
+    assert len(got) == n, "%d of %d arrived" % (len(got), n)
+    arrived = [p.message_id for _, p, _ in got]
+    # In the order they came due.
+    assert arrived == [mid for _, mid in due], arrived
+    at = [t for t, _, _ in got]
+    # Over about n / rate seconds, never more than the pace in a second.
+    assert span * 0.9 <= at[-1] - at[0] <= span * 1.25, at[-1] - at[0]
+    most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
+    assert most <= rate + 2, most
+    # Late, never early.
+    for (t, p, _), (d, mid) in zip(got, due):
+        assert t >= d - SLACK, (mid, t - d)
+
+
+def test_a_target_paced_at_20_a_second_gets_200_in_10_s_in_due_order(
+        client, daemon_factory):
+    q = "q-pace-" + uid("")[-8:]
+    client.queue(q)
+    d = paced_daemon(daemon_factory, q, "20/s")
+    due = publish_due_burst(client, d, q, 200)
+    got = client.collect(q, 200, 25)
+    check_paced(got, due, 200, 20, 199 / 20)
+    m = d.metrics()
+    assert total(m, "cascade_paced_total") >= 190, m
+    assert total(m, "cascade_pace_daemons") == 1
+
+
+@pytest.mark.slow
+def test_two_daemons_share_a_pace(client, daemon_factory):
+    """Each takes half: together they keep to the pace."""
+    q = "q-pace-" + uid("")[-8:]
+    client.queue(q)
+    d1 = paced_daemon(daemon_factory, q, "20/s")
+    d2 = paced_daemon(daemon_factory, q, "20/s", prefix=d1.prefix)
+    time.sleep(1)  # each reads the other's marker at its connect or soon
+    due = publish_due_burst(client, d1, q, 100)
+    got = client.collect(q, 100, 25)
+    assert len(got) == 100, len(got)
+    at = sorted(t for t, _, _ in got)
+    assert 99 / 20 * 0.9 <= at[-1] - at[0] <= 99 / 20 * 1.3, at[-1] - at[0]
+    most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
+    assert most <= 22, most
+    for d in (d1, d2):
+        assert total(d.metrics(), "cascade_pace_daemons") == 2
