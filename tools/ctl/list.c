@@ -19,7 +19,7 @@ static struct {
 	int json;
 	uint64_t limit;               /* rows printed; 0: all */
 	struct waiting_filter filter; /* as waiting_filter_init leaves it */
-} opts = {0, 0, {NULL, INT64_MAX, INT64_MIN}};
+} opts = {0, 0, {NULL, INT64_MAX, INT64_MIN, 0}};
 
 const struct ctl_option list_options[] = {
     {"json", 'j', 0},     {"limit", 'n', 1},   {"target", 0, 1},
