@@ -69,6 +69,14 @@ struct event {
 	 * Only up to [events] copy_max_size bytes, and never a repeat's.
 	 */
 	amqp_bytes_t copy;
+	/*
+	 * A repeat's copy (router.h), so list can show its series: the
+	 * interval in ms (x-cascade-every; 0: none) or the cron expression
+	 * (x-cascade-cron) and its zone (x-cascade-tz; empty: UTC), and the
+	 * occurrence the copy is for (x-cascade-occurrence, below).
+	 */
+	int64_t every;
+	amqp_bytes_t cron, tz;
 	/* parked */
 	amqp_bytes_t reason; /* x-cascade-error */
 	/* cancel and reschedule: x-cascade-cancel or x-cascade-reschedule
@@ -109,7 +117,8 @@ struct event {
 	 */
 	int target;
 	/* series: id is the series' (x-cascade-series), with the live
-	 * copy's occurrence and token */
+	 * copy's occurrence and token; scheduled: a repeat's copy's
+	 * occurrence */
 	int64_t occurrence;
 	amqp_bytes_t token;
 	/* marker */
@@ -136,9 +145,9 @@ int events_props(const struct event *e, amqp_pool_t *pool,
 /*
  * Bounds on what a record may say, checked before any arithmetic: times
  * (x-cascade-at, -due, -until) are Unix ms from 1970 to the end of the
- * year 9999; a repeat's occurrence and a body's size are counts well
- * inside int64; ids, tokens and users are at most 255 bytes, as an AMQP
- * short string is.
+ * year 9999; a repeat's occurrence and interval and a body's size are
+ * counts well inside int64; ids, tokens, users, cron expressions and
+ * zones are at most 255 bytes, as an AMQP short string is.
  */
 #define EVENTS_TIME_MAX INT64_C(253402300799999)
 #define EVENTS_COUNT_MAX (INT64_C(1) << 48)

@@ -24,8 +24,17 @@ struct waiting {
 	 * one the fold was asked to keep (want): in data; else empty. */
 	amqp_bytes_t copy;
 	int64_t recorded_due; /* the scheduled record's due time */
-	int cancel_pending;   /* set by waiting_select */
-	int rescheduled;      /* due is a reschedule's (waiting_select) */
+	/*
+	 * A repeat's copy (events.h): its interval in ms, or its cron
+	 * expression and zone (in data; empty: UTC), and the occurrence it
+	 * is for; those before it were delivered or missed.
+	 */
+	int repeat;
+	int64_t every, occurrence;
+	amqp_bytes_t cron, tz;
+	int cancel_pending; /* set by waiting_select */
+	int rescheduled;    /* due is a reschedule's (waiting_select) */
+	int paused; /* a repeat whose series is paused (waiting_select) */
 	char data[];
 };
 
@@ -53,8 +62,9 @@ void waiting_fold_free(struct waiting_fold *f);
 /*
  * One record into f: scheduled adds a message (the same id again: the
  * later record wins), delivered / parked / cancelled removes it, a cancel
- * request is held for "cancel pending".  An end whose scheduled record
- * has not been read (it aged out of the stream, or comes later) is
+ * request is held for "cancel pending", a pause or resume for "paused"
+ * (judged as the daemons judge them: requests.h).  An end whose scheduled
+ * record has not been read (it aged out of the stream, or comes later) is
  * remembered, so that a late scheduled record does not list a message
  * that is gone.  Markers and unknown kinds are counted only.  -1 out of
  * memory.
@@ -65,12 +75,13 @@ int waiting_fold_event(struct waiting_fold *f, const struct event *e);
 struct waiting_filter {
 	const char *target; /* EXCHANGE[/KEY], or NULL */
 	int64_t due_before, due_after;
+	int series; /* repeats only (list --series): not a bound, a kind */
 };
 
 /* No filter: every message passes. */
 void waiting_filter_init(struct waiting_filter *flt);
 
-/* Whether flt has a bound or a target. */
+/* Whether flt has a bound or a target (series is neither). */
 int waiting_filter_set(const struct waiting_filter *flt);
 
 /*
@@ -85,13 +96,16 @@ int waiting_match(const struct waiting_filter *flt, const struct waiting *w);
 struct waiting_rows {
 	struct waiting **w; /* the fold's own; free only the array */
 	size_t n;
-	size_t total; /* messages waiting, before the filter */
+	/* Messages waiting, before the bounds and target (with series:
+	 * repeats only), so "n of total match" counts like with like. */
+	size_t total;
 };
 
 /*
  * The messages of f that pass flt into r, each marked cancel_pending when
- * a request in force at now names it; sorted by due time, then first
- * seen, then id, so the order is stable.  -1 out of memory (r empty).
+ * a request in force at now names it, and a repeat paused when a pause in
+ * force at now holds its series; sorted by due time, then first seen,
+ * then id, so the order is stable.  -1 out of memory (r empty).
  */
 int waiting_select(struct waiting_fold *f, const struct waiting_filter *flt,
                    int64_t now, struct waiting_rows *r);

@@ -24,14 +24,31 @@ pause_header(enum event_kind kind, int target)
 	return target ? "x-cascade-resume-target" : "x-cascade-resume";
 }
 
+/* A repeat's schedule, on its copy's scheduled record: none for a
+ * message that is not one. */
+static void
+events_put_repeat(amqp_table_t *t, const struct event *e)
+{
+	if (e->cron.len > 0) {
+		headers_put_bytes(t, "x-cascade-cron", e->cron);
+		if (e->tz.len > 0)
+			headers_put_bytes(t, "x-cascade-tz", e->tz);
+	} else if (e->every > 0) {
+		headers_put_i64(t, "x-cascade-every", e->every);
+	} else {
+		return;
+	}
+	headers_put_i64(t, "x-cascade-occurrence", e->occurrence);
+}
+
 const char *
 events_kind_name(enum event_kind kind)
 {
 	return (unsigned)kind < EVENT_KINDS ? kind_names[kind] : "unknown";
 }
 
-/* At most 10 headers per record. */
-#define EVENT_HEADERS 10
+/* At most 12 headers per record: a scheduled one has up to 11. */
+#define EVENT_HEADERS 12
 
 int
 events_props(const struct event *e, amqp_pool_t *pool,
@@ -71,6 +88,7 @@ events_props(const struct event *e, amqp_pool_t *pool,
 			copy.value.bytes = e->copy;
 			headers_put_value(t, "x-cascade-message", &copy);
 		}
+		events_put_repeat(t, e);
 		break;
 	case EVENT_PARKED:
 		headers_put_bytes(t, "x-cascade-id", e->id);
@@ -192,12 +210,14 @@ events_bounded(const struct event *e)
 	if (!time_ok(e->at) || !time_ok(e->due) || !time_ok(e->until))
 		return -1;
 	if (e->size < 0 || e->size > EVENTS_COUNT_MAX || e->occurrence < 0 ||
-	    e->occurrence > EVENTS_COUNT_MAX)
+	    e->occurrence > EVENTS_COUNT_MAX || e->every < 0 ||
+	    e->every > EVENTS_COUNT_MAX)
 		return -1;
 	if (!id_ok(e->id) || !id_ok(e->message_id) || !id_ok(e->cancel) ||
 	    !id_ok(e->token) || !id_ok(e->requester) || !id_ok(e->writer) ||
 	    !id_ok(e->owner) || !id_ok(e->exchange) || !id_ok(e->routing_key) ||
-	    !id_ok(e->marker) || e->superseded.len > EVENTS_SUPERSEDED_MAX)
+	    !id_ok(e->marker) || !id_ok(e->cron) || !id_ok(e->tz) ||
+	    e->superseded.len > EVENTS_SUPERSEDED_MAX)
 		return -1;
 	return 0;
 }
@@ -247,6 +267,10 @@ events_fields(const amqp_basic_properties_t *p, struct event *e)
 		(void)get_i64(h, "x-cascade-size", &e->size);
 		(void)get_str(h, "x-cascade-user-id", &e->owner);
 		(void)get_str(h, "x-cascade-message", &e->copy);
+		(void)get_i64(h, "x-cascade-every", &e->every);
+		(void)get_str(h, "x-cascade-cron", &e->cron);
+		(void)get_str(h, "x-cascade-tz", &e->tz);
+		(void)get_i64(h, "x-cascade-occurrence", &e->occurrence);
 		return 0;
 	case EVENT_PARKED:
 		(void)get_str(h, "x-cascade-error", &e->reason);
@@ -335,6 +359,12 @@ events_of(enum event_kind kind, const struct route *r,
 		e->routing_key = r->routing_key;
 		e->size = (int64_t)body_len;
 		e->owner = events_owner(props, r->fresh);
+		if (r->repeat) {
+			e->every = r->cron.len > 0 ? 0 : r->every;
+			e->cron = r->cron;
+			e->tz = r->tz;
+			e->occurrence = r->occurrence;
+		}
 	} else if (kind == EVENT_PARKED) {
 		e->reason = amqp_cstring_bytes(r->reason);
 	}

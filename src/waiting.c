@@ -57,7 +57,8 @@ waiting_new(const struct waiting_fold *f, const struct event *e)
 	                        ? e->copy
 	                        : amqp_empty_bytes;
 	size_t n = e->id.len + e->message_id.len + e->exchange.len +
-	           e->routing_key.len + e->owner.len + copy.len;
+	           e->routing_key.len + e->owner.len + copy.len + e->cron.len +
+	           e->tz.len;
 	struct waiting *w = malloc(sizeof(*w) + n + 1);
 	char *p;
 
@@ -69,35 +70,60 @@ waiting_new(const struct waiting_fold *f, const struct event *e)
 	w->seen = e->at;
 	w->cancel_pending = 0;
 	w->rescheduled = 0;
+	w->paused = 0;
+	w->repeat = e->every > 0 || e->cron.len > 0;
+	w->every = e->every;
+	w->occurrence = e->occurrence;
 	w->id = waiting_copy(&p, e->id);
 	w->message_id = waiting_copy(&p, e->message_id);
 	w->exchange = waiting_copy(&p, e->exchange);
 	w->routing_key = waiting_copy(&p, e->routing_key);
 	w->owner = waiting_copy(&p, e->owner);
 	w->copy = waiting_copy(&p, copy);
+	w->cron = waiting_copy(&p, e->cron);
+	w->tz = waiting_copy(&p, e->tz);
 	w->recorded_due = e->due;
 	return w;
+}
+
+/*
+ * Who asks in request e, into a copy of it (req): as the daemons judge
+ * it when the fold has a config; without one, every request counts.
+ */
+static void
+waiting_requester(const struct waiting_fold *f, const struct event *e,
+                  struct event *req, amqp_bytes_t *by, int *control)
+{
+	*req = *e;
+	*by = e->writer;
+	*control = 1;
+	if (f->cfg != NULL)
+		requests_requester(f->cfg, req, amqp_cstring_bytes(f->own_user),
+		                   by, control);
 }
 
 int
 waiting_fold_event(struct waiting_fold *f, const struct event *e)
 {
 	struct waiting *w;
+	struct event req;
+	amqp_bytes_t by;
 	void *old;
+	int control;
 
 	f->records++;
 	switch (e->kind) {
 	case EVENT_CANCEL:
-	case EVENT_RESCHEDULE: {
-		struct event req = *e;
-		amqp_bytes_t by = e->writer;
-		int control = 1;
-		if (f->cfg != NULL)
-			requests_requester(f->cfg, &req,
-			                   amqp_cstring_bytes(f->own_user), &by,
-			                   &control);
+	case EVENT_RESCHEDULE:
+		waiting_requester(f, e, &req, &by, &control);
 		return requests_add(&f->requests, &req, by, control);
-	}
+	case EVENT_PAUSE:
+	case EVENT_RESUME:
+		/* One refused (1) changes nothing, as at a daemon. */
+		waiting_requester(f, e, &req, &by, &control);
+		if (requests_pause_read(&f->requests, &req, by, control, 1) < 0)
+			return -1;
+		return 0;
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
 			return 0;
@@ -129,6 +155,7 @@ waiting_filter_init(struct waiting_filter *flt)
 	flt->target = NULL;
 	flt->due_before = INT64_MAX;
 	flt->due_after = INT64_MIN;
+	flt->series = 0;
 }
 
 int
@@ -250,10 +277,15 @@ waiting_gather(amqp_bytes_t key, void *value, void *ctx)
 	struct cancel_match cm;
 
 	(void)key;
+	if (g->flt->series && !w->repeat)
+		return 0;
 	r->total++;
 	if (g->oom)
 		return 0;
 	/* What a daemon will do with it when it next sees it. */
+	w->paused = w->repeat &&
+	            requests_series_paused(g->requests, w->id, w->message_id,
+	                                   w->owner, g->now);
 	w->cancel_pending = 0;
 	if (requests_match(g->requests, w->message_id, w->id, w->owner, w->seen,
 	                   g->now, &cm)) {

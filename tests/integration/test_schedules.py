@@ -9,10 +9,10 @@ import zoneinfo
 import pika
 import pytest
 
-from helpers import PUBLISH, ctl, parked, total, wait_parked
+from helpers import PUBLISH, ctl, parked, total, wait_for, wait_parked
 # users: a fixture, imported to be used here.
-from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, uid,
-                     users)
+from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
+                     uid, users, wait_listed)
 
 
 def cron(client, d, q, mid, expr, **more):
@@ -274,3 +274,81 @@ def test_two_daemons_share_a_pace(client, daemon_factory):
     assert most <= 22, most
     for d in (d1, d2):
         assert total(d.metrics(), "cascade_pace_daemons") == 2
+
+
+def next_local(zone, hour, weekdays, after):
+    """The first instant (Unix ms) at or after `after` (Unix s) that is
+    hour:00:00 local time in zone on one of weekdays (0 Monday)."""
+    tz = zoneinfo.ZoneInfo(zone)
+    day = datetime.datetime.fromtimestamp(after, tz).date()
+    for n in range(8):
+        d = day + datetime.timedelta(days=n)
+        t = datetime.datetime(d.year, d.month, d.day, hour, tzinfo=tz)
+        if d.weekday() in weekdays and t.timestamp() >= after:
+            return int(t.timestamp()) * 1000
+    raise AssertionError("no weekday in a week")
+
+
+def test_list_series_shows_schedule_zone_next_and_paused(
+        client, daemon_factory):
+    """list --series: one row per series (its live copy), with its
+    schedule, zone, next occurrence and whether it is paused; --json gives
+    every row a repeat object, null for a plain message.  A pause by
+    cascade-ctl shows at once; a resume published to P, once a daemon has
+    relayed its copy into P.events."""
+    d = daemon_factory(ladder(*SHORT))
+    q = client.queue()
+    hourly, weekdays, plain = uid("hourly"), uid("weekdays"), uid("plain")
+    t0 = every(client, d, q, hourly, "1h", delay="1h")
+    t1 = cron(client, d, q, weekdays, "0 9 * * 1-5",
+              **{"x-cascade-tz": "Europe/Berlin"})
+    client.publish(d.prefix, q, b"once", {"x-remaining-delay": "1h"},
+                   message_id=plain)
+    rows = {m["id"]: m for m in wait_listed(d, [hourly, weekdays,
+                                                plain])["messages"]}
+    assert rows[plain]["repeat"] is None, rows[plain]
+
+    def series():
+        lst = listing(d, "--series")
+        return lst, {m["id"]: m for m in lst["messages"]}
+
+    lst, rows = series()
+    assert lst["waiting"] == 2 and sorted(rows) == sorted([hourly, weekdays])
+    h, w = rows[hourly], rows[weekdays]
+    assert h["repeat"] == {"every_ms": 3600000, "cron": None, "tz": None,
+                           "occurrence": 1, "paused": False}, h
+    assert abs(h["due_ms"] / 1000 - (t0 + 3600)) < 2, (h["due_ms"], t0)
+    assert w["repeat"] == {"every_ms": None, "cron": "0 9 * * 1-5",
+                           "tz": "Europe/Berlin", "occurrence": 1,
+                           "paused": False}, w
+    # The first 09:00 in Berlin on a weekday after the publish.
+    assert w["due_ms"] == next_local("Europe/Berlin", 9, range(5), t1), w
+    for m in (h, w):
+        assert m["exchange"] == "" and m["routing_key"] == q, m
+
+    r = ctl(d, "pause", weekdays)
+    assert r.stdout.strip() == "%s: paused" % weekdays, r.stdout
+    _, rows = series()
+    assert rows[weekdays]["repeat"]["paused"] is True, rows[weekdays]
+    assert rows[hourly]["repeat"]["paused"] is False, rows[hourly]
+
+    text = ctl(d, "list", "--series").stdout.splitlines()
+    assert text[0] == "2 series waiting in %s.events" % d.prefix, text
+    assert text[1].split() == ["ID", "SCHEDULE", "ZONE", "NEXT",
+                               "OCCURRENCE", "PAUSED", "TARGET"], text
+    line = {ln.split()[0]: ln for ln in text[2:]}
+    assert sorted(line) == sorted([hourly, weekdays]), text
+    assert 'cron "0 9 * * 1-5"  Europe/Berlin' in line[weekdays], text
+    assert line[weekdays].split()[-3:] == ["1", "paused",
+                                           "amq.default/" + q], text
+    assert "every 1h" in line[hourly] and " UTC " in line[hourly], text
+    assert line[hourly].split()[-2:] == ["1", "amq.default/" + q], text
+    assert "in 59m" in line[hourly] or "in 1h" in line[hourly], text
+
+    # Resumed through P, as the user who paused it: the daemon relays
+    # the request into P.cancels, and its copy into P.events.
+    me = pika.URLParameters(d.broker.url).credentials.username
+    client.publish(d.prefix, q, b"", {"x-cascade-resume": weekdays},
+                   user_id=me)
+    wait_for(lambda: not series()[1][weekdays]["repeat"]["paused"], 15,
+             "the relayed resume in list --series")

@@ -218,6 +218,66 @@ Test(events, scheduled_record_carries_what_list_shows)
 	cr_assert_eq(r.size, 1234);
 }
 
+Test(events, a_repeats_scheduled_record_carries_its_schedule)
+{
+	struct event e = {0}, r;
+	amqp_basic_properties_t p;
+	amqp_pool_t pool;
+	char big[256];
+
+	e.kind = EVENT_SCHEDULED;
+	e.at = 1700000000123;
+	e.id = b("0123456789abcdef");
+	e.due = 1700000090000;
+	e.every = 3600000;
+	e.occurrence = 7;
+	roundtrip(&e, &r);
+	cr_assert_eq(r.every, 3600000);
+	cr_assert_eq(r.occurrence, 7);
+	cr_assert_eq(r.cron.len, 0);
+	cr_assert_eq(r.tz.len, 0);
+
+	e.every = 0;
+	e.cron = b("0 9 * * 1-5");
+	e.tz = b("Europe/Berlin");
+	e.occurrence = 1;
+	roundtrip(&e, &r);
+	cr_assert_eq(r.every, 0);
+	cr_assert(same(r.cron, "0 9 * * 1-5"));
+	cr_assert(same(r.tz, "Europe/Berlin"));
+	cr_assert_eq(r.occurrence, 1);
+
+	/* No zone: none written, UTC. */
+	e.tz = amqp_empty_bytes;
+	roundtrip(&e, &r);
+	cr_assert(same(r.cron, "0 9 * * 1-5"));
+	cr_assert_eq(r.tz.len, 0);
+
+	/* A plain message's record says nothing of a schedule. */
+	e.cron = amqp_empty_bytes;
+	roundtrip(&e, &r);
+	cr_assert_eq(r.every, 0);
+	cr_assert_eq(r.occurrence, 0);
+	cr_assert_eq(r.cron.len, 0);
+
+	/* A cron expression over 255 bytes is out of bounds: no record. */
+	memset(big, '*', sizeof(big));
+	e.cron = (amqp_bytes_t){sizeof(big), big};
+	init_amqp_pool(&pool, 1024);
+	cr_assert_eq(events_props(&e, &pool, &p), 0);
+	cr_assert_eq(events_parse(&p, &r), -1);
+	e.cron = (amqp_bytes_t){255, big};
+	cr_assert_eq(events_props(&e, &pool, &p), 0);
+	cr_assert_eq(events_parse(&p, &r), 0);
+	cr_assert_eq(r.cron.len, 255);
+	/* Nor an interval past the bound. */
+	e.cron = amqp_empty_bytes;
+	e.every = EVENTS_COUNT_MAX + 1;
+	cr_assert_eq(events_props(&e, &pool, &p), 0);
+	cr_assert_eq(events_parse(&p, &r), -1);
+	empty_amqp_pool(&pool);
+}
+
 Test(events, end_records_and_requests_round_trip)
 {
 	struct event e = {0}, r;
@@ -356,6 +416,24 @@ Test(events, records_of_a_route_carry_its_ids_and_target)
 	cr_assert(same(e.message_id, "inv-7"));
 	cr_assert(same(e.reason, "unroutable"));
 	cr_assert_eq(e.due, 0, "an end record says only which message");
+	cr_assert_eq(e.every, 0);
+	cr_assert_eq(e.occurrence, 0);
+
+	/* A repeat's copy: its schedule and occurrence. */
+	r.repeat = 1;
+	r.every = 60000;
+	r.occurrence = 3;
+	events_of(EVENT_SCHEDULED, &r, &p, 77, 3000, &e);
+	cr_assert_eq(e.every, 60000);
+	cr_assert_eq(e.occurrence, 3);
+	cr_assert_eq(e.cron.len, 0);
+	r.every = 0;
+	r.cron = b("0 9 * * *");
+	r.tz = b("Asia/Tokyo");
+	events_of(EVENT_SCHEDULED, &r, &p, 77, 3000, &e);
+	cr_assert_eq(e.every, 0);
+	cr_assert(same(e.cron, "0 9 * * *"));
+	cr_assert(same(e.tz, "Asia/Tokyo"));
 }
 
 /* A batch of records reads back record for record; a cut batch stops. */

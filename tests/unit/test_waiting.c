@@ -327,3 +327,161 @@ Test(waiting, once_copied_the_copy_decides)
 	cr_assert(waiting_needs_copy(&f, w, 10000, 5000, ctl, 1));
 	cr_assert_not(waiting_needs_copy(&f, w, 10000, 29500, ctl, 1));
 }
+
+/* A repeat's copy: an interval (every > 0) or a cron series, owned. */
+static void
+repeat(const char *id, const char *mid, const char *owner, int64_t every,
+       const char *cron, const char *tz, int64_t occurrence, int64_t due)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_SCHEDULED;
+	e.id = amqp_cstring_bytes(id);
+	e.message_id = amqp_cstring_bytes(mid ? mid : "");
+	e.owner = amqp_cstring_bytes(owner ? owner : "");
+	e.due = due;
+	e.at = 1;
+	e.routing_key = amqp_cstring_bytes("q");
+	e.every = every;
+	e.cron = amqp_cstring_bytes(cron ? cron : "");
+	e.tz = amqp_cstring_bytes(tz ? tz : "");
+	e.occurrence = occurrence;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+}
+
+/* A pause or resume of series name, as cascade-ctl writes it (the
+ * record's user-id is writer), at 10, in force until 1000. */
+static void
+pause_record(enum event_kind kind, const char *name, const char *writer)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.cancel = amqp_cstring_bytes(name);
+	e.writer = amqp_cstring_bytes(writer);
+	e.at = 10;
+	e.until = 1000;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+}
+
+/* The row named name, selected at now (the fold's own). */
+static const struct waiting *
+row(const char *name, int64_t now)
+{
+	struct waiting_rows r;
+	struct waiting_filter flt;
+	const struct waiting *w = NULL;
+
+	waiting_filter_init(&flt);
+	cr_assert_eq(waiting_select(&f, &flt, now, &r), 0);
+	for (size_t i = 0; i < r.n; i++)
+		if (headers_bytes_eq(waiting_name(r.w[i]),
+		                     amqp_cstring_bytes(name)))
+			w = r.w[i];
+	free(r.w);
+	cr_assert_not_null(w, "%s not listed", name);
+	return w;
+}
+
+Test(waiting, a_repeats_row_carries_its_schedule)
+{
+	struct waiting_filter flt;
+	struct waiting_rows r;
+	const struct waiting *w;
+
+	repeat("c1", "hourly", NULL, 3600000, NULL, NULL, 4, 300);
+	repeat("c2", "weekdays", NULL, 0, "0 9 * * 1-5", "Europe/Berlin", 1,
+	       200);
+	repeat("c3", "nightly", NULL, 0, "0 3 * * *", NULL, 12, 400);
+	sched("c4", "plain", 100, NULL, "q");
+	w = row("hourly", 0);
+	cr_assert_eq(w->repeat, 1);
+	cr_assert_eq(w->every, 3600000);
+	cr_assert_eq(w->occurrence, 4);
+	cr_assert_eq(w->cron.len, 0);
+	w = row("weekdays", 0);
+	cr_assert_eq(w->repeat, 1);
+	cr_assert_eq(w->every, 0);
+	cr_assert(headers_key_is(w->cron, "0 9 * * 1-5"));
+	cr_assert(headers_key_is(w->tz, "Europe/Berlin"));
+	cr_assert_eq(w->occurrence, 1);
+	w = row("nightly", 0);
+	cr_assert(headers_key_is(w->cron, "0 3 * * *"));
+	cr_assert_eq(w->tz.len, 0);
+	w = row("plain", 0);
+	cr_assert_eq(w->repeat, 0);
+	cr_assert_eq(w->paused, 0);
+	/* --series: the repeats only, and counted among themselves. */
+	waiting_filter_init(&flt);
+	flt.series = 1;
+	cr_assert_str_eq(names(&flt), "weekdays hourly nightly");
+	cr_assert_eq(waiting_filter_set(&flt), 0, "series is not a bound");
+	flt.due_before = 300;
+	cr_assert_str_eq(names(&flt), "weekdays");
+	cr_assert_eq(waiting_select(&f, &flt, 0, &r), 0);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.total, 3, "of the repeats, not of all four");
+	free(r.w);
+}
+
+Test(waiting, a_pause_marks_a_series_paused_and_a_resume_lifts_it)
+{
+	struct config cfg;
+
+	config_defaults(&cfg);
+	snprintf(cfg.broker_url, sizeof(cfg.broker_url),
+	         "amqp://cascade:pw@127.0.0.1:5672/%%2f");
+	f.cfg = &cfg;
+	snprintf(f.own_user, sizeof(f.own_user), "cascade");
+	repeat("c1", "hourly", "alice", 3600000, NULL, NULL, 2, 300);
+	repeat("c2", "weekdays", "alice", 0, "0 9 * * 1-5", NULL, 1, 200);
+	cr_assert_eq(row("hourly", 20)->paused, 0);
+	/* By message-id, by its owner. */
+	pause_record(EVENT_PAUSE, "hourly", "alice");
+	cr_assert_eq(row("hourly", 20)->paused, 1);
+	cr_assert_eq(row("weekdays", 20)->paused, 0);
+	/* A pause lapses at its until. */
+	cr_assert_eq(row("hourly", 1000)->paused, 0);
+	/* Bob may not lift alice's pause; she may. */
+	pause_record(EVENT_RESUME, "hourly", "bob");
+	cr_assert_eq(row("hourly", 20)->paused, 1);
+	pause_record(EVENT_RESUME, "hourly", "alice");
+	cr_assert_eq(row("hourly", 20)->paused, 0);
+	/* By cascade id, by a control user (ctl as the broker user). */
+	pause_record(EVENT_PAUSE, "c2", "cascade");
+	cr_assert_eq(row("weekdays", 20)->paused, 1);
+	pause_record(EVENT_RESUME, "c2", "cascade");
+	cr_assert_eq(row("weekdays", 20)->paused, 0);
+}
+
+Test(waiting, a_pause_by_a_user_who_may_not_change_the_series_does_not_hold)
+{
+	struct config cfg;
+	struct event e;
+
+	config_defaults(&cfg);
+	snprintf(cfg.broker_url, sizeof(cfg.broker_url),
+	         "amqp://cascade:pw@127.0.0.1:5672/%%2f");
+	f.cfg = &cfg;
+	snprintf(f.own_user, sizeof(f.own_user), "cascade");
+	repeat("c1", "hourly", "alice", 3600000, NULL, NULL, 2, 300);
+	pause_record(EVENT_PAUSE, "hourly", "bob");
+	cr_assert_eq(row("hourly", 20)->paused, 0);
+	/* Relayed by a daemon for bob: still bob's. */
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_PAUSE;
+	e.cancel = amqp_cstring_bytes("hourly");
+	e.writer = amqp_cstring_bytes("cascade");
+	e.requester = amqp_cstring_bytes("bob");
+	e.has_requester = 1;
+	e.at = 10;
+	e.until = 1000;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(row("hourly", 20)->paused, 0);
+	/* Relayed for alice: hers. */
+	e.requester = amqp_cstring_bytes("alice");
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(row("hourly", 20)->paused, 1);
+}

@@ -204,6 +204,14 @@ void format_key(amqp_bytes_t b, char *out);
 void format_name(amqp_bytes_t b, char *out, size_t size);
 /* "exchange/key", the default exchange as amq.default (as --target). */
 void format_target(const struct waiting *w, char *out, size_t size);
+/* A repeat's schedule for a column: every 1h, or cron "0 9 * * 1-5". */
+void format_schedule(const struct waiting *w, char *out, size_t size);
+/*
+ * A row's "repeat" as a JSON member to stdout, after a comma: null for a
+ * plain message, else {"every_ms", "cron", "tz", "occurrence", "paused"}
+ * (every_ms null for a cron series, cron and tz null when not set).
+ */
+void format_json_repeat(const struct waiting *w);
 /*
  * A time as two JSON members to stdout, after a comma:
  * ,"KEY":"2026-11-23T09:00:00.000Z","KEY_ms":MS, or both null when the

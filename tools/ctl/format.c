@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "duration.h"
 #include "escape.h"
+#include "json.h"
 #include "when.h"
 
 void
@@ -52,4 +54,39 @@ format_target(const struct waiting *w, char *out, size_t size)
 	snprintf(out, size, "%s/%s",
 	         waiting_exchange_is_default(w->exchange) ? "amq.default" : ex,
 	         key);
+}
+
+void
+format_schedule(const struct waiting *w, char *out, size_t size)
+{
+	char text[NAME_TEXT];
+
+	if (w->cron.len > 0) {
+		format_name(w->cron, text, sizeof(text));
+		snprintf(out, size, "cron \"%s\"", text);
+	} else {
+		duration_format(w->every, text, sizeof(text));
+		snprintf(out, size, "every %s", text);
+	}
+}
+
+void
+format_json_repeat(const struct waiting *w)
+{
+	printf(",\"repeat\":");
+	if (!w->repeat) {
+		printf("null");
+		return;
+	}
+	printf("{\"every_ms\":");
+	if (w->cron.len > 0)
+		printf("null");
+	else
+		printf("%" PRId64, w->every);
+	printf(",\"cron\":");
+	json_write_or_null(stdout, w->cron.len > 0, w->cron.bytes, w->cron.len);
+	printf(",\"tz\":");
+	json_write_or_null(stdout, w->tz.len > 0, w->tz.bytes, w->tz.len);
+	printf(",\"occurrence\":%" PRId64 ",\"paused\":%s}", w->occurrence,
+	       w->paused ? "true" : "false");
 }

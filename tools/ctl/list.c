@@ -1,7 +1,9 @@
 /*
  * list: every message waiting, from the stream P.events: id, due time,
  * target, size, first seen; soonest first, filtered by target and due
- * time.  The fold, filter and order are the library's (waiting.h).
+ * time.  With --series, the repeats only, one row per series (its one
+ * live copy): schedule, zone, next due time and occurrence, paused.  The
+ * fold, filter and order are the library's (waiting.h).
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -19,11 +21,12 @@ static struct {
 	int json;
 	uint64_t limit;               /* rows printed; 0: all */
 	struct waiting_filter filter; /* as waiting_filter_init leaves it */
-} opts = {0, 0, {NULL, INT64_MAX, INT64_MIN}};
+} opts = {0, 0, {NULL, INT64_MAX, INT64_MIN, 0}};
 
 const struct ctl_option list_options[] = {
     {"json", 'j', 0},     {"limit", 'n', 1},   {"target", 0, 1},
-    {"due-before", 0, 1}, {"due-after", 0, 1}, {NULL, 0, 0},
+    {"due-before", 0, 1}, {"due-after", 0, 1}, {"series", 0, 0},
+    {NULL, 0, 0},
 };
 
 int
@@ -34,6 +37,8 @@ list_option(struct ctl *c, const char *name, const char *arg)
 
 	if (strcmp(name, "json") == 0) {
 		opts.json = 1;
+	} else if (strcmp(name, "series") == 0) {
+		opts.filter.series = 1;
 	} else if (strcmp(name, "limit") == 0) {
 		return ctl_parse_limit(arg, &opts.limit);
 	} else if (strcmp(name, "target") == 0) {
@@ -77,8 +82,10 @@ list_json(const struct waiting_rows *r, size_t shown,
 		json_write(stdout, w->routing_key.bytes, w->routing_key.len);
 		printf(",\"size\":%" PRId64, w->size);
 		format_json_time("first_seen", w->seen > 0, w->seen);
-		printf(",\"cancel_pending\":%s}",
+		printf(",\"cancel_pending\":%s",
 		       w->cancel_pending ? "true" : "false");
+		format_json_repeat(w);
+		printf("}");
 	}
 	printf("],\"counts\":{");
 	for (int k = 0; k < METRICS_NWINDOWS; k++)
@@ -135,6 +142,71 @@ list_text(const struct ctl *c, const struct waiting_rows *r, size_t shown,
 	       counts[0], counts[1], counts[2], counts[3]);
 }
 
+/* The text of a series' cells: its name, schedule, zone (UTC when it
+ * names none), target. */
+struct series_cells {
+	char name[NAME_TEXT], schedule[NAME_TEXT + 16], zone[NAME_TEXT];
+	char target[TARGET_TEXT];
+};
+
+static void
+series_cells(const struct waiting *w, struct series_cells *t)
+{
+	format_name(waiting_name(w), t->name, sizeof(t->name));
+	format_schedule(w, t->schedule, sizeof(t->schedule));
+	if (w->tz.len > 0)
+		format_name(w->tz, t->zone, sizeof(t->zone));
+	else
+		snprintf(t->zone, sizeof(t->zone), "UTC");
+	format_target(w, t->target, sizeof(t->target));
+}
+
+/* A column's width w, grown to fit s. */
+static int
+wider(int w, const char *s)
+{
+	return (int)strlen(s) > w ? (int)strlen(s) : w;
+}
+
+/* list --series: one row per series, soonest next occurrence first. */
+static void
+list_series(const struct ctl *c, const struct waiting_rows *r, size_t shown)
+{
+	struct series_cells t;
+	char due[WHEN_TEXT_MAX], rel[WHEN_TEXT_MAX];
+	int wid = 2, wsch = 8, wzone = 4;
+
+	if (waiting_filter_set(&opts.filter))
+		printf("%zu of %zu series waiting in %s match\n", r->n,
+		       r->total, c->topo.events);
+	else
+		printf("%zu series waiting in %s\n", r->n, c->topo.events);
+	for (size_t i = 0; i < shown; i++) {
+		series_cells(r->w[i], &t);
+		wid = wider(wid, t.name);
+		wsch = wider(wsch, t.schedule);
+		wzone = wider(wzone, t.zone);
+	}
+	if (shown > 0)
+		printf("%-*s  %-*s  %-*s  %-24s  %-10s  %10s  %-6s  %s\n", wid,
+		       "ID", wsch, "SCHEDULE", wzone, "ZONE", "NEXT", "",
+		       "OCCURRENCE", "PAUSED", "TARGET");
+	for (size_t i = 0; i < shown; i++) {
+		const struct waiting *w = r->w[i];
+		series_cells(w, &t);
+		when_format(w->due, due, sizeof(due));
+		when_relative(w->due - c->now, rel, sizeof(rel));
+		printf("%-*s  %-*s  %-*s  %-24s  %-10s  %10" PRId64
+		       "  %-6s  %s\n",
+		       wid, t.name, wsch, t.schedule, wzone, t.zone, due, rel,
+		       w->occurrence, w->paused ? "paused" : "", t.target);
+	}
+	if (shown < r->n)
+		printf("(%zu of %zu shown, %zu left out; --limit N shows "
+		       "more)\n",
+		       shown, r->n, r->n - shown);
+}
+
 int
 list_run(struct ctl *c)
 {
@@ -158,6 +230,8 @@ list_run(struct ctl *c)
 	shown = opts.limit > 0 && opts.limit < r.n ? (size_t)opts.limit : r.n;
 	if (opts.json)
 		list_json(&r, shown, counts);
+	else if (opts.filter.series)
+		list_series(c, &r, shown);
 	else
 		list_text(c, &r, shown, counts);
 	rc = 0;

@@ -7,7 +7,8 @@
  *   cascade-ctl -c cascade.ini errors [--limit N] [--json]
  *   cascade-ctl -c cascade.ini requeue [--limit N] [--reason TEXT] [--dry-run]
  *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
- *                               [--due-before T] [--due-after T] [--json]
+ *                               [--due-before T] [--due-after T] [--series]
+ *                               [--json]
  *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
  *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
  *   cascade-ctl -c cascade.ini pause|resume [--target EXCHANGE[/KEY]] [ID...]
@@ -119,6 +120,10 @@ usage(FILE *fp)
 	    "                      pause, resume: this target's deliveries "
 	    "(control users;\n"
 	    "                      repeatable)\n"
+	    "      --series        list: the repeats only, one row per "
+	    "series: schedule,\n"
+	    "                      zone, next occurrence and its number, "
+	    "paused\n"
 	    "      --due-before TIME, --due-after TIME\n"
 	    "                      list: only messages due before TIME, or "
 	    "at TIME or later;\n"
