@@ -129,10 +129,9 @@ parse_value(int f, const char **p, const char *end, int *v)
 	}
 	if (fields[f].names == NULL || end - s < 3)
 		return -1;
-	for (i = 0; i <= fields[f].hi - fields[f].lo && i < 12; i++) {
+	/* Seven day names (7 is a number only), twelve month names. */
+	for (i = 0; i < (f == F_DOW ? 7 : 12); i++) {
 		const char *name = fields[f].names[i];
-		if (f == F_DOW && i > 6)
-			break;
 		for (k = 0; k < 3; k++)
 			if ((s[k] & ~0x20) != name[k])
 				break;

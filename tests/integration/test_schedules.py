@@ -265,7 +265,7 @@ def test_two_daemons_share_a_pace(client, daemon_factory):
     d1 = paced_daemon(daemon_factory, q, "20/s")
     d2 = paced_daemon(daemon_factory, q, "20/s", prefix=d1.prefix)
     time.sleep(1)  # each reads the other's marker at its connect or soon
-    due = publish_due_burst(client, d1, q, 100)
+    publish_due_burst(client, d1, q, 100)
     got = client.collect(q, 100, 25)
     assert len(got) == 100, len(got)
     at = sorted(t for t, _, _ in got)
