@@ -9,7 +9,8 @@ import zoneinfo
 import pika
 import pytest
 
-from helpers import PUBLISH, ctl, parked, total, wait_for, wait_parked
+from helpers import (LATE_SCALE, PUBLISH, ctl, parked, total, wait_for,
+                     wait_parked)
 # users: a fixture, imported to be used here.
 from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
                      uid, users, wait_listed)
@@ -41,7 +42,7 @@ def test_a_six_field_cron_every_2s_delivers_on_the_boundary_numbered(
     for t, p, _ in got:
         assert p.message_id == mid
         late = t - p.headers["x-cascade-scheduled"] / 1000
-        assert -SLACK <= late < LATE, late
+        assert -SLACK <= late < LATE * LATE_SCALE, late
         assert own_headers(p) == ["x-cascade-occurrence",
                                   "x-cascade-scheduled"], p.headers
     expect_nothing(client, [q], time.time() + 3)
@@ -71,7 +72,7 @@ def test_cron_in_a_zone_from_cascade_publish(client, daemon_factory):
     arrived, p, body = got[0]
     assert body == b"hello"
     assert p.headers["x-cascade-scheduled"] == t * 1000
-    assert -SLACK <= arrived - t < LATE, arrived - t
+    assert -SLACK <= arrived - t < LATE * LATE_SCALE, arrived - t
     assert p.headers["x-cascade-occurrence"] == 1
 
 
@@ -186,7 +187,8 @@ def test_pause_holds_a_target_and_resume_releases_all_of_it(
     assert sorted(p.message_id for _, p, _ in got) == \
         sorted("m%d" % i for i in range(20)), got
     # Held back round the ladder: none before the resume, all soon after.
-    assert all(resumed - SLACK < t < resumed + 5 for t, _, _ in got), \
+    assert all(resumed - SLACK < t < resumed + 5 * LATE_SCALE
+               for t, _, _ in got), \
         [t - resumed for t, _, _ in got]
     assert total(d.metrics(), "cascade_paused_waits_total") >= 20
 
@@ -236,9 +238,12 @@ def check_paced(got, due, n, rate, span):
     assert arrived == [mid for _, mid in due], arrived
     at = [t for t, _, _ in got]
     # Over about n / rate seconds, never more than the pace in a second.
-    assert span * 0.9 <= at[-1] - at[0] <= span * 1.25, at[-1] - at[0]
+    assert span * 0.9 <= at[-1] - at[0] <= span * 1.25 * LATE_SCALE, \
+        at[-1] - at[0]
+    # A stall of the whole machine (CI's lanes share two cores) releases
+    # the timers it held up together: allowed for, as lateness is.
     most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
-    assert most <= rate + 2, most
+    assert most <= rate + 2 + rate * (LATE_SCALE - 1) / 2, most
     # Late, never early.
     for (t, p, _), (d, mid) in zip(got, due):
         assert t >= d - SLACK, (mid, t - d)
@@ -269,9 +274,10 @@ def test_two_daemons_share_a_pace(client, daemon_factory):
     got = client.collect(q, 100, 25)
     assert len(got) == 100, len(got)
     at = sorted(t for t, _, _ in got)
-    assert 99 / 20 * 0.9 <= at[-1] - at[0] <= 99 / 20 * 1.3, at[-1] - at[0]
+    assert 99 / 20 * 0.9 <= at[-1] - at[0] <= 99 / 20 * 1.3 * LATE_SCALE, \
+        at[-1] - at[0]
     most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
-    assert most <= 22, most
+    assert most <= 22 + 20 * (LATE_SCALE - 1) / 2, most
     for d in (d1, d2):
         assert total(d.metrics(), "cascade_pace_daemons") == 2
 
