@@ -13,7 +13,7 @@ from helpers import (LATE_SCALE, PUBLISH, ctl, parked, total, wait_for,
                      wait_parked)
 # users: a fixture, imported to be used here.
 from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
-                     uid, users, wait_listed)
+                     series_through_kills, uid, users, wait_listed)
 
 
 def cron(client, d, q, mid, expr, **more):
@@ -105,27 +105,7 @@ def test_kill_9_while_a_cron_series_runs_neither_forks_nor_loses(
     mids = [uid("cron-kill9-%d" % i) for i in range(4)]
     for mid in mids:
         cron(client, d, q, mid, "* * * * * *", **{"x-cascade-times": 8})
-    got = []
-    for _ in range(3):
-        got += client.collect(q, 1000, 1.7)
-        d.kill()
-        d.start()
-    got += client.collect(q, 1000, 8)
-    got += client.collect(q, 1000, 3)  # a fork would go on delivering
-    for mid in mids:
-        occ = sorted(p.headers["x-cascade-occurrence"] for _, p, _ in got
-                     if p.message_id == mid)
-        # Every occurrence arrives, or is counted missed in the one after
-        # it (a restart may take longer than a second); around a kill one
-        # may arrive twice (at-least-once); never a second series.
-        seen = {p.headers["x-cascade-occurrence"]:
-                p.headers.get("x-cascade-missed", 0)
-                for _, p, _ in got if p.message_id == mid}
-        covered = set()
-        for k, missed in seen.items():
-            covered.update(range(k - missed, k + 1))
-        assert covered == set(range(1, 9)), (mid, occ, seen)
-        assert len(occ) <= 8 + 3, (mid, occ)
+    series_through_kills(client, d, q, mids, 8)
 
 
 def every(client, d, q, mid, interval, delay="1s", **more):

@@ -11,7 +11,8 @@ import pytest
 from helpers import ctl, parked, total, wait_for, wait_parked
 # users: a fixture, imported to be used here.
 from waiting import (LATE, SHORT, SLACK, events, expect_nothing, ladder,
-                     listing, on_time, records, uid, users, wait_listed)
+                     listing, on_time, records, series_through_kills, uid,
+                     users, wait_listed)
 
 
 def unique(client, d, q, mid, mode, delay, body):
@@ -166,21 +167,7 @@ def test_kill_9_while_a_series_runs_neither_forks_nor_loses(
     mids = [uid("kill9-%d" % i) for i in range(4)]
     for mid in mids:
         repeat(client, d, q, mid, 1, "1s", **{"x-cascade-times": 8})
-    got = []
-    # kill -9 every 1.7 s, three times, each restarted at once.
-    for _ in range(3):
-        got += client.collect(q, 1000, 1.7)
-        d.kill()
-        d.start()
-    got += client.collect(q, 1000, 8)
-    got += client.collect(q, 1000, 3)  # a fork would go on delivering
-    for mid in mids:
-        occ = sorted(p.headers["x-cascade-occurrence"] for _, p, _ in got
-                     if p.message_id == mid)
-        # Every occurrence arrives; around a kill one may arrive twice
-        # (at-least-once), never a second series.
-        assert sorted(set(occ)) == list(range(1, 9)), (mid, occ)
-        assert len(occ) <= 8 + 3, (mid, occ)
+    series_through_kills(client, d, q, mids, 8)
 
 
 def series_record(d, stream, sid, at, until, occurrence=7, token="tok"):

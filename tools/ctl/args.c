@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctl.h"
 
@@ -23,4 +24,20 @@ ctl_parse_limit(const char *s, uint64_t *out)
 	}
 	fprintf(stderr, PROG ": --limit wants a positive integer: %s\n", s);
 	return -1;
+}
+
+int
+ctl_check_ids(const char *cmd, int n, char **v, const char *what)
+{
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(v[i]);
+		if (len == 0 || len > 255) {
+			fprintf(stderr,
+			        PROG ": %s: an id has 1 to 255 bytes (%s): "
+			             "'%s'\n",
+			        cmd, what, v[i]);
+			return -1;
+		}
+	}
+	return 0;
 }

@@ -113,6 +113,9 @@ int cancel_run(struct ctl *c);
 
 /* args.c: --limit N, a positive integer; -1 having said why. */
 int ctl_parse_limit(const char *s, uint64_t *out);
+/* args.c: ids given to cmd, each 1 to 255 bytes (what: "a message-id");
+ * -1 having said why. */
+int ctl_check_ids(const char *cmd, int n, char **v, const char *what);
 
 /*
  * session.c: the broker session.

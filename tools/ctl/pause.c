@@ -54,16 +54,8 @@ pause_option(struct ctl *c, const char *name, const char *arg)
 static int
 pause_ids(const char *cmd, int n, char **v)
 {
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(v[i]);
-		if (len == 0 || len > 255) {
-			fprintf(stderr,
-			        PROG ": %s: an id has 1 to 255 bytes (a "
-			             "message-id or series id): '%s'\n",
-			        cmd, v[i]);
-			return -1;
-		}
-	}
+	if (ctl_check_ids(cmd, n, v, "a message-id or series id") < 0)
+		return -1;
 	opts.ids = v;
 	opts.nids = n;
 	return 0;
