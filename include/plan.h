@@ -43,9 +43,12 @@ struct plan {
 	int64_t refused_park_after; /* ms; 0: never park for refusals */
 	/* [target ...] pace: NULL or no targets, none paced.  own: this
 	 * daemon's marker token, always counted among the daemons sharing
-	 * a pace. */
+	 * a pace.  own_slots: this process's name on the slots it reserves
+	 * (x-cascade-slot-by): a slot another process reserved (another
+	 * daemon's, or this one's before a restart, whose slots it no longer
+	 * counts) is reserved again here. */
 	struct pace *pace;
-	amqp_bytes_t own;
+	amqp_bytes_t own, own_slots;
 };
 
 enum plan_next {

@@ -324,17 +324,21 @@ size_t requests_series_refresh(struct requests *r, size_t *cursor, size_t slots,
 /*
  * Pauses (docs/CONTRACT.md 7.10).  A pause names a series (its cascade id
  * or its message-id) or a target (EXCHANGE, every routing key, or
- * EXCHANGE/KEY; "/KEY" is the default exchange), and holds until a resume
- * of the same name, or until it lapses ([events] max_age after it was
- * recorded).  A series' pause takes effect on the messages its requester
- * may change (requests_permitted's rule), and only its requester or a
- * control user lifts it; a target's is a control user's only.
+ * EXCHANGE/KEY; "/KEY" and "amq.default/KEY" are the default exchange),
+ * and holds until a resume of the same name, or until it lapses ([events]
+ * max_age after it was recorded).  Each requester's pause of a name is
+ * its own (a list per name): another user's pause neither replaces nor
+ * lifts it.  A series' pause takes effect on the messages its requester
+ * may change (requests_permitted's rule); a resume lifts its requester's
+ * own pause, a control user's every pause of the name.  A target's pause
+ * is a control user's only.
  */
 
-/* One pause held, allocated to its requester's size. */
+/* One requester's pause of a name, allocated to the requester's size. */
 struct pause {
-	int64_t at;    /* recorded, Unix ms */
-	int64_t until; /* it lapses then, Unix ms */
+	struct pause *next; /* another requester's pause of the same name */
+	int64_t at;         /* recorded, Unix ms */
+	int64_t until;      /* it lapses then, Unix ms */
 	uint32_t by_len;
 	unsigned control : 1; /* from a control user */
 	char by[];            /* the requester's user-id, not terminated */
@@ -342,10 +346,10 @@ struct pause {
 
 /*
  * Read pause or resume record e from by (control: one of [events]
- * control_users).  0 taken (a pause held, unless hold is 0: past the
- * cap; a pause lifted), 1 refused (a target's by anyone but a control
- * user, a resume of a pause another user made; nothing changes), -1 out
- * of memory.
+ * control_users).  0 taken (a pause held or renewed, unless hold is 0:
+ * past the cap; a pause lifted), 1 refused (a target's by anyone but a
+ * control user; a resume by a user who holds no pause of the name while
+ * another does: nothing changes), -1 out of memory.
  */
 int requests_pause_read(struct requests *r, const struct event *e,
                         amqp_bytes_t by, int control, int hold);

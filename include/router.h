@@ -12,6 +12,7 @@
 
 #include "ladder.h"
 #include "retry.h"
+#include "zone.h"
 
 /*
  * Native waiting: due within this many ms, a message is held in memory (as
@@ -49,6 +50,8 @@ struct router_params {
 	const void *allowed_ctx;
 	const struct retry_table *retry;
 	double (*random)(void); /* uniform in [0, 1), for retry jitter */
+	/* Cron series' zones, loaded once (zone.h); NULL: read each time. */
+	struct zone_cache *zones;
 };
 
 /*
@@ -150,8 +153,11 @@ struct route {
 	unsigned refused;
 	int64_t refused_since;
 	/* x-cascade-slot: its paced target's slot for it (pace.h), Unix ms,
-	 * reserved once and kept while it waits for it; 0: none. */
+	 * reserved once and kept while it waits for it; 0: none.  slot_by
+	 * (x-cascade-slot-by): the daemon process that reserved it, whose
+	 * slots only it honours. */
 	int64_t slot;
+	amqp_bytes_t slot_by;
 	/* Parking: only cascade's own headers, the publisher's do not fit. */
 	int strip_headers;
 	/* x-cascade-id: the message's own, while it waits (events.h) */
@@ -216,7 +222,8 @@ int router_series_next(const struct router_params *p, struct route *r,
  * A copy of a paused series, due at now: r->due moves to the series' next
  * occurrence after now, the copy kept as it is (its occurrence, scheduled
  * time and token: delivered later it counts what it missed).  0 when the
- * series ends before one (times, until), or its state cannot be read.
+ * series ends before one (times, until); 1 with r parked when its state
+ * cannot be read (its zone gone).
  */
 int router_series_skip(const struct router_params *p, struct route *r,
                        int64_t now);

@@ -100,4 +100,36 @@ void zone_free(struct zone *z);
 int32_t zone_offset(const struct zone *z, int64_t t, int64_t *start,
                     int64_t *end);
 
+/*
+ * Zones as a daemon uses them: loaded once, and read again at most every
+ * ZONE_CACHE_TTL_MS (a tzdata upgrade is seen within that), keeping the
+ * copy it has when a new read fails (a file replaced under it, no file
+ * descriptors left), so that a schedule never fails for a moment's
+ * error.  At most ZONE_CACHE_MAX zones; the least recently used makes
+ * room.  zone_cache.c.
+ */
+#define ZONE_CACHE_MAX 32
+#define ZONE_CACHE_TTL_MS 300000
+
+struct zone_cache {
+	struct zone_cached {
+		struct zone z;
+		int64_t loaded; /* monotonic ms; 0: empty */
+		uint64_t used;  /* the cache's clock when last used */
+	} e[ZONE_CACHE_MAX];
+	uint64_t clock;
+	uint64_t loads; /* reads of a zone file, ever */
+};
+
+void zone_cache_init(struct zone_cache *c);
+void zone_cache_free(struct zone_cache *c);
+
+/*
+ * Zone `name` at now (monotonic ms): the cache's, valid until the next
+ * call.  NULL with a reason in err when it has none and cannot read it.
+ */
+const struct zone *zone_cached(struct zone_cache *c, const char *name,
+                               size_t len, int64_t now, char *err,
+                               size_t errlen);
+
 #endif

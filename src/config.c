@@ -589,6 +589,12 @@ config_check(struct config_parse *p)
 			             "%s: \"%s\"", when_why,
 			             cfg->router_accept_unsigned_until);
 	}
+	/* The daemons count each other by their markers in P.cancels: with
+	 * no streams each would take the whole pace. */
+	if (cfg->pace.n > 0 && !config_events(cfg))
+		config_error(p, cfg->pace_line[0], "target.pace",
+		             "a pace needs [events] enabled = yes (the daemons "
+		             "share it by their records)");
 	if (cfg->metrics_listen[0] != '\0') {
 		char host[256], port[16];
 		if (listen_parse(cfg->metrics_listen, host, sizeof(host), port,

@@ -254,6 +254,14 @@ parse_field(struct cron *c, int f, const char *s, const char *end, char *err,
 			return -1;
 		item = q + 1;
 	}
+	/* 7/2 and the like: a field that names nothing never fires. */
+	if (mask == 0 &&
+	    !(f == F_DOM && (c->dom_last || c->dom_last_near || c->dom_near)) &&
+	    !(f == F_DOW && (c->dow_last || c->dow_nth[0] || c->dow_nth[1] ||
+	                     c->dow_nth[2] || c->dow_nth[3] || c->dow_nth[4] ||
+	                     c->dow_nth[5] || c->dow_nth[6])))
+		return fail(err, errlen, f, s, (size_t)(end - s),
+		            "names no value");
 	switch (f) {
 	case F_SEC:
 		c->sec = mask;
@@ -545,7 +553,7 @@ cron_next(const struct cron *c, const struct zone *z, int64_t after,
 		m = match_from(c, span_local_from(c, &s, t), hi + s.off);
 		if (m != NONE)
 			return (m - s.off) * 1000;
-		if (s.end > lim)
+		if (s.end > lim || s.end <= t)
 			break;
 		t = s.end;
 	}
@@ -574,7 +582,7 @@ cron_count(const struct cron *c, const struct zone *z, int64_t a, int64_t b)
 				k--;
 			n += k;
 		}
-		if (s.end > last)
+		if (s.end > last || s.end <= t)
 			break;
 		t = s.end;
 	}

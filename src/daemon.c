@@ -256,6 +256,8 @@ daemon_run(const struct config *cfg)
 	d->rp.allowed_ctx = cfg;
 	d->rp.retry = &cfg->retry;
 	d->rp.random = daemon_random_unit;
+	zone_cache_init(&d->zones);
+	d->rp.zones = &d->zones;
 	outbox_init(&d->out);
 	xcheck_init(&d->xc);
 	targets_init(&d->targets, d->ladder.ttl[0],
@@ -267,6 +269,12 @@ daemon_run(const struct config *cfg)
 	d->plan.refused_park_after = cfg->router_refused_park_after;
 	d->pace = cfg->pace;
 	d->plan.pace = &d->pace;
+	{
+		char id[17];
+		events_new_id(id);
+		snprintf(d->slot_token, sizeof(d->slot_token), "p%s", id);
+		d->plan.own_slots = amqp_cstring_bytes(d->slot_token);
+	}
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);
@@ -338,6 +346,7 @@ daemon_run(const struct config *cfg)
 	acks_free(&d->acks);
 	targets_free(&d->targets);
 	requests_free(&d->requests);
+	zone_cache_free(&d->zones);
 	message_spare_free();
 	topology_free(&d->topo);
 	rc = d->exit_code;

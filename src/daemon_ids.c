@@ -101,7 +101,8 @@ daemon_not_held(struct daemon *d, int kind, amqp_bytes_t id)
 int
 daemon_request_room(struct daemon *d, const struct event *e, struct route *r)
 {
-	if (!requests_new(&d->requests, e, amqp_empty_bytes) ||
+	/* A pause is its requester's (requests.h). */
+	if (!requests_new(&d->requests, e, e->requester) ||
 	    daemon_held_room(d, METRICS_HELD_REQUEST))
 		return 1;
 	router_park(r, PARK_too_many_ids,
@@ -120,6 +121,8 @@ daemon_pause_read(struct daemon *d, const struct event *e, amqp_bytes_t by,
 	const char *what = events_kind_name(e->kind);
 
 	if (rc == 1) {
+		if (d->replaying)
+			return; /* told when it was first read */
 		d->m.requests_refused++;
 		log_warn("pause_refused",
 		         " kind=%s %s=\"%.*s\" requester=\"%.*s\" "

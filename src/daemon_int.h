@@ -168,7 +168,9 @@ struct daemon {
 	/* [target ...] pace: each paced target's slots, and the daemons
 	 * heard from (their markers in P.cancels) that share them. */
 	struct pace pace;
-	struct plan plan; /* the next publish, given the targets */
+	struct zone_cache zones; /* cron series' zones (zone.h) */
+	char slot_token[24];     /* this process's name on slots (plan.h) */
+	struct plan plan;        /* the next publish, given the targets */
 	amqp_pool_t scratch;
 	struct acks acks;
 	unsigned refused;          /* nacks and returns not yet logged */

@@ -157,12 +157,15 @@ daemon_record(struct daemon *d, struct message *m)
 		; /* not P.series' kind: skipped */
 	else if (requests_kind(e.kind) >= 0 && e.until > duration_wall_ms())
 		rc = daemon_held_read(d, &e, &why);
-	else if (e.kind == EVENT_MARKER && !headers_key_is(e.marker, d->marker))
-		/* Another daemon: it shares the paces (pace.h). */
-		pace_peer_seen(&d->pace, e.marker,
-		               e.at < duration_wall_ms() ? e.at
-		                                         : duration_wall_ms());
-	else if (e.kind == EVENT_MARKER) {
+	else if (e.kind == EVENT_MARKER &&
+	         !headers_key_is(e.marker, d->marker)) {
+		/* Another daemon: it shares the paces (pace.h).  Those older
+		 * than a peer is remembered, replayed, count for nothing. */
+		int64_t now = duration_wall_ms();
+		if (d->pace.n > 0 && e.at > now - PACE_PEER_TTL_MS)
+			pace_peer_seen(&d->pace, e.marker,
+			               e.at < now ? e.at : now);
+	} else if (e.kind == EVENT_MARKER) {
 		rc = daemon_marker_back(d, s, e.at, err, sizeof(err));
 		why = err;
 	}

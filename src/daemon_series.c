@@ -52,6 +52,7 @@ daemon_series_next(struct daemon *d, struct message *m)
 	r->token = message_dup(m, amqp_cstring_bytes(token));
 	r->since = now;
 	r->fresh = 0;
+	r->slot = 0; /* the next occurrence takes a slot of its own */
 	if (r->action != ROUTE_PARK)
 		router_step(&d->rp, r, now);
 	/* Due within a step: through the return queue, where a daemon holds

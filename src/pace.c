@@ -108,6 +108,15 @@ pace_bytes_eq(const char *a, size_t alen, amqp_bytes_t b)
 	return alen == b.len && (alen == 0 || memcmp(a, b.bytes, alen) == 0);
 }
 
+/* The default exchange's two names, "" and amq.default, as one. */
+static amqp_bytes_t
+pace_exchange(amqp_bytes_t ex)
+{
+	if (ex.len == 11 && memcmp(ex.bytes, "amq.default", 11) == 0)
+		ex.len = 0;
+	return ex;
+}
+
 int
 pace_add(struct pace *p, const char *target, size_t len, double per_s,
          const char **why)
@@ -120,6 +129,7 @@ pace_add(struct pace *p, const char *target, size_t len, double per_s,
 	                    (void *)(uintptr_t)(slash ? slash + 1 : "")};
 	struct pace_target *t;
 
+	ex = pace_exchange(ex);
 	if (exlen > 255) {
 		*why = "exchange name longer than 255 bytes";
 		return -1;
@@ -144,8 +154,8 @@ pace_add(struct pace *p, const char *target, size_t len, double per_s,
 	}
 	t = &p->t[p->n++];
 	memset(t, 0, sizeof(*t));
-	memcpy(t->exchange, target, exlen);
-	t->exchange_len = (uint8_t)exlen;
+	memcpy(t->exchange, ex.bytes, ex.len);
+	t->exchange_len = (uint8_t)ex.len;
 	if (slash != NULL)
 		memcpy(t->routing_key, slash + 1, keylen);
 	t->routing_key_len = (uint8_t)keylen;
@@ -159,6 +169,7 @@ pace_find(struct pace *p, amqp_bytes_t exchange, amqp_bytes_t routing_key)
 {
 	struct pace_target *any = NULL;
 
+	exchange = pace_exchange(exchange);
 	/* At most 64 targets, each compared in a few bytes: a scan. */
 	for (size_t i = 0; i < p->n; i++) {
 		struct pace_target *t = &p->t[i];

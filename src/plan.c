@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "duration.h"
 
@@ -65,6 +66,7 @@ plan_divert(const struct plan *p, struct route *r, int64_t wait, int64_t now)
 		return;
 	}
 	targets_diverted(p->targets, r->exchange, r->routing_key);
+	r->slot = 0; /* its turn afresh once the target takes messages */
 	level = ladder_pick(p->ladder, wait);
 	router_hop(p->rp, r, level < 0 ? 0 : level, now);
 }
@@ -84,11 +86,18 @@ plan_paced(const struct plan *p, struct route *r, int64_t now)
 
 	if (p->pace == NULL || p->pace->n == 0)
 		return 0;
-	if (r->slot == 0) {
+	/* Ours, and not long past (a pause, a backoff or a reschedule
+	 * kept it out meanwhile): kept.  Else a slot of its own now, at the
+	 * end of the line: late rather than in a burst. */
+	if (r->slot == 0 || r->slot < now - short_wait ||
+	    r->slot_by.len != p->own_slots.len ||
+	    memcmp(r->slot_by.bytes, p->own_slots.bytes, r->slot_by.len) != 0) {
+		r->slot = 0;
 		t = pace_find(p->pace, r->exchange, r->routing_key);
 		if (t == NULL)
 			return 0;
 		r->slot = pace_slot(t, now, pace_peers(p->pace, p->own, now));
+		r->slot_by = p->own_slots;
 	}
 	if (r->slot <= now)
 		return 0;
@@ -113,6 +122,11 @@ plan_pause(const struct plan *p, struct route *r, int64_t now)
 		wait = p->ladder->ttl[0];
 	if (wait > PLAN_PAUSE_MAX_MS)
 		wait = PLAN_PAUSE_MAX_MS;
+	/* Neither a slot nor refusals survive a pause: on resume it takes
+	 * its turn afresh. */
+	r->slot = 0;
+	r->refused = 0;
+	r->refused_since = 0;
 	level = ladder_pick(p->ladder, wait);
 	router_hop(p->rp, r, level < 0 ? 0 : level, now);
 }

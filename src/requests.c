@@ -26,6 +26,11 @@ free_entry(int kind, void *value)
 			next = k->next;
 			free(k);
 		}
+	} else if (kind == REQUESTS_PAUSE) {
+		for (struct pause *k = value, *next; k != NULL; k = next) {
+			next = k->next;
+			free(k);
+		}
 	} else {
 		free(value);
 	}
@@ -135,9 +140,7 @@ lapsed(amqp_bytes_t key, void *value, void *ctx)
 	} else if (kind == REQUESTS_CLAIM) {
 		left = claims_lapsed(value, p->now, &p->r->n[kind]);
 	} else if (kind == REQUESTS_PAUSE) {
-		left = ((struct pause *)value)->until > p->now ? value : NULL;
-		if (left == NULL)
-			free(value);
+		left = requests_pauses_lapsed(value, p->now, &p->r->n[kind]);
 	} else if (((struct series_head *)value)->until > p->now) {
 		left = value;
 	} else {
@@ -145,8 +148,9 @@ lapsed(amqp_bytes_t key, void *value, void *ctx)
 		left = NULL;
 	}
 	if (left == NULL) {
-		/* Claims are counted by scope, the others by id. */
-		if (kind != REQUESTS_CLAIM)
+		/* Claims are counted by scope, pauses by requester, the
+		 * others by id. */
+		if (kind != REQUESTS_CLAIM && kind != REQUESTS_PAUSE)
 			p->r->n[kind]--;
 		return 1;
 	}
@@ -192,7 +196,7 @@ requests_new(const struct requests *r, const struct event *e,
 	case REQUESTS_SERIES:
 		return entry_get(r, REQUESTS_SERIES, e->id) == NULL;
 	case REQUESTS_PAUSE:
-		return e->kind == EVENT_PAUSE;
+		return requests_pause_new(r, e, scope);
 	default:
 		return 0;
 	}

@@ -117,4 +117,11 @@ claim_margin(int64_t due)
 	                                         : due + CLAIM_MARGIN_MS;
 }
 
+/* requests_pause.c: would pause record e from by hold a pause not held
+ * yet?  And the lapsed pauses of one name dropped, counted off *n. */
+int requests_pause_new(const struct requests *r, const struct event *e,
+                       amqp_bytes_t by);
+struct pause *requests_pauses_lapsed(struct pause *head, int64_t now,
+                                     size_t *n);
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * Pauses (requests.h): which series and targets are paused, by whom.  A
  * pause's key is the kind's byte, then 'S' and a series' id or
- * message-id, or 'T' and a target, EXCHANGE[/KEY].
+ * message-id, or 'T' and a target, EXCHANGE[/KEY] with the default
+ * exchange written empty; its entry, a list of each requester's pause.
  */
 #include "requests_int.h"
 
@@ -18,6 +19,24 @@ struct pause_key {
 	amqp_bytes_t key;
 };
 
+/* The default exchange's other name. */
+#define AMQ_DEFAULT "amq.default"
+#define AMQ_DEFAULT_LEN (sizeof(AMQ_DEFAULT) - 1)
+
+/* A target name with amq.default written as the empty name it is. */
+static amqp_bytes_t
+target_name(amqp_bytes_t t)
+{
+	if (t.len >= AMQ_DEFAULT_LEN &&
+	    memcmp(t.bytes, AMQ_DEFAULT, AMQ_DEFAULT_LEN) == 0 &&
+	    (t.len == AMQ_DEFAULT_LEN ||
+	     ((const char *)t.bytes)[AMQ_DEFAULT_LEN] == '/')) {
+		t.bytes = (char *)t.bytes + AMQ_DEFAULT_LEN;
+		t.len -= AMQ_DEFAULT_LEN;
+	}
+	return t;
+}
+
 /* The key of name in form ('S', 'T'); 0 when too long to be held. */
 static int
 pause_key(struct pause_key *k, char form, amqp_bytes_t name)
@@ -33,17 +52,60 @@ pause_key(struct pause_key *k, char form, amqp_bytes_t name)
 	return 1;
 }
 
-/* The pause on name in form, in force at now, or NULL. */
+/* The pauses of name in form, or NULL. */
 static const struct pause *
-pause_find(const struct requests *r, char form, amqp_bytes_t name, int64_t now)
+pause_list(const struct requests *r, char form, amqp_bytes_t name)
 {
 	struct pause_key k;
-	const struct pause *p;
 
 	if (r->n[REQUESTS_PAUSE] == 0 || !pause_key(&k, form, name))
 		return NULL;
-	p = idmap_get(&r->map, k.key);
-	return p != NULL && p->until > now ? p : NULL;
+	return idmap_get(&r->map, k.key);
+}
+
+static int
+pause_by(const struct pause *p, amqp_bytes_t by)
+{
+	return same_bytes(by, p->by, p->by_len);
+}
+
+int
+requests_pause_new(const struct requests *r, const struct event *e,
+                   amqp_bytes_t by)
+{
+	const struct pause *p;
+
+	if (e->kind != EVENT_PAUSE)
+		return 0;
+	p = pause_list(r, e->target ? 'T' : 'S',
+	               e->target ? target_name(e->cancel) : e->cancel);
+	for (; p != NULL; p = p->next)
+		if (pause_by(p, by))
+			return 0;
+	return 1;
+}
+
+/* A resume by `by` (control: lifts every pause of the name). */
+static int
+pause_lift(struct requests *r, struct pause **ref, amqp_bytes_t key,
+           amqp_bytes_t by, int control)
+{
+	struct pause **pp = ref, *p;
+	int lifted = 0;
+
+	while ((p = *pp) != NULL) {
+		if (control || pause_by(p, by)) {
+			*pp = p->next;
+			free(p);
+			r->n[REQUESTS_PAUSE]--;
+			lifted = 1;
+		} else {
+			pp = &p->next;
+		}
+	}
+	if (*ref == NULL)
+		(void)idmap_del(&r->map, key);
+	return lifted ? 0 : 1;
 }
 
 int
@@ -56,24 +118,22 @@ requests_pause_read(struct requests *r, const struct event *e, amqp_bytes_t by,
 
 	if (e->target && !control)
 		return 1;
-	if (!pause_key(&k, e->target ? 'T' : 'S', e->cancel) ||
+	if (!pause_key(&k, e->target ? 'T' : 'S',
+	               e->target ? target_name(e->cancel) : e->cancel) ||
 	    by.len > UINT32_MAX)
 		return 1; /* events_parse bounds ids: none such is read */
 	ref = (struct pause **)idmap_ref(&r->map, k.key);
-	if (e->kind == EVENT_RESUME) {
-		if (ref == NULL)
+	if (e->kind == EVENT_RESUME)
+		return ref == NULL ? 0 : pause_lift(r, ref, k.key, by, control);
+	/* The same requester's again: renewed, from this record on. */
+	for (p = ref != NULL ? *ref : NULL; p != NULL; p = p->next)
+		if (pause_by(p, by)) {
+			p->at = e->at;
+			p->until = e->until;
+			p->control = control != 0;
 			return 0;
-		/* Only who paused it, or a control user, lifts a pause. */
-		if (!control && !same_bytes(by, (*ref)->by, (*ref)->by_len))
-			return 1;
-		free(*ref);
-		(void)idmap_del(&r->map, k.key);
-		r->n[REQUESTS_PAUSE]--;
-		return 0;
-	}
-	/* A pause held already is taken by the later record: it lasts from
-	 * then, and is that requester's. */
-	if (ref == NULL && !hold)
+		}
+	if (!hold)
 		return 0;
 	if ((p = malloc(sizeof(*p) + by.len)) == NULL)
 		return -1;
@@ -84,24 +144,35 @@ requests_pause_read(struct requests *r, const struct event *e, amqp_bytes_t by,
 	if (by.len > 0)
 		memcpy(p->by, by.bytes, by.len);
 	if (ref != NULL) {
-		free(*ref);
+		p->next = *ref;
 		*ref = p;
-		return 0;
-	}
-	if (idmap_put(&r->map, k.key, p, &prev) < 0) {
-		free(p);
-		return -1;
+	} else {
+		p->next = NULL;
+		if (idmap_put(&r->map, k.key, p, &prev) < 0) {
+			free(p);
+			return -1;
+		}
 	}
 	r->n[REQUESTS_PAUSE]++;
 	return 0;
 }
 
-/* May a pause by p's requester hold a message published by owner? */
-static int
-pause_permitted(const struct pause *p, amqp_bytes_t owner)
+/* Drop the lapsed pauses of one name, counting them off *n. */
+struct pause *
+requests_pauses_lapsed(struct pause *head, int64_t now, size_t *n)
 {
-	return p->control || owner.len == 0 ||
-	       same_bytes(owner, p->by, p->by_len);
+	struct pause **pp = &head, *p;
+
+	while ((p = *pp) != NULL) {
+		if (p->until <= now) {
+			*pp = p->next;
+			free(p);
+			(*n)--;
+		} else {
+			pp = &p->next;
+		}
+	}
+	return head;
 }
 
 int
@@ -110,12 +181,28 @@ requests_series_paused(const struct requests *r, amqp_bytes_t id,
 {
 	const struct pause *p;
 
-	if (id.len > 0 && (p = pause_find(r, 'S', id, now)) != NULL &&
-	    pause_permitted(p, owner))
-		return 1;
-	return message_id.len > 0 &&
-	       (p = pause_find(r, 'S', message_id, now)) != NULL &&
-	       pause_permitted(p, owner);
+	for (int i = 0; i < 2; i++) {
+		amqp_bytes_t name = i == 0 ? id : message_id;
+		if (name.len == 0)
+			continue;
+		/* In force, and by one who may change the message. */
+		for (p = pause_list(r, 'S', name); p != NULL; p = p->next)
+			if (p->until > now && (p->control || owner.len == 0 ||
+			                       pause_by(p, owner)))
+				return 1;
+	}
+	return 0;
+}
+
+/* Is a pause of target name in force at now? */
+static int
+target_in_force(const struct requests *r, amqp_bytes_t name, int64_t now)
+{
+	for (const struct pause *p = pause_list(r, 'T', name); p != NULL;
+	     p = p->next)
+		if (p->until > now)
+			return 1;
+	return 0;
 }
 
 int
@@ -127,7 +214,8 @@ requests_target_paused(const struct requests *r, amqp_bytes_t exchange,
 
 	if (r->n[REQUESTS_PAUSE] == 0)
 		return 0;
-	if (pause_find(r, 'T', exchange, now) != NULL)
+	exchange = target_name(exchange);
+	if (target_in_force(r, exchange, now))
 		return 1;
 	if (exchange.len + 1 + routing_key.len > PAUSE_NAME_MAX)
 		return 0;
@@ -139,5 +227,5 @@ requests_target_paused(const struct requests *r, amqp_bytes_t exchange,
 		       routing_key.len);
 	name.bytes = buf;
 	name.len = exchange.len + 1 + routing_key.len;
-	return pause_find(r, 'T', name, now) != NULL;
+	return target_in_force(r, name, now);
 }

@@ -238,6 +238,12 @@ router_read_slot(const amqp_table_t *h, struct route *r)
 	if (v != NULL && headers_integer(v, &t) == 1 && t > 0 &&
 	    t <= SCHEDULE_TIME_MAX)
 		r->slot = t;
+	v = headers_find(h, "x-cascade-slot-by");
+	if (v == NULL || headers_string(v, &r->slot_by) < 0 ||
+	    r->slot_by.len > 64) {
+		r->slot = 0;
+		r->slot_by = amqp_empty_bytes;
+	}
 }
 
 /* name is prefix, or prefix followed by a dot and anything. */
@@ -419,7 +425,7 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 	/* Compare before subtracting: a header may hold any int64. */
 	remaining = r->due > now ? r->due - now : 0;
 	if (remaining <= 0) {
-		router_deliver(r, now);
+		router_deliver(p, r, now);
 		return;
 	}
 	/* The last stretch in a holding queue, to the millisecond; the last
@@ -440,7 +446,7 @@ router_ladder_step(const struct router_params *p, struct route *r, int64_t now)
 
 	r->left = 0;
 	if (remaining <= 0) {
-		router_deliver(r, now);
+		router_deliver(p, r, now);
 		return;
 	}
 	r->action = ROUTE_HOP;

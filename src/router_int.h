@@ -18,6 +18,7 @@ int router_read_repeat(const struct router_params *p, const amqp_table_t *h,
                        int64_t now, struct route *r);
 
 /* Due: deliver, and for a repeat, which occurrence (schedule.h). */
-void router_deliver(struct route *r, int64_t now);
+void router_deliver(const struct router_params *p, struct route *r,
+                    int64_t now);
 
 #endif

@@ -169,8 +169,10 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			                r->refused_since);
 		}
 		headers_put_i64(&t, "x-remaining-delay", r->left);
-		if (r->slot > 0)
+		if (r->slot > 0) {
 			headers_put_i64(&t, "x-cascade-slot", r->slot);
+			headers_put_bytes(&t, "x-cascade-slot-by", r->slot_by);
+		}
 		if (r->id.len > 0)
 			headers_put_bytes(&t, "x-cascade-id", r->id);
 		if (r->since > 0)

@@ -86,38 +86,60 @@ router_read_ends(const amqp_table_t *h, struct route *r)
 	return router_read_catch_up(h, r);
 }
 
+/* A cron series' expression and zone, loaded (router_cron_load). */
+struct cron_loaded {
+	struct cron c;
+	const struct zone *z; /* NULL: UTC */
+	struct zone own;      /* loaded here, without a cache */
+	int owned;
+};
+
 /*
- * A cron series' expression and zone, from r->cron and r->tz, into c and
- * z (zone_free it after).  -1 after parking, with the header at fault.
+ * A cron series' expression and zone, from r->cron and r->tz, into x
+ * (router_cron_done after): the zone from p's cache when it has one.  -1
+ * after parking, with the header at fault.
  */
 static int
-router_cron_load(struct route *r, struct cron *c, struct zone *z, int *has_z)
+router_cron_load(const struct router_params *p, struct route *r, int64_t now,
+                 struct cron_loaded *x)
 {
 	char err[160];
 
-	*has_z = 0;
-	if (cron_parse(c, (const char *)r->cron.bytes, r->cron.len, err,
+	x->z = NULL;
+	x->owned = 0;
+	if (cron_parse(&x->c, (const char *)r->cron.bytes, r->cron.len, err,
 	               sizeof(err)) < 0) {
 		router_park(r, PARK_bad_header, "x-cascade-cron: %s", err);
 		return -1;
 	}
 	if (r->tz.len == 0)
 		return 0;
-	if (zone_load(z, (const char *)r->tz.bytes, r->tz.len, NULL, err,
-	              sizeof(err)) < 0) {
+	if (p != NULL && p->zones != NULL)
+		x->z = zone_cached(p->zones, (const char *)r->tz.bytes,
+		                   r->tz.len, now, err, sizeof(err));
+	else if (zone_load(&x->own, (const char *)r->tz.bytes, r->tz.len, NULL,
+	                   err, sizeof(err)) == 0)
+		x->z = &x->own, x->owned = 1;
+	if (x->z == NULL) {
 		router_park(r, PARK_bad_header, "x-cascade-tz: %s", err);
 		return -1;
 	}
-	*has_z = 1;
 	return 0;
 }
 
 static void
-router_cron_schedule(const struct route *r, const struct cron *c,
-                     const struct zone *z, struct schedule_cron *sc)
+router_cron_done(struct cron_loaded *x)
 {
-	sc->cron = c;
-	sc->zone = z;
+	if (x->owned)
+		zone_free(&x->own);
+}
+
+static void
+router_cron_schedule(const struct route *r, const struct cron_loaded *x,
+                     struct schedule_cron *sc)
+{
+	sc->cron = &x->c;
+	sc->zone = x->z;
 	sc->times = r->times;
 	sc->until = r->until;
 	sc->all = r->catch_up_all;
@@ -152,10 +174,8 @@ static int
 router_read_cron(const struct router_params *p, const amqp_table_t *h,
                  int64_t now, struct route *r)
 {
-	struct cron c;
-	struct zone z;
+	struct cron_loaded x;
 	struct schedule_cron sc;
-	int has_z;
 	int64_t t;
 	char a[32], b[32];
 
@@ -202,12 +222,11 @@ router_read_cron(const struct router_params *p, const amqp_table_t *h,
 		r->repeat = 1;
 		return 0;
 	}
-	if (router_cron_load(r, &c, &z, &has_z) < 0)
+	if (router_cron_load(p, r, now, &x) < 0)
 		return -1;
-	router_cron_schedule(r, &c, has_z ? &z : NULL, &sc);
+	router_cron_schedule(r, &x, &sc);
 	t = schedule_cron_first(&sc, r->due > now ? r->due : now);
-	if (has_z)
-		zone_free(&z);
+	router_cron_done(&x);
 	if (t < 0) {
 		router_park(r, PARK_bad_header,
 		            "x-cascade-cron: no occurrence before "
@@ -317,20 +336,18 @@ bad:
 static int
 router_cron_next(const struct router_params *p, struct route *r, int64_t now)
 {
-	struct cron c;
-	struct zone z;
+	struct cron_loaded x;
 	struct schedule_cron sc;
-	int has_z, ok;
+	int ok;
 	int64_t next, due;
 	char a[32], b[32];
 
-	if (router_cron_load(r, &c, &z, &has_z) < 0)
+	if (router_cron_load(p, r, now, &x) < 0)
 		return 1;
-	router_cron_schedule(r, &c, has_z ? &z : NULL, &sc);
+	router_cron_schedule(r, &x, &sc);
 	ok = schedule_cron_next(&sc, r->occurrence + r->missed, r->deliver_at,
 	                        now, &next, &due);
-	if (has_z)
-		zone_free(&z);
+	router_cron_done(&x);
 	if (!ok)
 		return 0;
 	r->occurrence += r->missed + 1;
@@ -372,14 +389,12 @@ int
 router_series_skip(const struct router_params *p, struct route *r, int64_t now)
 {
 	struct schedule sp;
-	struct cron c;
-	struct zone z;
-	int has_z;
+	struct cron_loaded x;
 	int64_t k, t, n, lim;
 
-	(void)p;
 	if (!r->repeat)
 		return 0;
+	r->slot = 0;
 	if (r->cron.len == 0) {
 		router_schedule(r, &sp);
 		k = schedule_last(&sp, now);
@@ -390,13 +405,12 @@ router_series_skip(const struct router_params *p, struct route *r, int64_t now)
 		r->due = t;
 		return 1;
 	}
-	if (router_cron_load(r, &c, &z, &has_z) < 0)
-		return 0;
+	if (router_cron_load(p, r, now, &x) < 0)
+		return 1; /* parked: not ended */
 	lim = r->until > 0 ? r->until : SCHEDULE_TIME_MAX;
-	t = cron_next(&c, has_z ? &z : NULL, now, lim);
-	n = t > r->at ? cron_count(&c, has_z ? &z : NULL, r->at, t) : 0;
-	if (has_z)
-		zone_free(&z);
+	t = cron_next(&x.c, x.z, now, lim);
+	n = t > r->at ? cron_count(&x.c, x.z, r->at, t) : 0;
+	router_cron_done(&x);
 	if (t < 0 || (r->times > 0 && r->occurrence + n > r->times))
 		return 0;
 	r->due = t;
@@ -404,13 +418,11 @@ router_series_skip(const struct router_params *p, struct route *r, int64_t now)
 }
 
 void
-router_deliver(struct route *r, int64_t now)
+router_deliver(const struct router_params *p, struct route *r, int64_t now)
 {
 	struct schedule sp;
 	struct schedule_cron sc;
-	struct cron c;
-	struct zone z;
-	int has_z;
+	struct cron_loaded x;
 
 	r->action = ROUTE_DELIVER;
 	r->level = -1;
@@ -428,11 +440,10 @@ router_deliver(struct route *r, int64_t now)
 	}
 	/* Garbled state, or a zone the tz database lost: parked, never
 	 * delivered as a guess. */
-	if (router_cron_load(r, &c, &z, &has_z) < 0)
+	if (router_cron_load(p, r, now, &x) < 0)
 		return;
-	router_cron_schedule(r, &c, has_z ? &z : NULL, &sc);
+	router_cron_schedule(r, &x, &sc);
 	schedule_cron_deliver_as(&sc, r->occurrence, r->at, now, &r->missed,
 	                         &r->deliver_at);
-	if (has_z)
-		zone_free(&z);
+	router_cron_done(&x);
 }

@@ -106,6 +106,10 @@ verdict_paused(const struct verdict_facts *f, const struct plan *p,
 		return 0;
 	if (!router_series_skip(p->rp, r, now))
 		return dropped(v, VERDICT_DROP_ENDED);
+	if (r->action == ROUTE_PARK) {
+		v->kind = VERDICT_PUBLISH; /* parked, never lost */
+		return 1;
+	}
 	v->paused = 1;
 	return 0;
 }

@@ -484,6 +484,7 @@ Test(cron, a_bad_expression_names_its_field)
 	    {"00000 * * * *", "expected a value"},
 	    {"@every 5m", "not one of @yearly"},
 	    {"0 0 * * L", "expected a value"},
+	    {"0 0 * * 7/2", "day-of-week field '7/2': names no value"},
 	    {"0 0 \x01 * *", "byte 5: not a printable ASCII character"},
 	};
 	struct cron c;

@@ -195,6 +195,8 @@ Test(pace, find_takes_the_exact_key_before_the_exchange)
 	cr_assert_eq(pace_find(&p, B("orders"), B("slow")), &p.t[0]);
 	cr_assert_eq(pace_find(&p, B("orders"), B("")), &p.t[0]);
 	cr_assert_eq(pace_find(&p, B(""), B("work")), &p.t[2]);
+	/* The default exchange by its other name. */
+	cr_assert_eq(pace_find(&p, B("amq.default"), B("work")), &p.t[2]);
 	cr_assert_eq(pace_find(&p, B("amq.topic"), B("reports.daily")),
 	             &p.t[3]);
 	/* Unpaced: another key, another exchange, a prefix of one. */
@@ -203,6 +205,10 @@ Test(pace, find_takes_the_exact_key_before_the_exchange)
 	cr_assert_null(pace_find(&p, B("order"), B("rush")));
 	cr_assert_null(pace_find(&p, B("orders.x"), B("rush")));
 	cr_assert_null(pace_find(&p, B("amq.topic"), B("")));
+
+	/* Written either way, it is one target. */
+	add_ok("amq.default/jobs", 5);
+	cr_assert_eq(pace_find(&p, B(""), B("jobs")), &p.t[4]);
 
 	pace_init(&p);
 	cr_assert_null(pace_find(&p, B("orders"), B("")));

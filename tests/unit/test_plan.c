@@ -266,3 +266,81 @@ Test(plan, a_refused_wait_goes_round_the_ladder_meanwhile)
 	             PLAN_PUBLISH);
 	cr_assert_eq(r.action, ROUTE_WAIT);
 }
+
+/* ---- pacing (pace.h): slots held, sent round, kept or taken afresh ---- */
+
+static struct pace pace;
+
+static void
+pace_on(const char *target, double per_s)
+{
+	const char *why;
+
+	pace_init(&pace);
+	cr_assert_eq(pace_add(&pace, target, strlen(target), per_s, &why), 0);
+	fx.p.pace = &pace;
+	fx.p.own = amqp_cstring_bytes("daemon-1-a");
+	fx.p.own_slots = amqp_cstring_bytes("pa");
+}
+
+Test(plan, a_paced_target_spaces_its_deliveries_in_memory_or_round_the_ladder)
+{
+	struct route r;
+	const char *why;
+
+	pace_on("/orders", 0.25); /* a slot every 4 s; the shortest level 2 s */
+	r = routed(0, "", "orders");
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(r.action, ROUTE_DELIVER, "the first: at once");
+	r = routed(0, "", "orders");
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(r.slot, NOW + 4000);
+	cr_assert_eq(r.action, ROUTE_HOP, "the second: round the ladder");
+	cr_assert_eq(r.due, NOW, "its due time kept");
+	/* Back within the shortest level of its slot: held for the rest,
+	 * its slot kept. */
+	r.action = ROUTE_DELIVER;
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW + 2500, MONO, &why),
+	             PLAN_HOLD);
+	cr_assert_eq(r.slot, NOW + 4000);
+	cr_assert_eq(r.left, 1500);
+	/* At its slot: out. */
+	r.action = ROUTE_DELIVER;
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW + 4000, MONO, &why),
+	             PLAN_PUBLISH);
+	cr_assert_eq(r.action, ROUTE_DELIVER);
+	/* Another target is not paced. */
+	r = routed(0, "", "invoices");
+	cr_assert_eq(plan_dispatch(&fx.p, &r, NOW, MONO, &why), PLAN_PUBLISH);
+	cr_assert_eq(r.slot, 0);
+}
+
+Test(plan, a_slot_another_process_reserved_or_long_past_is_taken_afresh)
+{
+	struct route r;
+	const char *why;
+
+	pace_on("/orders", 0.25);
+	r = routed(0, "", "orders");
+	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why); /* slot NOW */
+	/* A slot of a daemon gone (or this one before a restart). */
+	r = routed(0, "", "orders");
+	r.slot = NOW;
+	r.slot_by = amqp_cstring_bytes("pother");
+	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why);
+	cr_assert_eq(r.slot, NOW + 4000, "in this one's line");
+	cr_assert_eq(r.action, ROUTE_HOP);
+	/* Ours, but kept out long past it (a pause, a backoff). */
+	r = routed(0, "", "orders");
+	r.slot = NOW - 60000;
+	r.slot_by = fx.p.own_slots;
+	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why);
+	cr_assert_eq(r.slot, NOW + 8000, "behind the others: no burst");
+	/* A pause takes the slot away. */
+	r = routed(0, "", "orders");
+	r.slot = NOW + 5000;
+	r.slot_by = fx.p.own_slots;
+	plan_pause(&fx.p, &r, NOW);
+	cr_assert_eq(r.slot, 0);
+	cr_assert_eq(r.action, ROUTE_HOP);
+}

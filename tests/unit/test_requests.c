@@ -480,3 +480,87 @@ Test(requests, an_id_longer_than_any_record_s_is_never_held)
 	cr_assert(requests_new(&r, &e, b("")));
 	requests_free(&r);
 }
+
+/* A pause or resume record of name (a target when target), as read. */
+static int
+pause_rec(struct requests *r, enum event_kind kind, const char *name,
+          int target, const char *by, int control, int64_t until)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.cancel = b(name);
+	e.target = target;
+	e.at = 10;
+	e.until = until;
+	return requests_pause_read(r, &e, b(by), control, 1);
+}
+
+/*
+ * Each requester's pause is its own: another user's pause neither
+ * replaces nor lifts it, a resume lifts its requester's own, a control
+ * user's every one; a series' pause holds what its requester may change.
+ */
+Test(requests, a_pause_is_its_requester_s_and_only_they_or_control_lift_it)
+{
+	struct requests r;
+
+	requests_init(&r);
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "x", 0, "ops", 1, 1000), 0);
+	cr_assert(requests_series_paused(&r, b("s1"), b("x"), b("alice"), 50));
+	/* Alice pauses and resumes it too: the control user's pause stays. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "x", 0, "alice", 0, 1000), 0);
+	cr_assert_eq(r.n[REQUESTS_PAUSE], 2);
+	cr_assert_eq(pause_rec(&r, EVENT_RESUME, "x", 0, "alice", 0, 1000), 0);
+	cr_assert(requests_series_paused(&r, b("s1"), b("x"), b("alice"), 50),
+	          "still the control user's");
+	/* Eve holds no pause of it: her resume is refused. */
+	cr_assert_eq(pause_rec(&r, EVENT_RESUME, "x", 0, "eve", 0, 1000), 1);
+	cr_assert(requests_series_paused(&r, b("s1"), b("x"), b("alice"), 50));
+	/* Eve's own pause does not hold alice's messages. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "y", 0, "eve", 0, 1000), 0);
+	cr_assert_not(
+	    requests_series_paused(&r, b("s2"), b("y"), b("alice"), 50));
+	cr_assert(requests_series_paused(&r, b("s2"), b("y"), b("eve"), 50));
+	cr_assert(requests_series_paused(&r, b("s2"), b("y"), b(""), 50),
+	          "an unowned message: anyone's");
+	/* A control user's resume lifts every pause of the name. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "x", 0, "alice", 0, 1000), 0);
+	cr_assert_eq(pause_rec(&r, EVENT_RESUME, "x", 0, "ops", 1, 1000), 0);
+	cr_assert_not(
+	    requests_series_paused(&r, b("s1"), b("x"), b("alice"), 50));
+	cr_assert_eq(r.n[REQUESTS_PAUSE], 1, "eve's of y");
+	/* Renewed by the same requester: still one. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "y", 0, "eve", 0, 2000), 0);
+	cr_assert_eq(r.n[REQUESTS_PAUSE], 1);
+	/* It lapses. */
+	cr_assert_eq(requests_prune(&r, 2000), 0);
+	cr_assert_eq(r.n[REQUESTS_PAUSE], 0);
+	requests_free(&r);
+}
+
+Test(requests, a_target_s_pause_is_a_control_user_s_and_names_it_either_way)
+{
+	struct requests r;
+
+	requests_init(&r);
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "/jobs", 1, "eve", 0, 1000), 1,
+	             "not a control user");
+	cr_assert_eq(r.n[REQUESTS_PAUSE], 0);
+	cr_assert_eq(
+	    pause_rec(&r, EVENT_PAUSE, "amq.default/jobs", 1, "ops", 1, 1000),
+	    0);
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "billing", 1, "ops", 1, 1000),
+	             0);
+	/* The default exchange by either name; one key, or every key. */
+	cr_assert(requests_target_paused(&r, b(""), b("jobs"), 50));
+	cr_assert(requests_target_paused(&r, b("amq.default"), b("jobs"), 50));
+	cr_assert_not(requests_target_paused(&r, b(""), b("other"), 50));
+	cr_assert(requests_target_paused(&r, b("billing"), b("any.key"), 50));
+	cr_assert_not(requests_target_paused(&r, b("billing2"), b("k"), 50));
+	cr_assert_eq(pause_rec(&r, EVENT_RESUME, "/jobs", 1, "ops", 1, 1000),
+	             0);
+	cr_assert_not(requests_target_paused(&r, b(""), b("jobs"), 50));
+	requests_free(&r);
+}
