@@ -124,6 +124,10 @@ int64_t pace_slot(struct pace_target *t, int64_t now, unsigned daemons);
  */
 void pace_peer_seen(struct pace *p, amqp_bytes_t token, int64_t at);
 
+/* Was the daemon whose marker token this is heard from within
+ * PACE_PEER_TTL_MS before now? */
+int pace_peer_live(const struct pace *p, amqp_bytes_t token, int64_t now);
+
 /*
  * How many daemons were heard from within PACE_PEER_TTL_MS before now,
  * counting own (the caller's token), which is always counted, once,

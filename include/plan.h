@@ -43,12 +43,11 @@ struct plan {
 	int64_t refused_park_after; /* ms; 0: never park for refusals */
 	/* [target ...] pace: NULL or no targets, none paced.  own: this
 	 * daemon's marker token, always counted among the daemons sharing
-	 * a pace.  own_slots: this process's name on the slots it reserves
-	 * (x-cascade-slot-by): a slot another process reserved (another
-	 * daemon's, or this one's before a restart, whose slots it no longer
-	 * counts) is reserved again here. */
+	 * a pace, and its name on the slots it reserves (x-cascade-slot-by):
+	 * a slot is honoured while the daemon that reserved it is heard from
+	 * (pace_peer_live), else reserved again here. */
 	struct pace *pace;
-	amqp_bytes_t own, own_slots;
+	amqp_bytes_t own;
 };
 
 enum plan_next {

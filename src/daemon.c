@@ -269,12 +269,7 @@ daemon_run(const struct config *cfg)
 	d->plan.refused_park_after = cfg->router_refused_park_after;
 	d->pace = cfg->pace;
 	d->plan.pace = &d->pace;
-	{
-		char id[17];
-		events_new_id(id);
-		snprintf(d->slot_token, sizeof(d->slot_token), "p%s", id);
-		d->plan.own_slots = amqp_cstring_bytes(d->slot_token);
-	}
+
 	TAILQ_INIT(&d->held);
 	init_amqp_pool(&d->scratch, 4096);
 	acks_init(&d->acks);

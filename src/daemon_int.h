@@ -169,7 +169,6 @@ struct daemon {
 	 * heard from (their markers in P.cancels) that share them. */
 	struct pace pace;
 	struct zone_cache zones; /* cron series' zones (zone.h) */
-	char slot_token[24];     /* this process's name on slots (plan.h) */
 	struct plan plan;        /* the next publish, given the targets */
 	amqp_pool_t scratch;
 	struct acks acks;

@@ -246,6 +246,17 @@ pace_peer_seen(struct pace *p, amqp_bytes_t token, int64_t at)
 	peer->heard = at;
 }
 
+int
+pace_peer_live(const struct pace *p, amqp_bytes_t token, int64_t now)
+{
+	for (size_t i = 0; i < p->npeers; i++) {
+		const struct pace_peer *peer = &p->peers[i];
+		if (pace_bytes_eq(peer->token, peer->token_len, token))
+			return now - peer->heard < PACE_PEER_TTL_MS;
+	}
+	return 0;
+}
+
 unsigned
 pace_peers(const struct pace *p, amqp_bytes_t own, int64_t now)
 {

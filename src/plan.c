@@ -71,6 +71,13 @@ plan_divert(const struct plan *p, struct route *r, int64_t wait, int64_t now)
 	router_hop(p->rp, r, level < 0 ? 0 : level, now);
 }
 
+static int
+same(amqp_bytes_t a, amqp_bytes_t b)
+{
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
+}
+
 /*
  * A delivery to a paced target: its slot, reserved the first time (a
  * slot is kept in x-cascade-slot while it waits for it).  1 when the slot
@@ -86,18 +93,19 @@ plan_paced(const struct plan *p, struct route *r, int64_t now)
 
 	if (p->pace == NULL || p->pace->n == 0)
 		return 0;
-	/* Ours, and not long past (a pause, a backoff or a reschedule
-	 * kept it out meanwhile): kept.  Else a slot of its own now, at the
-	 * end of the line: late rather than in a burst. */
+	/* Reserved by a daemon still counted (this one, or another whose
+	 * line it is), and not long past (a pause, a backoff or a
+	 * reschedule kept it out meanwhile): kept.  Else a slot here now, at
+	 * the end of the line: late rather than in a burst. */
 	if (r->slot == 0 || r->slot < now - short_wait ||
-	    r->slot_by.len != p->own_slots.len ||
-	    memcmp(r->slot_by.bytes, p->own_slots.bytes, r->slot_by.len) != 0) {
+	    !(same(r->slot_by, p->own) ||
+	      pace_peer_live(p->pace, r->slot_by, now))) {
 		r->slot = 0;
 		t = pace_find(p->pace, r->exchange, r->routing_key);
 		if (t == NULL)
 			return 0;
 		r->slot = pace_slot(t, now, pace_peers(p->pace, p->own, now));
-		r->slot_by = p->own_slots;
+		r->slot_by = p->own;
 	}
 	if (r->slot <= now)
 		return 0;

@@ -280,7 +280,6 @@ pace_on(const char *target, double per_s)
 	cr_assert_eq(pace_add(&pace, target, strlen(target), per_s, &why), 0);
 	fx.p.pace = &pace;
 	fx.p.own = amqp_cstring_bytes("daemon-1-a");
-	fx.p.own_slots = amqp_cstring_bytes("pa");
 }
 
 Test(plan, a_paced_target_spaces_its_deliveries_in_memory_or_round_the_ladder)
@@ -321,25 +320,33 @@ Test(plan, a_slot_another_process_reserved_or_long_past_is_taken_afresh)
 	const char *why;
 
 	pace_on("/orders", 0.25);
+	/* Another daemon, heard from a minute ago: each takes half. */
+	pace_peer_seen(&pace, amqp_cstring_bytes("daemon-2-b"), NOW - 60000);
 	r = routed(0, "", "orders");
 	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why); /* slot NOW */
+	/* A slot of a daemon still heard from: its line, kept. */
+	r = routed(0, "", "orders");
+	r.slot = NOW + 3000;
+	r.slot_by = amqp_cstring_bytes("daemon-2-b");
+	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why);
+	cr_assert_eq(r.slot, NOW + 3000);
 	/* A slot of a daemon gone (or this one before a restart). */
 	r = routed(0, "", "orders");
 	r.slot = NOW;
-	r.slot_by = amqp_cstring_bytes("pother");
+	r.slot_by = amqp_cstring_bytes("daemon-3-c");
 	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why);
-	cr_assert_eq(r.slot, NOW + 4000, "in this one's line");
+	cr_assert_eq(r.slot, NOW + 8000, "in this one's line (two share it)");
 	cr_assert_eq(r.action, ROUTE_HOP);
 	/* Ours, but kept out long past it (a pause, a backoff). */
 	r = routed(0, "", "orders");
 	r.slot = NOW - 60000;
-	r.slot_by = fx.p.own_slots;
+	r.slot_by = fx.p.own;
 	(void)plan_dispatch(&fx.p, &r, NOW, MONO, &why);
-	cr_assert_eq(r.slot, NOW + 8000, "behind the others: no burst");
+	cr_assert_eq(r.slot, NOW + 16000, "behind the others: no burst");
 	/* A pause takes the slot away. */
 	r = routed(0, "", "orders");
 	r.slot = NOW + 5000;
-	r.slot_by = fx.p.own_slots;
+	r.slot_by = fx.p.own;
 	plan_pause(&fx.p, &r, NOW);
 	cr_assert_eq(r.slot, 0);
 	cr_assert_eq(r.action, ROUTE_HOP);
