@@ -65,6 +65,7 @@ int run_measure(const struct opts *o);
 
 /* ids.c */
 int ids_main(int argc, char *argv[]);
+int cron_main(int argc, char *argv[]);
 
 /* forward.c */
 int forward_run(const struct opts *o);

@@ -30,6 +30,8 @@ usage(FILE *fp)
 	    "       cascade-bench forward [-c FILE] [--hops N] "
 	    "[--queue TARGET]\n"
 	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
+	    "       cascade-bench cron [-n N]  CPU per cron call (parse, next, "
+	    "count)\n"
 	    "       cascade-bench records [-c FILE] [-p P] [--stream S] -n N\n"
 	    "                        write N series records (one series of "
 	    "every 1s)\n"
@@ -104,6 +106,8 @@ main(int argc, char *argv[])
 
 	if (argc >= 2 && strcmp(argv[1], "ids") == 0)
 		return ids_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cron") == 0)
+		return cron_main(argc - 1, argv + 1);
 	if (argc < 2 ||
 	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0 &&
 	     strcmp(argv[1], "records") != 0)) {
