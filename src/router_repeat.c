@@ -45,6 +45,17 @@ router_repeat_integer(const amqp_table_t *h, const char *key, int64_t fallback,
 	return -1;
 }
 
+/* A waiting copy's x-cascade-token; empty when absent or garbled (the
+ * series records then tell it stale). */
+static void
+router_read_token(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-token");
+
+	if (v == NULL || headers_string(v, &r->token) < 0)
+		r->token = amqp_empty_bytes;
+}
+
 /* x-cascade-catch-up: absent, or all; -1 after parking on first sight. */
 static int
 router_read_catch_up(const amqp_table_t *h, struct route *r)
@@ -214,10 +225,7 @@ router_read_cron(const struct router_params *p, const amqp_table_t *h,
 			            "-scheduled: out of range");
 			return -1;
 		}
-		if (headers_find(h, "x-cascade-token") == NULL ||
-		    headers_string(headers_find(h, "x-cascade-token"),
-		                   &r->token) < 0)
-			r->token = amqp_empty_bytes;
+		router_read_token(h, r);
 		/* Checked when it is delivered: not on every hop. */
 		r->repeat = 1;
 		return 0;
@@ -283,9 +291,7 @@ router_read_repeat(const struct router_params *p, const amqp_table_t *h,
 			router_park(r, PARK_bad_header, "%s", why);
 			goto bad;
 		}
-		v = headers_find(h, "x-cascade-token");
-		if (v == NULL || headers_string(v, &r->token) < 0)
-			r->token = amqp_empty_bytes;
+		router_read_token(h, r);
 		(void)schedule_at(&sp, r->occurrence, &r->at);
 		r->repeat = 1;
 		return 0;
