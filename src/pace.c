@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "headers.h"
+
 /* The units a rate may be given in, and their length in seconds. */
 static const struct {
 	char unit;
@@ -112,7 +114,7 @@ pace_bytes_eq(const char *a, size_t alen, amqp_bytes_t b)
 static amqp_bytes_t
 pace_exchange(amqp_bytes_t ex)
 {
-	if (ex.len == 11 && memcmp(ex.bytes, "amq.default", 11) == 0)
+	if (headers_key_is(ex, "amq.default"))
 		ex.len = 0;
 	return ex;
 }
