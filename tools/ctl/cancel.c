@@ -128,7 +128,7 @@ copy_drops(amqp_bytes_t key)
 /*
  * Publish w again from its copy, due at due, as a copy made at `at`, into
  * the first shard's return queue: a daemon routes it from there as a
- * message back from a delay level.  0, or -1 with c->err.
+ * message back from a delay level.  0, or -1 with c->cl.err.
  */
 static int
 publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
@@ -143,7 +143,7 @@ publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
 
 	init_amqp_pool(&pool, 4096);
 	if (envelope_decode(w->copy, &pool, &props, &body, &why) < 0) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "the copy of %.*s in %s does not decode: %s",
 		         (int)w->id.len, (const char *)w->id.bytes,
 		         c->topo.events, why);
@@ -153,7 +153,7 @@ publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
 	                       ? &props.headers
 	                       : NULL,
 	                   copy_drops, 2, &pool, &h) < 0) {
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		goto out;
 	}
 	headers_put_i64(&h, "x-cascade-due", due);
@@ -166,7 +166,7 @@ publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
 		props._flags |= AMQP_BASIC_USER_ID_FLAG;
 		props.user_id = amqp_cstring_bytes(user);
 	}
-	rc = session_publish(c, c->topo.ret[0], &props, body);
+	rc = client_publish(&c->cl, c->topo.ret[0], &props, body);
 out:
 	empty_amqp_pool(&pool);
 	return rc;
@@ -178,7 +178,7 @@ out:
  * due (it waits in a delay level or holding queue until its own time),
  * when its scheduled record carries one.  Their cascade ids go into
  * e->superseded, from pool: only messages user (ctl's; empty: none)
- * may change (requests.h).  0, or -1 with c->err.
+ * may change (requests.h).  0, or -1 with c->cl.err.
  */
 static int
 reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,
@@ -196,12 +196,12 @@ reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	if ((n = waiting_named(f, id, &ws)) <= 0) {
 		if (n < 0)
-			snprintf(c->err, sizeof(c->err), "out of memory");
+			snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		return n < 0 ? -1 : 0;
 	}
 	if ((ids = amqp_pool_alloc(pool, (size_t)n * 256)) == NULL) {
 		free(ws);
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		return -1;
 	}
 	for (long i = 0; i < n && rc == 0; i++) {
@@ -222,7 +222,7 @@ reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,
 /*
  * Record a request in P.cancels for each id that names a waiting message
  * (or for every id, with --force).  0 every id recorded, 1 an id named
- * nothing and was not recorded, -1 with c->err.
+ * nothing and was not recorded, -1 with c->cl.err.
  */
 static int
 request_run(struct ctl *c)
@@ -243,7 +243,7 @@ request_run(struct ctl *c)
 	if (opts.reschedule) {
 		/* The copies of the messages these ids name, and no more. */
 		if ((want = calloc((size_t)opts.nids, sizeof(*want))) == NULL) {
-			snprintf(c->err, sizeof(c->err), "out of memory");
+			snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 			goto out;
 		}
 		for (int i = 0; i < opts.nids; i++)
@@ -251,14 +251,15 @@ request_run(struct ctl *c)
 		f.want = want;
 		f.nwant = (size_t)opts.nids;
 	}
-	if (stream_fold(c, &f) < 0 || stream_exists(c, c->topo.cancels) < 0)
+	if (stream_fold(c, &f) < 0 ||
+	    client_stream_exists(&c->cl, c->topo.cancels) < 0)
 		goto out;
 	if (opts.reschedule) {
 		due = opts.has_at ? opts.at : duration_wall_ms() + opts.delay;
 		if (due - duration_wall_ms() > c->cfg.router_max_delay) {
 			char a[32];
 			duration_format(c->cfg.router_max_delay, a, sizeof(a));
-			snprintf(c->err, sizeof(c->err),
+			snprintf(c->cl.err, sizeof(c->cl.err),
 			         "reschedule: the new time is beyond "
 			         "max_delay (%s) from now",
 			         a);
@@ -311,15 +312,15 @@ request_run(struct ctl *c)
 		if (opts.reschedule && m.n > 0 &&
 		    reschedule_copies(c, &f, ctl_user, m.id, due, &e, &pool) <
 		        0) {
-			char why[sizeof(c->err)];
-			snprintf(why, sizeof(why), "%s", c->err);
+			char why[sizeof(c->cl.err)];
+			snprintf(why, sizeof(why), "%s", c->cl.err);
 			if (e.superseded.len > 0 &&
-			    session_record(c, c->topo.cancels, &e) == 0)
-				(void)session_record(c, c->topo.events, &e);
-			snprintf(c->err, sizeof(c->err), "%s", why);
+			    client_record(&c->cl, c->topo.cancels, &e) == 0)
+				(void)client_record(&c->cl, c->topo.events, &e);
+			snprintf(c->cl.err, sizeof(c->cl.err), "%s", why);
 			goto out;
 		}
-		if (session_record(c, c->topo.cancels, &e) < 0)
+		if (client_record(&c->cl, c->topo.cancels, &e) < 0)
 			goto out;
 		/* Folded in: a second id naming the same message sees the
 		 * copy this request made. */
@@ -327,14 +328,14 @@ request_run(struct ctl *c)
 			struct event own = e;
 			own.writer = amqp_cstring_bytes(ctl_user);
 			if (waiting_fold_event(&f, &own) < 0) {
-				snprintf(c->err, sizeof(c->err),
+				snprintf(c->cl.err, sizeof(c->cl.err),
 				         "out of memory");
 				goto out;
 			}
 		}
 		/* A copy in P.events, for list's "cancel pending": list does
 		 * not read P.cancels, which every daemon replays. */
-		if (session_record(c, c->topo.events, &e) < 0)
+		if (client_record(&c->cl, c->topo.events, &e) < 0)
 			goto out;
 		if (m.n == 0)
 			printf("%s: recorded; no waiting message has it yet\n",
@@ -371,7 +372,7 @@ reschedule_run(struct ctl *c)
 {
 	/* Options come after operands (main.c): checked here. */
 	if (opts.has_delay == opts.has_at) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "reschedule: give the new time with --delay D or "
 		         "--at T (one of them)");
 		return -1;

@@ -322,8 +322,8 @@ main(int argc, char *argv[])
 	rc = cmd->run(&c);
 	fflush(stdout);
 	if (rc < 0)
-		fprintf(stderr, PROG ": %s\n", c.err);
-	if (c.most_deliveries >= WORN)
+		fprintf(stderr, PROG ": %s\n", c.cl.err);
+	if (c.cl.most_deliveries >= WORN)
 		fprintf(stderr,
 		        PROG ": warning: parked messages were handed out up to "
 		             "%" PRId64 " times (x-delivery-count); from "
@@ -331,7 +331,7 @@ main(int argc, char *argv[])
 		             "its delivery-limit (default 20), and before 4.3 "
 		             "every look with errors counts: give %s a "
 		             "delivery-limit policy or a dead-letter target\n",
-		        c.most_deliveries, c.topo.error);
+		        c.cl.most_deliveries, c.topo.error);
 	session_close(&c);
 	return rc < 0 ? cmd->error_status : rc;
 }

@@ -87,8 +87,8 @@ pause_record(struct ctl *c, const char *name, int target)
 	e.until = e.at + config_events_max_age(&c->cfg);
 	e.cancel = amqp_cstring_bytes(name);
 	e.target = target;
-	if (session_record(c, c->topo.cancels, &e) < 0 ||
-	    session_record(c, c->topo.events, &e) < 0)
+	if (client_record(&c->cl, c->topo.cancels, &e) < 0 ||
+	    client_record(&c->cl, c->topo.events, &e) < 0)
 		return -1;
 	printf("%s%s: %s\n", target ? "target " : "", name,
 	       opts.resume ? "resumed" : "paused");
@@ -103,7 +103,7 @@ pause_run_all(struct ctl *c)
 	char user[256];
 
 	if (opts.nids == 0 && opts.ntargets == 0) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%s: name a series (its message-id or id) or "
 		         "--target EXCHANGE[/KEY]",
 		         cmd);
@@ -112,13 +112,13 @@ pause_run_all(struct ctl *c)
 	if (opts.ntargets > 0 &&
 	    (config_broker_user(&c->cfg, user, sizeof(user)) < 0 ||
 	     !config_control_user(&c->cfg, amqp_cstring_bytes(user)))) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%s --target: only [events] control_users may pause "
 		         "or resume a target",
 		         cmd);
 		return -1;
 	}
-	if (stream_exists(c, c->topo.cancels) < 0)
+	if (client_stream_exists(&c->cl, c->topo.cancels) < 0)
 		return -1;
 	for (int i = 0; i < opts.nids; i++)
 		if (pause_record(c, opts.ids[i], 0) < 0)

@@ -54,7 +54,7 @@ requeue_returned(void *arg, const amqp_basic_return_t *r)
 {
 	struct ctl *c = arg;
 
-	snprintf(c->unroutable, sizeof(c->unroutable),
+	snprintf(c->cl.unroutable, sizeof(c->cl.unroutable),
 	         "unroutable: %.*s (is %s bound to %s?)",
 	         (int)r->reply_text.len, (const char *)r->reply_text.bytes,
 	         c->topo.ingress, c->topo.exchange);
@@ -98,11 +98,11 @@ requeue_owner(const amqp_basic_properties_t *p, amqp_bytes_t *owner)
 static int
 requeue_select(struct ctl *c)
 {
-	if (broker_confirm_select(c->conn, BROKER_CH_PUB, &c->confirms, c->err,
-	                          sizeof(c->err)) < 0)
+	if (broker_confirm_select(c->cl.conn, BROKER_CH_PUB, &c->cl.confirms,
+	                          c->cl.err, sizeof(c->cl.err)) < 0)
 		return -1;
-	c->confirms.on_return = requeue_returned;
-	c->confirms.arg = c;
+	c->cl.confirms.on_return = requeue_returned;
+	c->cl.confirms.arg = c;
 	return 0;
 }
 
@@ -111,7 +111,7 @@ static void
 requeue_line(const struct ctl *c, const char *verb, const amqp_message_t *m,
              const struct park_target *t, const char *note)
 {
-	amqp_bytes_t id = session_message_id(&m->properties), owner;
+	amqp_bytes_t id = client_message_id(&m->properties), owner;
 	char due[WHEN_TEXT_MAX];
 
 	printf("%-13s message-id=%.*s", verb, id.len ? (int)id.len : 1,
@@ -121,7 +121,7 @@ requeue_line(const struct ctl *c, const char *verb, const amqp_message_t *m,
 		       (const char *)t->exchange.bytes);
 	else
 		printf(" exchange=(default)");
-	if (session_rk_unknown(c, t))
+	if (client_rk_unknown(&c->cl, t))
 		printf(" routing_key=(not recorded)");
 	else
 		printf(" routing_key='%.*s'", (int)t->routing_key.len,
@@ -156,7 +156,7 @@ requeue_reason_matches(amqp_bytes_t reason)
 
 /*
  * The broker closed the publishing channel over the publish for owner:
- * say why in why, and open the channel again.  1, or -1 with c->err.
+ * say why in why, and open the channel again.  1, or -1 with c->cl.err.
  */
 static int
 requeue_refused(struct ctl *c, amqp_bytes_t owner, char *why, size_t size)
@@ -166,9 +166,9 @@ requeue_refused(struct ctl *c, amqp_bytes_t owner, char *why, size_t size)
 	         "requeue it as that user, or give this one the "
 	         "impersonator tag",
 	         (int)owner.len, (const char *)owner.bytes,
-	         c->err + strlen(CLOSED ": "));
-	if (broker_channel_reopen(c->conn, BROKER_CH_PUB, c->err,
-	                          sizeof(c->err)) < 0 ||
+	         c->cl.err + strlen(CLOSED ": "));
+	if (broker_channel_reopen(c->cl.conn, BROKER_CH_PUB, c->cl.err,
+	                          sizeof(c->cl.err)) < 0 ||
 	    requeue_select(c) < 0)
 		return -1;
 	return 1;
@@ -177,7 +177,7 @@ requeue_refused(struct ctl *c, amqp_bytes_t owner, char *why, size_t size)
 /*
  * Publish one parked message to P with its restored properties and its
  * owner's user-id, and wait for the confirm: 0 sent, 1 refused (why), -1
- * with c->err.
+ * with c->cl.err.
  */
 static int
 requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
@@ -187,7 +187,8 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 	struct park_target t;
 	amqp_bytes_t owner;
 	amqp_pool_t pool;
-	uint64_t nacked = c->confirms.nacked, returned = c->confirms.returned;
+	uint64_t nacked = c->cl.confirms.nacked,
+	         returned = c->cl.confirms.returned;
 	int st, rc;
 
 	if (requeue_owner(&m->properties, &owner) < 0) {
@@ -201,7 +202,7 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 	if (park_requeue_props(&m->properties, amqp_cstring_bytes(rk), &pool,
 	                       &props) < 0) {
 		empty_amqp_pool(&pool);
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		return -1;
 	}
 	if (owner.len > 0) {
@@ -210,30 +211,31 @@ requeue_resend(struct ctl *c, const amqp_message_t *m, const char *rk,
 	}
 	/* P is a fanout: the routing key only names the target for people
 	 * looking at the ingress queue; x-target-routing-key decides. */
-	st = broker_confirm_publish(c->conn, &c->confirms,
+	st = broker_confirm_publish(c->cl.conn, &c->cl.confirms,
 	                            amqp_cstring_bytes(c->topo.exchange),
 	                            t.routing_key, 1, &props, m->body);
 	empty_amqp_pool(&pool);
 	if (st != AMQP_STATUS_OK) {
-		snprintf(c->err, sizeof(c->err), "publish: %s",
+		snprintf(c->cl.err, sizeof(c->cl.err), "publish: %s",
 		         amqp_error_string2(st));
 		return -1;
 	}
-	rc = broker_confirm_wait(c->conn, &c->confirms, 0, CONFIRM_MS, c->err,
-	                         sizeof(c->err));
-	amqp_maybe_release_buffers(c->conn);
+	rc = broker_confirm_wait(c->cl.conn, &c->cl.confirms, 0,
+	                         CLIENT_CONFIRM_MS, c->cl.err,
+	                         sizeof(c->cl.err));
+	amqp_maybe_release_buffers(c->cl.conn);
 	/* A user-id RabbitMQ does not allow this user closes the channel. */
 	if (rc < 0 && owner.len > 0 &&
-	    strncmp(c->err, CLOSED ": ", strlen(CLOSED ": ")) == 0)
+	    strncmp(c->cl.err, CLOSED ": ", strlen(CLOSED ": ")) == 0)
 		return requeue_refused(c, owner, why, size);
 	if (rc < 0)
 		return -1;
-	if (c->confirms.nacked > nacked) {
+	if (c->cl.confirms.nacked > nacked) {
 		snprintf(why, size, "the broker refused the publish (nack)");
 		return 1;
 	}
-	if (c->confirms.returned > returned) {
-		snprintf(why, size, "%s", c->unroutable);
+	if (c->cl.confirms.returned > returned) {
+		snprintf(why, size, "%s", c->cl.unroutable);
 		return 1;
 	}
 	return 0;
@@ -250,9 +252,9 @@ requeue_run(struct ctl *c)
 	char rk[KEY_MAX], why[1024];
 	int got, st, rc = 0;
 
-	if (session_error_count(c, &total) < 0)
+	if (client_error_count(&c->cl, &total) < 0)
 		return -1;
-	if (session_exchange_exists(c) < 0)
+	if (client_exchange_exists(&c->cl) < 0)
 		return -1;
 	if (!opts.dry_run && requeue_select(c) < 0)
 		return -1;
@@ -263,7 +265,7 @@ requeue_run(struct ctl *c)
 		todo = opts.limit;
 
 	for (done = 0; done < todo; done++) {
-		got = session_get(c, &tag, rk, &m);
+		got = client_get(&c->cl, &tag, rk, &m);
 		if (got <= 0) {
 			rc = got;
 			break;
@@ -284,7 +286,7 @@ requeue_run(struct ctl *c)
 			    c, "left", &m, &t,
 			    "not parked by cascade: no x-cascade-error "
 			    "or x-death");
-		} else if (session_rk_unknown(c, &t)) {
+		} else if (client_rk_unknown(&c->cl, &t)) {
 			last = tag;
 			left++;
 			failed++;
@@ -304,9 +306,9 @@ requeue_run(struct ctl *c)
 			}
 			if (st == 0) {
 				/* Confirmed: only now may it leave P.error. */
-				if (amqp_basic_ack(c->conn, BROKER_CH_WORK, tag,
-				                   0) != AMQP_STATUS_OK) {
-					snprintf(c->err, sizeof(c->err),
+				if (amqp_basic_ack(c->cl.conn, BROKER_CH_WORK,
+				                   tag, 0) != AMQP_STATUS_OK) {
+					snprintf(c->cl.err, sizeof(c->cl.err),
 					         "basic.ack failed");
 					amqp_destroy_message(&m);
 					rc = -1;
@@ -332,7 +334,7 @@ requeue_run(struct ctl *c)
 	else
 		printf("requeued %" PRIu64 ", left %" PRIu64 "\n", sent, left);
 	if (rc == 0 && failed > 0) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%" PRIu64 " message%s could not be requeued", failed,
 		         failed == 1 ? "" : "s");
 		rc = -1;

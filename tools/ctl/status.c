@@ -270,7 +270,7 @@ status_run(struct ctl *c)
 
 	levels = calloc(all, sizeof(*levels));
 	if (levels == NULL) {
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		return -1;
 	}
 	rets = levels + nlevels;

@@ -38,24 +38,6 @@ struct stream {
 	int64_t first_skipped;       /* the offset of the first */
 };
 
-/* Whether stream name exists; -1 with c->err when not, or on an error. */
-int
-stream_exists(struct ctl *c, const char *name)
-{
-	struct qinfo q = {name, -1, -1, 0, 0, 0};
-
-	if (session_inspect(c, BROKER_CH_CHECK, &q) < 0)
-		return -1;
-	if (q.missing) {
-		snprintf(c->err, sizeof(c->err),
-		         "no stream %s: is [events] enabled = yes and has the "
-		         "daemon run with this configuration?",
-		         name);
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * basic.consume of a stream from s->resume.from (its first record when
  * none), with the prefetch and manual acks a stream wants.
@@ -68,17 +50,18 @@ stream_consume(struct ctl *c, const struct stream *s)
 	amqp_rpc_reply_t r;
 	char what[TOPOLOGY_NAME_MAX + 32];
 
-	amqp_basic_qos(c->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
-	if (broker_check(c->conn, "basic.qos", c->err, sizeof(c->err)) < 0)
+	amqp_basic_qos(c->cl.conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	if (broker_check(c->cl.conn, "basic.qos", c->cl.err,
+	                 sizeof(c->cl.err)) < 0)
 		return -1;
 	events_stream_offset(s->resume.from, &arg);
 	if (amqp_basic_consume(
-	        c->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
+	        c->cl.conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
 	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
 		return 0;
-	r = amqp_get_rpc_reply(c->conn);
+	r = amqp_get_rpc_reply(c->cl.conn);
 	snprintf(what, sizeof(what), "read stream %s", s->name);
-	broker_reply_string(r, what, c->err, sizeof(c->err));
+	broker_reply_string(r, what, c->cl.err, sizeof(c->cl.err));
 	return -1;
 }
 
@@ -92,9 +75,9 @@ stream_frame(struct ctl *c)
 	amqp_frame_t f;
 	int st;
 
-	if ((st = amqp_simple_wait_frame(c->conn, &f)) != AMQP_STATUS_OK) {
-		snprintf(c->err, sizeof(c->err), "reading the streams: %s",
-		         amqp_error_string2(st));
+	if ((st = amqp_simple_wait_frame(c->cl.conn, &f)) != AMQP_STATUS_OK) {
+		snprintf(c->cl.err, sizeof(c->cl.err),
+		         "reading the streams: %s", amqp_error_string2(st));
 		return -1;
 	}
 	if (f.frame_type != AMQP_FRAME_METHOD)
@@ -105,11 +88,12 @@ stream_frame(struct ctl *c)
 			return 0;
 		/* fall through */
 	case AMQP_CONNECTION_CLOSE_METHOD:
-		broker_close_reason(&f.payload.method, c->err, sizeof(c->err));
+		broker_close_reason(&f.payload.method, c->cl.err,
+		                    sizeof(c->cl.err));
 		return -1;
 	case AMQP_BASIC_CANCEL_METHOD: {
 		const amqp_basic_cancel_t *k = f.payload.method.decoded;
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "the broker stopped our reading (consumer %.*s): was "
 		         "the stream deleted?",
 		         (int)k->consumer_tag.len,
@@ -136,7 +120,7 @@ stream_record(struct ctl *c, struct stream *s, const amqp_basic_properties_t *p,
 		return 0;
 	}
 	if (waiting_fold_event(f, &e) < 0) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "out of memory after %" PRIu64 " records", f->records);
 		return -1;
 	}
@@ -181,7 +165,7 @@ stream_message(struct ctl *c, struct stream *s, const amqp_message_t *msg,
  * later refuse headers nested over 100 deep) and the connection is lost
  * on it: connect again and read on past it (events.h).  Each skip starts
  * the reading at a later offset than the one before, so the marker is
- * reached; at most STREAM_SKIPS_MAX are made.  -1 with c->err.
+ * reached; at most STREAM_SKIPS_MAX are made.  -1 with c->cl.err.
  */
 static int
 stream_skip(struct ctl *c, struct stream *s)
@@ -189,7 +173,7 @@ stream_skip(struct ctl *c, struct stream *s)
 	int64_t from;
 
 	if (s->skipped == STREAM_SKIPS_MAX) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%s holds more than %d messages this AMQP library "
 		         "cannot decode (headers nested over 100 deep?), the "
 		         "first at offset %" PRId64 ": not read further; they "
@@ -200,11 +184,11 @@ stream_skip(struct ctl *c, struct stream *s)
 	from = events_resume_skip(&s->resume);
 	if (s->skipped++ == 0)
 		s->first_skipped = from - 1;
-	if (session_reconnect(c) < 0) {
+	if (client_reconnect(&c->cl) < 0) {
 		char why[512]; /* a connect error says a few words */
 		snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1,
-		         c->err);
-		snprintf(c->err, sizeof(c->err),
+		         c->cl.err);
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "connecting again to read %s past an undecodable "
 		         "message: %s",
 		         s->name, why);
@@ -217,7 +201,7 @@ stream_skip(struct ctl *c, struct stream *s)
  * Read stream s from its first record up to a marker of ours, written (and
  * confirmed) first: so every record written before we began is read.
  * Records after the marker are not folded: f is what the stream held at
- * one moment.  -1 with c->err.
+ * one moment.  -1 with c->cl.err.
  */
 static int
 stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
@@ -226,7 +210,7 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 	struct event e;
 	char id[17];
 
-	if (stream_exists(c, s->name) < 0)
+	if (client_stream_exists(&c->cl, s->name) < 0)
 		return -1;
 	events_new_id(id);
 	snprintf(s->marker, sizeof(s->marker), "ctl-%d-%s", (int)getpid(), id);
@@ -234,7 +218,7 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 	e.kind = EVENT_MARKER;
 	e.at = duration_wall_ms();
 	e.marker = amqp_cstring_bytes(s->marker);
-	if (session_record(c, s->name, &e) < 0)
+	if (client_record(&c->cl, s->name, &e) < 0)
 		return -1;
 	events_resume_init(&s->resume);
 	if (stream_consume(c, s) < 0)
@@ -245,8 +229,8 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 		amqp_rpc_reply_t r;
 		int rc;
 
-		amqp_maybe_release_buffers(c->conn);
-		r = amqp_consume_message(c->conn, &env, &tv, 0);
+		amqp_maybe_release_buffers(c->cl.conn);
+		r = amqp_consume_message(c->cl.conn, &env, &tv, 0);
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_BAD_AMQP_DATA) {
 			if (stream_skip(c, s) < 0)
@@ -262,7 +246,7 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_TIMEOUT) {
-			snprintf(c->err, sizeof(c->err),
+			snprintf(c->cl.err, sizeof(c->cl.err),
 			         "nothing came from stream %s for %ds before "
 			         "the marker written at start (%" PRIu64
 			         " records read)",
@@ -270,8 +254,8 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 			return -1;
 		}
 		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-			broker_reply_string(r, "reading the streams", c->err,
-			                    sizeof(c->err));
+			broker_reply_string(r, "reading the streams", c->cl.err,
+			                    sizeof(c->cl.err));
 			return -1;
 		}
 		events_resume_read(&s->resume, &env.message.properties);
@@ -281,9 +265,9 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 		if (rc < 0)
 			return -1;
 		if (last - acked >= STREAM_ACK_EVERY) {
-			if (amqp_basic_ack(c->conn, BROKER_CH_WORK, last, 1) !=
-			    AMQP_STATUS_OK) {
-				snprintf(c->err, sizeof(c->err),
+			if (amqp_basic_ack(c->cl.conn, BROKER_CH_WORK, last,
+			                   1) != AMQP_STATUS_OK) {
+				snprintf(c->cl.err, sizeof(c->cl.err),
 				         "basic.ack failed");
 				return -1;
 			}
@@ -310,8 +294,9 @@ stream_read(struct ctl *c, struct stream *s, struct waiting_fold *f)
 		        f->untrusted, who);
 	}
 	/* Stop the deliveries: what came after the marker is not wanted. */
-	amqp_channel_close(c->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
-	return broker_check(c->conn, "channel.close", c->err, sizeof(c->err));
+	amqp_channel_close(c->cl.conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
+	return broker_check(c->cl.conn, "channel.close", c->cl.err,
+	                    sizeof(c->cl.err));
 }
 
 /* list does not read P.cancels: see cancel_run. */
