@@ -172,25 +172,6 @@ void format_json_repeat(const struct waiting *w);
 void format_json_time(const char *key, int present, int64_t ms);
 
 /*
- * http.c: the daemon's /metrics and the management API (dlx.c).
- */
-
-/*
- * GET path from host:port into a malloc'd string: the body after the
- * headers, the status code in *status.  auth, when not NULL, is the
- * base64 of "user:password" (basic authentication).  At most max bytes of
- * answer are read; each connect and read gives up after HTTP_TIMEOUT_S.
- * NULL with why when there is no HTTP answer.
- */
-#define HTTP_TIMEOUT_S 2
-char *http_get(const char *host, const char *port, const char *path,
-               const char *auth, size_t max, int *status, char *why,
-               size_t whysize);
-/* GET /metrics from listen ([metrics] listen) into a malloc'd string;
- * NULL with why. */
-char *http_metrics(const char *listen, char *why, size_t whysize);
-
-/*
  * dlx.c: the broker's dead-letter re-send timeout, from the management
  * API at url (--management; NULL: CASCADE_MANAGEMENT_URL, else the broker
  * URL's host).  0 with *ms, or -1 with why in a few words.

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "httpget.h"
 #include "headers.h"
 #include "mgmt.h"
 
@@ -81,8 +82,8 @@ dlx_confirm_timeout(const struct ctl *c, const char *url, int64_t *ms,
 	}
 	EVP_EncodeBlock((unsigned char *)auth, (const unsigned char *)userpass,
 	                (int)n);
-	text = http_get(m.host, m.port, m.path, auth, MGMT_MAX, &status, why,
-	                whysize);
+	text = httpget_fetch(m.host, m.port, m.path, auth, MGMT_MAX, &status,
+	                     why, whysize);
 	if (text == NULL) {
 		snprintf(reason, sizeof(reason), "%.120s", why);
 		snprintf(why, whysize, "no management API at %s: %s", m.shown,
