@@ -164,6 +164,21 @@ requeue_resend(struct client *cl, const amqp_message_t *m, const char *rk,
 	return 0;
 }
 
+/*
+ * m stays in P.error (failed: it could not be sent), held unacked until
+ * the end, so that the next get does not return it again.
+ */
+static void
+requeue_left(struct requeue *r, uint64_t tag, int failed,
+             const amqp_message_t *m, const struct park_target *t,
+             const char *note)
+{
+	r->last = tag;
+	r->left++;
+	r->failed += (uint64_t)failed;
+	r->on_row(r->arg, "left", m, t, note);
+}
+
 int
 requeue_pass(struct client *cl, struct requeue *r)
 {
@@ -182,26 +197,17 @@ requeue_pass(struct client *cl, struct requeue *r)
 		park_target(&m.properties, amqp_cstring_bytes(rk), &t);
 		if (r->reason != NULL &&
 		    !requeue_reason_matches(t.reason, r->reason)) {
-			/* Held unacked until the end, so that the next get
-			 * does not return it again. */
-			r->last = tag;
-			r->left++;
-			r->on_row(r->arg, "left", &m, &t,
-			          "reason does not match");
+			requeue_left(r, tag, 0, &m, &t,
+			             "reason does not match");
 		} else if (!requeue_parked_by_cascade(&m.properties)) {
-			r->last = tag;
-			r->left++;
-			r->failed++;
-			r->on_row(r->arg, "left", &m, &t,
-			          "not parked by cascade: no x-cascade-error "
-			          "or x-death");
+			requeue_left(
+			    r, tag, 1, &m, &t,
+			    "not parked by cascade: no x-cascade-error "
+			    "or x-death");
 		} else if (client_rk_unknown(cl, &t)) {
-			r->last = tag;
-			r->left++;
-			r->failed++;
-			r->on_row(r->arg, "left", &m, &t,
-			          "its routing key was not recorded when "
-			          "it was parked");
+			requeue_left(r, tag, 1, &m, &t,
+			             "its routing key was not recorded when "
+			             "it was parked");
 		} else if (r->dry_run) {
 			r->last = tag;
 			r->would++;
@@ -226,10 +232,7 @@ requeue_pass(struct client *cl, struct requeue *r)
 				r->sent++;
 				r->on_row(r->arg, "requeued", &m, &t, NULL);
 			} else {
-				r->last = tag;
-				r->left++;
-				r->failed++;
-				r->on_row(r->arg, "left", &m, &t, why);
+				requeue_left(r, tag, 1, &m, &t, why);
 			}
 		}
 		amqp_destroy_message(&m);
