@@ -347,3 +347,118 @@ Test(cindex, arena_compaction_keeps_every_string)
 	q.prefix = "id-1999";
 	cr_assert_str_eq(page(&q, 0, 10), "message-1999|1");
 }
+
+/* A small generator, the same stream on every run. */
+static uint64_t
+next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * The same random records into cindex and into waiting.h's fold: adds,
+ * re-adds (the later wins), ends before and after their scheduled, over
+ * 10,000 ids of both shapes (16 hex digits, and text), with ties of due
+ * and seen so the id decides; both must list the same messages in the
+ * same order.
+ */
+Test(cindex, agrees_with_the_waiting_fold)
+{
+	struct waiting_fold f;
+	struct waiting_filter all;
+	struct waiting_rows rows;
+	struct cindex_query q;
+	uint32_t *slots, n, total;
+	uint64_t s = 88172645463325252u;
+	char id[32], mid[32];
+
+	waiting_fold_init(&f);
+	cindex_query_init(&q);
+	waiting_filter_init(&all);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t r = next(&s), k = r % 10000;
+		struct event e;
+		memset(&e, 0, sizeof(e));
+		if (k & 1)
+			snprintf(id, sizeof(id), "%016" PRIx64,
+			         k * UINT64_C(0x9e3779b97f4a7c15));
+		else
+			snprintf(id, sizeof(id), "id-%" PRIu64, k);
+		snprintf(mid, sizeof(mid), "m-%" PRIu64, (r >> 20) % 3000);
+		e.id = amqp_cstring_bytes(id);
+		e.kind = (r >> 40) % 3   ? EVENT_SCHEDULED
+		         : (r >> 44) & 1 ? EVENT_DELIVERED
+		                         : EVENT_CANCELLED;
+		e.message_id =
+		    (r >> 50) & 1 ? amqp_cstring_bytes(mid) : amqp_empty_bytes;
+		e.due = (int64_t)((r >> 24) % 50);
+		e.at = (int64_t)((r >> 32) % 4);
+		e.exchange = amqp_cstring_bytes("ex");
+		e.routing_key = amqp_cstring_bytes("k");
+		cr_assert_eq(cindex_fold_event(&ix, &e, (uint64_t)i), 0);
+		cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	}
+	cr_assert_eq(waiting_select(&f, &all, 0, &rows), 0);
+	cr_assert_gt(rows.n, 1000);
+	cr_assert_eq(cindex_count(&ix), rows.n);
+	cr_assert_eq(cindex_stats(&ix).ended, f.ended.n);
+	slots = malloc(rows.n * sizeof(*slots));
+	cr_assert_eq(
+	    cindex_page(&ix, &q, 0, (uint32_t)rows.n, slots, &n, &total), 0);
+	cr_assert_eq(n, rows.n);
+	for (size_t i = 0; i < rows.n; i++) {
+		struct cindex_row r;
+		cindex_row(&ix, slots[i], &r);
+		cr_assert_eq(r.id.len, rows.w[i]->id.len, "row %zu", i);
+		cr_assert_eq(memcmp(r.id.bytes, rows.w[i]->id.bytes, r.id.len),
+		             0, "row %zu", i);
+		cr_assert_eq(r.due, rows.w[i]->due);
+		cr_assert_eq(r.message_id.len, rows.w[i]->message_id.len);
+	}
+	free(slots);
+	free(rows.w);
+	waiting_fold_free(&f);
+}
+
+/*
+ * The memory a message costs (not timed): 100,000 messages with 36-byte
+ * message-ids (a UUID's length), 20 targets and 100 owners, the heap
+ * grown (mallinfo2) divided by their number.
+ */
+Test(cindex, under_200_bytes_a_message)
+{
+	const uint32_t N = 100000;
+	char id[32], mid[48], key[16], owner[16];
+	struct mallinfo2 a, b;
+	double per;
+
+	cindex_free(&ix);
+	a = mallinfo2();
+	cr_assert_eq(cindex_init(&ix, 0, 0), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		struct event e;
+		memset(&e, 0, sizeof(e));
+		snprintf(id, sizeof(id), "%016" PRIx64,
+		         (uint64_t)i * UINT64_C(0x9e3779b97f4a7c15));
+		snprintf(mid, sizeof(mid), "%08x-0000-4000-8000-%012x", i,
+		         i * 7919u);
+		snprintf(key, sizeof(key), "q%u", i % 20);
+		snprintf(owner, sizeof(owner), "u%u", i % 100);
+		e.kind = EVENT_SCHEDULED;
+		e.id = amqp_cstring_bytes(id);
+		e.message_id = amqp_cstring_bytes(mid);
+		e.due = (int64_t)(((uint64_t)i * 2654435761u) % 604800000u);
+		e.at = i;
+		e.routing_key = amqp_cstring_bytes(key);
+		e.owner = amqp_cstring_bytes(owner);
+		cr_assert_eq(e.message_id.len, 36);
+		cr_assert_eq(cindex_fold_event(&ix, &e, i), 0);
+	}
+	b = mallinfo2();
+	per = (double)((b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd)) / N;
+	cr_log_info("cindex: %.1f bytes a message at %u", per, N);
+	cr_assert_lt(per, 200.0, "%.1f bytes a message", per);
+}
