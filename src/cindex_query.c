@@ -58,6 +58,11 @@ struct cindex_test {
 	unsigned char *targets; /* per target index: matches; NULL: any */
 	amqp_bytes_t prefix;
 	int prefix_set;
+	/* the prefix as the top digits of a numeric id (prefix_hex), so a
+	 * numeric id is never printed to be compared */
+	int prefix_hex;
+	uint64_t hex;
+	unsigned shift;
 };
 
 /* Whether target i (exchange, key) is one q->target names, as
@@ -98,9 +103,18 @@ cindex_test_init(const struct cindex *ix, const struct cindex_query *q,
 		    &ix->users, amqp_cstring_bytes(q->owner), ix->seed);
 		t->none = t->owner == UINT32_MAX;
 	}
-	if (q->prefix != NULL) {
+	if (q->prefix != NULL && q->prefix[0] != '\0') {
 		t->any = t->prefix_set = 1;
 		t->prefix = amqp_cstring_bytes(q->prefix);
+		t->prefix_hex = t->prefix.len <= 16;
+		for (size_t i = 0; i < t->prefix.len && t->prefix_hex; i++) {
+			char c = q->prefix[i];
+			t->prefix_hex =
+			    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+			t->hex = t->hex << 4 |
+			         (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+		}
+		t->shift = 64 - 4 * (unsigned)t->prefix.len;
 	}
 	if (q->target != NULL) {
 		t->any = 1;
@@ -132,8 +146,15 @@ cindex_test(const struct cindex *ix, const struct cindex_test *t, uint32_t s)
 		return 0;
 	if (t->targets != NULL && !t->targets[en->target])
 		return 0;
+	if (t->prefix_set && !(en->off_flags & CINDEX_F_ID_TEXT)) {
+		if (t->prefix_hex &&
+		    (t->shift == 0 ? en->cid == t->hex
+		                   : en->cid >> t->shift == t->hex))
+			return 1;
+	} else if (t->prefix_set &&
+	           cindex_starts(cindex_id_bytes(ix, en, buf), t->prefix))
+		return 1;
 	if (t->prefix_set &&
-	    !cindex_starts(cindex_id_bytes(ix, en, buf), t->prefix) &&
 	    !(en->mid != 0 &&
 	      cindex_starts(cindex_str(ix, en->mid), t->prefix)))
 		return 0;

@@ -11,6 +11,7 @@
  *   proc.c     CPU and RSS from /proc, finding beam.smp
  *   stats.c    the delay distributions, percentiles, the plot
  *   ids.c      `ids`: the memory a daemon spends per id it holds
+ *   cindex.c   `cindex`: the console's index, its memory and its speed
  */
 #ifndef CASCADE_BENCH_H
 #define CASCADE_BENCH_H
@@ -66,6 +67,9 @@ int run_measure(const struct opts *o);
 /* ids.c */
 int ids_main(int argc, char *argv[]);
 int cron_main(int argc, char *argv[]);
+
+/* cindex.c */
+int cindex_main(int argc, char *argv[]);
 
 /* forward.c */
 int forward_run(const struct opts *o);

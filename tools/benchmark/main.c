@@ -5,6 +5,7 @@
  *   cascade-bench run [options]      publish, consume the target, report
  *   cascade-bench forward [options]  the plain forwarder (mode forward)
  *   cascade-bench records -n N       P.series as a repeat leaves it
+ *   cascade-bench cindex [-n N]      the console's index, in memory
  *
  * Each message carries its id and due time in its body, so lateness is
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
@@ -32,6 +33,10 @@ usage(FILE *fp)
 	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
 	    "       cascade-bench cron [-n N]  CPU per cron call (parse, next, "
 	    "count)\n"
+	    "       cascade-bench cindex [-n N]  the console's index: bytes "
+	    "per message,\n"
+	    "                        time to add N, pages, searches, "
+	    "histogram\n"
 	    "       cascade-bench records [-c FILE] [-p P] [--stream S] -n N\n"
 	    "                        write N series records (one series of "
 	    "every 1s)\n"
@@ -108,6 +113,8 @@ main(int argc, char *argv[])
 		return ids_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "cron") == 0)
 		return cron_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cindex") == 0)
+		return cindex_main(argc - 1, argv + 1);
 	if (argc < 2 ||
 	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0 &&
 	     strcmp(argv[1], "records") != 0)) {
