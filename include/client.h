@@ -33,6 +33,9 @@ struct client {
 	char url[CONFIG_STR_MAX];     /* the broker URL connected to */
 	char
 	    user[256]; /* who it logs in as (the first URL's); empty: unknown */
+	/* 1: opened by client_open_user, whose password is not kept; a lost
+	 * connection cannot be made again. */
+	int as_user;
 	/* requeue: BROKER_CH_WORK; list and cancel: BROKER_CH_PUB */
 	struct broker_confirms confirms;
 	char unroutable[1024];   /* what the last basic.return said */
@@ -53,12 +56,24 @@ struct client_queue {
  */
 int client_open(struct client *cl, const struct config *cfg,
                 const struct topology *topo);
+/*
+ * The same as another user than the config's, with that user's password
+ * (broker_connect_user: the URLs' hosts, vhost and TLS; a heartbeat of
+ * heartbeat_s, 0 for none): the console's login.  cl->user is that user,
+ * so records and publishes are signed as them; the password is not kept,
+ * so client_reconnect fails.  -1 with cl->err, which never holds the
+ * password.
+ */
+int client_open_user(struct client *cl, const struct config *cfg,
+                     const struct topology *topo, amqp_bytes_t user,
+                     amqp_bytes_t password, int heartbeat_s);
 /* A clean close: the broker has handled every ack and nack first. */
 void client_close(struct client *cl);
 /*
  * Drop the connection, which the AMQP library can no longer read, and
  * connect again to cl->url, with the same channels open.  -1 with cl->err
- * (cl->conn is then NULL: only client_close may follow).
+ * (cl->conn is then NULL: only client_close may follow); always for a
+ * client_open_user connection.
  */
 int client_reconnect(struct client *cl);
 

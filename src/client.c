@@ -22,6 +22,7 @@ client_open(struct client *cl, const struct config *cfg,
 {
 	cl->cfg = cfg;
 	cl->topo = topo;
+	cl->as_user = 0;
 	/* Records are written as this user, which RabbitMQ checks: the
 	 * daemons judge a request by it (requests.h), and believe any other
 	 * record only from their own users (trust.h). */
@@ -32,6 +33,28 @@ client_open(struct client *cl, const struct config *cfg,
 	cl->conn = broker_connect_which(cfg, cl->url, sizeof(cl->url), cl->err,
 	                                sizeof(cl->err));
 	return cl->conn != NULL ? 0 : -1;
+}
+
+int
+client_open_user(struct client *cl, const struct config *cfg,
+                 const struct topology *topo, amqp_bytes_t user,
+                 amqp_bytes_t password, int heartbeat_s)
+{
+	cl->cfg = cfg;
+	cl->topo = topo;
+	cl->as_user = 1;
+	cl->user[0] = '\0';
+	cl->conn =
+	    broker_connect_user(cfg, user, password, heartbeat_s, cl->url,
+	                        sizeof(cl->url), cl->err, sizeof(cl->err));
+	if (cl->conn == NULL)
+		return -1;
+	/* broker_connect_user took it: at most 255 bytes, no NUL.  Records
+	 * and publishes to P are signed as this user, which RabbitMQ
+	 * checks against the login. */
+	memcpy(cl->user, user.bytes, user.len);
+	cl->user[user.len] = '\0';
+	return 0;
 }
 
 void
@@ -49,12 +72,21 @@ client_close(struct client *cl)
  * a frame, so it has lost its place in the byte stream) cannot be closed
  * cleanly: drop it, which ends its consumers, and connect to the same
  * broker again.  Publisher confirms are selected anew at the next publish.
+ * A login's connection cannot: its password was wiped once it connected.
  */
 int
 client_reconnect(struct client *cl)
 {
 	amqp_destroy_connection(cl->conn);
 	memset(&cl->confirms, 0, sizeof(cl->confirms));
+	if (cl->as_user) {
+		cl->conn = NULL;
+		snprintf(cl->err, sizeof(cl->err),
+		         "the connection as %s was lost, and its password is "
+		         "not kept: log in again",
+		         cl->user);
+		return -1;
+	}
 	cl->conn =
 	    broker_connect_url(cl->cfg, cl->url, cl->err, sizeof(cl->err));
 	return cl->conn != NULL ? 0 : -1;
