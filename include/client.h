@@ -111,6 +111,13 @@ int client_give_back(struct client *cl, uint64_t tag, uint64_t held);
 int client_publish(struct client *cl, const char *queue,
                    const amqp_basic_properties_t *props, amqp_bytes_t body);
 /*
+ * The same through exchange (routing key empty: for cascade's exchange P,
+ * a fanout): a request published as a publisher makes it (request.h).
+ */
+int client_publish_exchange(struct client *cl, const char *exchange,
+                            const amqp_basic_properties_t *props,
+                            amqp_bytes_t body);
+/*
  * Append e to stream (exchange "", routing key the stream) and wait for
  * the broker's confirm, written as cl->user unless e names its writer.
  * -1 with cl->err.

@@ -2,8 +2,9 @@
  * request: the records that ask the daemons to change what waits (cancel,
  * reschedule, pause, resume: docs/CONTRACT.md 7.3, 7.5, 7.10), built and
  * written as a control user writes them, into P.cancels where the daemons
- * read them and P.events where list does.  In the library so that
- * cascade-ctl and the console make the same requests from the same code:
+ * read them and P.events where list does; or, for a publisher, who may
+ * not write there, published to P for a daemon to record.  In the library so
+ * that cascade-ctl and the console make the same requests from the same code:
  * the same lifetimes, the same copies for a reschedule made earlier.
  */
 #ifndef CASCADE_REQUEST_H
@@ -53,5 +54,19 @@ int request_copies(struct client *cl, struct waiting_fold *f, amqp_bytes_t id,
 
 /* e into P.cancels, then its copy into P.events.  -1 with cl->err. */
 int request_record(struct client *cl, const struct event *e);
+
+/*
+ * A publisher's way to make request e (from request_event or
+ * request_pause_event: kind, target, e->cancel, e->park, e->due): they
+ * may write to P only (docs/security.md), so e goes as a message
+ * published to P with the request header (events_request_props) and
+ * user-id cl->user, and the broker's confirm is awaited.  A daemon takes
+ * it from there (CONTRACT 7.3, 7.5, 7.10): it holds for [events] max_age
+ * whatever e->until says, a reschedule's time is checked against
+ * max_delay then and its copies are made by that daemon, and a target's
+ * pause by anyone but a control user is parked.  -1 with cl->err (a
+ * refusal by the broker, or nothing bound to P: is cascade running?).
+ */
+int request_publish_to_p(struct client *cl, const struct event *e);
 
 #endif

@@ -348,13 +348,14 @@ client_record_returned(void *arg, const amqp_basic_return_t *r)
 }
 
 /*
- * Publish props and body to queue (exchange "", mandatory) and wait for
- * the broker's confirm: then it is in the queue, durably.  -1 with
- * cl->err.
+ * Publish props and body to exchange with routing_key (mandatory) and
+ * wait for the broker's confirm: then it is routed to a queue, durably.
+ * -1 with cl->err, which begins with what.
  */
-int
-client_publish(struct client *cl, const char *queue,
-               const amqp_basic_properties_t *props, amqp_bytes_t body)
+static int
+client_publish_as(struct client *cl, const char *exchange,
+                  const char *routing_key, const char *what,
+                  const amqp_basic_properties_t *props, amqp_bytes_t body)
 {
 	uint64_t nacked, returned;
 	int st;
@@ -369,10 +370,11 @@ client_publish(struct client *cl, const char *queue,
 	}
 	nacked = cl->confirms.nacked;
 	returned = cl->confirms.returned;
-	st = broker_confirm_publish(cl->conn, &cl->confirms, amqp_empty_bytes,
-	                            amqp_cstring_bytes(queue), 1, props, body);
+	st = broker_confirm_publish(
+	    cl->conn, &cl->confirms, amqp_cstring_bytes(exchange),
+	    amqp_cstring_bytes(routing_key), 1, props, body);
 	if (st != AMQP_STATUS_OK) {
-		snprintf(cl->err, sizeof(cl->err), "publish to %s: %s", queue,
+		snprintf(cl->err, sizeof(cl->err), "publish to %s: %s", what,
 		         amqp_error_string2(st));
 		return -1;
 	}
@@ -381,16 +383,33 @@ client_publish(struct client *cl, const char *queue,
 		return -1;
 	amqp_maybe_release_buffers(cl->conn);
 	if (cl->confirms.returned > returned) {
-		snprintf(cl->err, sizeof(cl->err), "%s: %s", queue,
+		snprintf(cl->err, sizeof(cl->err), "%s: %s", what,
 		         cl->unroutable);
 		return -1;
 	}
 	if (cl->confirms.nacked > nacked) {
 		snprintf(cl->err, sizeof(cl->err),
-		         "%s: the broker refused the message (nack)", queue);
+		         "%s: the broker refused the message (nack)", what);
 		return -1;
 	}
 	return 0;
+}
+
+int
+client_publish(struct client *cl, const char *queue,
+               const amqp_basic_properties_t *props, amqp_bytes_t body)
+{
+	return client_publish_as(cl, "", queue, queue, props, body);
+}
+
+int
+client_publish_exchange(struct client *cl, const char *exchange,
+                        const amqp_basic_properties_t *props, amqp_bytes_t body)
+{
+	char what[TOPOLOGY_NAME_MAX + 16];
+
+	snprintf(what, sizeof(what), "exchange %s", exchange);
+	return client_publish_as(cl, exchange, "", what, props, body);
 }
 
 /*

@@ -139,3 +139,31 @@ request_record(struct client *cl, const struct event *e)
 		return -1;
 	return client_record(cl, cl->topo->events, e);
 }
+
+int
+request_publish_to_p(struct client *cl, const struct event *e)
+{
+	struct event own = *e;
+	amqp_basic_properties_t props;
+	amqp_pool_t pool;
+	int rc;
+
+	/* Signed as the login, which RabbitMQ checks: the daemon judges
+	 * the request by it (requests.h). */
+	own.requester = amqp_cstring_bytes(cl->user);
+	init_amqp_pool(&pool, 512);
+	if (events_request_props(&own, &pool, &props) < 0) {
+		empty_amqp_pool(&pool);
+		snprintf(cl->err, sizeof(cl->err),
+		         "%s of \"%.*s\": not a request that can be published "
+		         "to %s",
+		         events_kind_name(e->kind),
+		         (int)(e->cancel.len > 255 ? 255 : e->cancel.len),
+		         (const char *)e->cancel.bytes, cl->topo->exchange);
+		return -1;
+	}
+	rc = client_publish_exchange(cl, cl->topo->exchange, &props,
+	                             amqp_empty_bytes);
+	empty_amqp_pool(&pool);
+	return rc;
+}

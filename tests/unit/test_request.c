@@ -68,3 +68,28 @@ Test(request, pause_and_resume)
 	cr_assert_eq(e.kind, EVENT_RESUME);
 	cr_assert_eq(e.target, 0);
 }
+
+/*
+ * request_publish_to_p builds the request before it touches the broker:
+ * what P would not take as a request is refused with words, unsent.
+ */
+Test(request, publish_to_p_refuses_what_is_no_request)
+{
+	static struct client cl;
+	static struct topology topo;
+	struct event e;
+
+	strcpy(topo.exchange, "cascade");
+	cl.topo = &topo;
+	strcpy(cl.user, "alice");
+	request_event(&e, EVENT_CANCEL, amqp_empty_bytes, 0, 0, 0, 0, AT,
+	              MAX_AGE);
+	cr_assert_eq(request_publish_to_p(&cl, &e), -1);
+	cr_assert_str_eq(cl.err, "cancel of \"\": not a request that can be "
+	                         "published to cascade");
+	e.kind = EVENT_SCHEDULED;
+	e.cancel = amqp_cstring_bytes("a");
+	cr_assert_eq(request_publish_to_p(&cl, &e), -1);
+	cr_assert_str_eq(cl.err, "scheduled of \"a\": not a request that can "
+	                         "be published to cascade");
+}
