@@ -92,7 +92,8 @@ streamread_frame(struct client *cl)
 	}
 }
 
-/* One record of stream s: the marker, or to the callback.  0, or -1. */
+/* One record of stream s: the marker, or to the callback.  0, 1 to
+ * stop, or -1. */
 static int
 streamread_record(struct client *cl, struct streamread *s,
                   const amqp_basic_properties_t *p)
@@ -102,12 +103,22 @@ streamread_record(struct client *cl, struct streamread *s,
 	if (events_parse(p, &e) < 0)
 		return 0;
 	if (e.kind == EVENT_MARKER) {
-		if (headers_key_is(e.marker, s->token))
-			s->reached = 1;
-		return 0;
+		if (s->reached || !headers_key_is(e.marker, s->token))
+			return 0;
+		s->reached = 1;
+		return s->on_reached != NULL
+		           ? s->on_reached(s->arg, cl->err, sizeof(cl->err))
+		           : 0;
 	}
 	s->records++;
 	return s->on_event(s->arg, &e, cl->err, sizeof(cl->err));
+}
+
+/* Whether the reading is over once the marker is read. */
+static int
+streamread_done(const struct streamread *s)
+{
+	return s->reached && !s->follow;
 }
 
 /* A stream message: one record, or a batch of them (events.h). */
@@ -133,7 +144,7 @@ streamread_message(struct client *cl, struct streamread *s,
 	if (!events_is_batch(&msg->properties))
 		return streamread_record(cl, s, &msg->properties);
 	init_amqp_pool(&pool, 4096);
-	while (rc == 0 && !s->reached &&
+	while (rc == 0 && !streamread_done(s) &&
 	       (got = events_batch_next(msg->body, &off, &pool, &p)) != 0) {
 		if (got < 0)
 			break; /* the rest does not decode: skip it */
@@ -180,21 +191,13 @@ streamread_skip(struct client *cl, struct streamread *s)
 	return streamread_consume(cl, s);
 }
 
-/*
- * Read stream s from its first record up to a marker of ours, written (and
- * confirmed) first: so every record written before we began is read.
- * Records after the marker are not read: what the callback gets is what
- * the stream held at one moment.  -1 with cl->err.
- */
-int
-streamread_run(struct client *cl, struct streamread *s)
+/* The marker that tells us when every record before it was read. */
+static int
+streamread_mark(struct client *cl, struct streamread *s)
 {
-	uint64_t last = 0, acked = 0;
 	struct event e;
 	char id[17];
 
-	if (client_stream_exists(cl, s->name) < 0)
-		return -1;
 	events_new_id(id);
 	snprintf(s->token, sizeof(s->token), "%s-%d-%s", s->marker,
 	         (int)getpid(), id);
@@ -202,24 +205,68 @@ streamread_run(struct client *cl, struct streamread *s)
 	e.kind = EVENT_MARKER;
 	e.at = duration_wall_ms();
 	e.marker = amqp_cstring_bytes(s->token);
-	if (client_record(cl, s->name, &e) < 0)
+	return client_record(cl, s->name, &e);
+}
+
+/* Ack every delivery up to last (multiple).  0, or -1 with cl->err. */
+static int
+streamread_ack(struct client *cl, uint64_t last, uint64_t *acked)
+{
+	if (last <= *acked)
+		return 0;
+	if (amqp_basic_ack(cl->conn, BROKER_CH_WORK, last, 1) !=
+	    AMQP_STATUS_OK) {
+		snprintf(cl->err, sizeof(cl->err), "basic.ack failed");
 		return -1;
-	events_resume_init(&s->resume);
+	}
+	*acked = last;
+	return 0;
+}
+
+/*
+ * Read stream s from its first record up to a marker of ours, written (and
+ * confirmed) first: so every record written before we began is read.
+ * Without s->follow, records after the marker are not read: what the
+ * callback gets is what the stream held at one moment.  With it, the
+ * reading goes on with each record as it comes until a callback says 1.
+ * s->again goes on after a lost connection instead, from the offset after
+ * the last one read, towards the marker already written.  -1 with cl->err.
+ */
+int
+streamread_run(struct client *cl, struct streamread *s)
+{
+	uint64_t last = 0, acked = 0;
+	int64_t now, heard, tick;
+	int rc = 0;
+
+	if (client_stream_exists(cl, s->name) < 0)
+		return -1;
+	if (s->again) {
+		s->resume.from = s->resume.last >= 0 ? s->resume.last + 1 : -1;
+	} else {
+		if (streamread_mark(cl, s) < 0)
+			return -1;
+		events_resume_init(&s->resume);
+	}
+	s->stopped = 0;
 	if (streamread_consume(cl, s) < 0)
 		return -1;
-	while (!s->reached) {
-		struct timeval tv = {STREAM_IDLE_MS / 1000, 0};
+	heard = tick = duration_mono_ms();
+	while (rc == 0 && !streamread_done(s)) {
+		struct timeval tv = {STREAMREAD_TICK_MS / 1000,
+		                     STREAMREAD_TICK_MS % 1000 * 1000};
 		amqp_envelope_t env;
 		amqp_rpc_reply_t r;
-		int rc;
 
 		amqp_maybe_release_buffers(cl->conn);
 		r = amqp_consume_message(cl->conn, &env, &tv, 0);
+		now = duration_mono_ms();
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_BAD_AMQP_DATA) {
 			if (streamread_skip(cl, s) < 0)
 				return -1;
 			last = acked = 0; /* tags of the new channel */
+			heard = now;
 			continue;
 		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
@@ -230,35 +277,47 @@ streamread_run(struct client *cl, struct streamread *s)
 		}
 		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
 		    r.library_error == AMQP_STATUS_TIMEOUT) {
-			snprintf(cl->err, sizeof(cl->err),
-			         "nothing came from stream %s for %ds before "
-			         "the marker written at start (%" PRIu64
-			         " records read)",
-			         s->name, STREAM_IDLE_MS / 1000, s->records);
-			return -1;
-		}
-		if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+			/* A stream quiet while we follow it is no fault;
+			 * one quiet before our marker came back is. */
+			if (!s->reached && now - heard >= STREAM_IDLE_MS) {
+				snprintf(cl->err, sizeof(cl->err),
+				         "nothing came from stream %s for %ds "
+				         "before the marker written at start "
+				         "(%" PRIu64 " records read)",
+				         s->name, STREAM_IDLE_MS / 1000,
+				         s->records);
+				return -1;
+			}
+			/* Nothing left in flight to hold back acks for. */
+			if (streamread_ack(cl, last, &acked) < 0)
+				return -1;
+		} else if (r.reply_type != AMQP_RESPONSE_NORMAL) {
 			broker_reply_string(r, "reading the streams", cl->err,
 			                    sizeof(cl->err));
 			return -1;
-		}
-		events_resume_read(&s->resume, &env.message.properties);
-		rc = streamread_message(cl, s, &env.message);
-		last = env.delivery_tag;
-		amqp_destroy_envelope(&env);
-		if (rc < 0)
-			return -1;
-		if (last - acked >= STREAM_ACK_EVERY) {
-			if (amqp_basic_ack(cl->conn, BROKER_CH_WORK, last, 1) !=
-			    AMQP_STATUS_OK) {
-				snprintf(cl->err, sizeof(cl->err),
-				         "basic.ack failed");
+		} else {
+			heard = now;
+			events_resume_read(&s->resume, &env.message.properties);
+			rc = streamread_message(cl, s, &env.message);
+			last = env.delivery_tag;
+			amqp_destroy_envelope(&env);
+			if (rc < 0)
 				return -1;
-			}
-			acked = last;
+			if (last - acked >= STREAM_ACK_EVERY &&
+			    streamread_ack(cl, last, &acked) < 0)
+				return -1;
+		}
+		/* Ticks whether records come or not: a busy stream must not
+		 * keep the caller from stopping. */
+		if (rc == 0 && s->on_tick != NULL && now - tick >= 0) {
+			tick = now + STREAMREAD_TICK_MS;
+			rc = s->on_tick(s->arg, cl->err, sizeof(cl->err));
+			if (rc < 0)
+				return -1;
 		}
 	}
-	/* Stop the deliveries: what came after the marker is not wanted. */
+	s->stopped = rc > 0;
+	/* Stop the deliveries: what comes after is not wanted. */
 	amqp_channel_close(cl->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
 	return broker_check(cl->conn, "channel.close", cl->err,
 	                    sizeof(cl->err));
