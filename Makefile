@@ -241,7 +241,7 @@ deps:
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
-FUZZERS := duration config headers records zone cron
+FUZZERS := duration config headers records zone cron form
 FUZZ_SRCS := $(LIB_SRCS)
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
