@@ -64,18 +64,22 @@ hbuf_raw(struct hbuf *b, const void *s, size_t n)
 void
 hbuf_printf(struct hbuf *b, const char *fmt, ...)
 {
-	char line[512];
 	va_list ap;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(line)) {
+	if (n < 0) {
 		b->full = 1;
 		return;
 	}
-	hbuf_raw(b, line, (size_t)n);
+	if (hbuf_room(b, (size_t)n) < 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->n += (size_t)n;
 }
 
 /* One byte or character of s for HTML; attr: inside a quoted value. */

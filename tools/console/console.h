@@ -90,7 +90,7 @@ struct console {
 	uint64_t series_refused;
 	struct cparked *ring;
 	size_t ring_next, ring_n;
-	uint64_t version;
+	atomic_uint_least64_t version; /* written under lock; read anywhere */
 	int caught_up;
 	uint64_t records, untrusted, skipped;
 	int64_t live_ms; /* wall time of the last record or tick */

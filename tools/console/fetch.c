@@ -6,6 +6,7 @@
  * shared between the threads that answer.
  */
 #include "amqp_compat.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

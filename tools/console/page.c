@@ -44,9 +44,8 @@ page_head(struct ask *a, struct answer *r, const char *title, const char *live)
 	struct hbuf *b = &r->body;
 	uint64_t version;
 
-	pthread_mutex_lock(&a->c->lock);
-	version = a->c->version;
-	pthread_mutex_unlock(&a->c->lock);
+	/* Read without the lock: a page holds it while it writes. */
+	version = atomic_load(&a->c->version);
 	r->type = "text/html; charset=utf-8";
 	hbuf_lit(b, "<!doctype html><html lang=en><head><meta charset=utf-8>"
 	            "<meta name=viewport "

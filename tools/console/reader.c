@@ -28,7 +28,7 @@ struct reader {
 void
 console_changed(struct console *c)
 {
-	c->version++;
+	atomic_fetch_add(&c->version, 1);
 	pthread_cond_broadcast(&c->changed);
 }
 
@@ -242,7 +242,7 @@ reader_main(void *arg)
 		if (streamread_run(&r->cl, &r->s) == 0)
 			break; /* stopped */
 		pthread_mutex_lock(&c->lock);
-		snprintf(c->reader_err, sizeof(c->reader_err), "%s",
+		snprintf(c->reader_err, sizeof(c->reader_err), "%.500s",
 		         r->cl.err);
 		pthread_mutex_unlock(&c->lock);
 		log_warn("console_reader", " error=\"%s\" offset=%" PRId64,

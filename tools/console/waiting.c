@@ -372,7 +372,7 @@ page_waiting(struct ask *a, struct answer *r)
 		            "{\"version\":%" PRIu64 ",\"caught_up\":true,"
 		            "\"waiting\":%" PRIu32 ",\"matched\":%" PRIu32
 		            ",\"offset\":%" PRIu32 ",\"rows\":[",
-		            c->version, seen, matched, w.offset);
+		            (uint64_t)atomic_load(&c->version), seen, matched, w.offset);
 		for (uint32_t i = 0; i < n; i++) {
 			if (i > 0)
 				hbuf_lit(b, ",");
@@ -397,7 +397,9 @@ page_waiting(struct ask *a, struct answer *r)
 		for (size_t i = 0; i < nt; i++) {
 			amqp_bytes_t ex, key;
 			waiting_target_name(c, tc[i].target, &ex, &key);
-			hbuf_lit(b, i > 0 ? ",{\"exchange\":" : "{\"exchange\":");
+			if (i > 0)
+				hbuf_lit(b, ",");
+			hbuf_lit(b, "{\"exchange\":");
 			html_json(b, ex.bytes, ex.len);
 			hbuf_lit(b, ",\"routing_key\":");
 			html_json(b, key.bytes, key.len);

@@ -47,7 +47,7 @@ static atomic_int web_polls;
 
 /* Routes. */
 enum route_who { WHO_ANYONE, WHO_SESSION };
-struct route {
+struct webroute {
 	const char *path;   /* exact, or a prefix ending in '/' with a tail */
 	const char *suffix; /* after the id: NULL none, "" the id alone */
 	enum webgate_class class;
@@ -66,7 +66,7 @@ static void route_target_resume(struct ask *a, struct answer *r);
 static void route_series_pause(struct ask *a, struct answer *r);
 static void route_series_resume(struct ask *a, struct answer *r);
 
-static const struct route routes[] = {
+static const struct webroute routes[] = {
     {"/", NULL, WEBGATE_READ, WHO_ANYONE, route_root},
     {"/login", NULL, WEBGATE_FORM, WHO_ANYONE, route_login},
     {"/logout", NULL, WEBGATE_ACTION, WHO_SESSION, route_logout},
@@ -93,11 +93,11 @@ static const struct route routes[] = {
 };
 
 /* The route for path, with the id of a prefix route in a->rest. */
-static const struct route *
+static const struct webroute *
 web_route(struct ask *a, const char *path)
 {
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		const struct route *rt = &routes[i];
+		const struct webroute *rt = &routes[i];
 		size_t pl = strlen(rt->path), sl, tail;
 		const char *id;
 
@@ -333,11 +333,12 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	struct console *c = cls;
 	struct creq *q = *con_cls;
 	struct form_field fields[WEB_FIELDS];
+	char empty[1] = "";
 	struct webgate_request g;
 	struct webgate_config gc;
 	struct answer r;
 	struct ask a;
-	const struct route *rt;
+	const struct webroute *rt;
 	const char *cookie, *bearer, *why, *token = NULL;
 	enum webgate_verdict v;
 	enum MHD_Result ret;
@@ -413,7 +414,8 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			             "application/x-www-form-urlencoded");
 			goto send;
 		}
-		if (form_parse(q->body != NULL ? q->body : (char *)"", q->len,
+		/* form_parse writes a NUL at body[len]: never a literal */
+		if (form_parse(q->body != NULL ? q->body : empty, q->len,
 		               fields, WEB_FIELDS, &a.nform, &why) < 0) {
 			answer_error(&a, &r, 400, "bad_request", why);
 			goto send;
@@ -576,7 +578,7 @@ route_login(struct ask *a, struct answer *r)
 	struct websession *s;
 	char token[WEBSESSION_HEX_SIZE], err[512];
 	void *evicted = NULL;
-	int64_t wait, expires;
+	int64_t wait, expires = 0;
 	int control;
 
 	if (strcmp(a->method, "POST") != 0) {
@@ -611,7 +613,7 @@ route_login(struct ask *a, struct answer *r)
 		/* A refused login (the broker's close) or a broker that
 		 * did not answer: only the first counts as a failure. */
 		int refused = strstr(cs->cl.err, "login") != NULL;
-		snprintf(err, sizeof(err), "%s", cs->cl.err);
+		snprintf(err, sizeof(err), "%.500s", cs->cl.err);
 		pthread_mutex_destroy(&cs->mu);
 		free(cs);
 		if (refused) {
@@ -759,11 +761,11 @@ route_changes(struct ask *a, struct answer *r)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += CONSOLE_POLL_MS / 1000;
 	pthread_mutex_lock(&c->lock);
-	while (c->version <= v && !atomic_load(&c->stop))
+	while (atomic_load(&c->version) <= v && !atomic_load(&c->stop))
 		if (pthread_cond_timedwait(&c->changed, &c->lock, &ts) ==
 		    ETIMEDOUT)
 			break;
-	now_v = c->version;
+	now_v = atomic_load(&c->version);
 	pthread_mutex_unlock(&c->lock);
 	atomic_fetch_sub(&web_polls, 1);
 	answer_json_start(r);
@@ -850,7 +852,7 @@ web_hosts(struct console *c, const char *host)
 
 	c->nhosts = 0;
 	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
-	         v6 ? "[%s]:%d" : "%s:%d", host, c->port);
+	         v6 ? "[%.250s]:%d" : "%.250s:%d", host, c->port);
 	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
 	         "127.0.0.1:%d", c->port);
 	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
@@ -861,11 +863,11 @@ web_hosts(struct console *c, const char *host)
 		const char *h = strstr(pub, "://") + 3;
 		size_t n = strcspn(h, "/");
 		snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
-		         "%.*s", (int)n, h);
+		         "%.*s", (int)(n < 250 ? n : 250), h);
 		snprintf(c->origin, sizeof(c->origin), "%.*s",
 		         (int)(h - pub + (ptrdiff_t)n), pub);
 	} else {
-		snprintf(c->origin, sizeof(c->origin), "http://%s",
+		snprintf(c->origin, sizeof(c->origin), "http://%.280s",
 		         c->hostbuf[0]);
 	}
 	for (size_t i = 0; i < c->nhosts; i++)
