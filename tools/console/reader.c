@@ -22,7 +22,8 @@ struct reader {
 	struct console *c;
 	struct streamread s;
 	struct client cl;
-	uint64_t batch; /* records since the last wake-up */
+	uint64_t batch;   /* records since the last wake-up */
+	int64_t start_ms; /* monotonic, when the reading began */
 };
 
 void
@@ -188,7 +189,7 @@ reader_reached(void *arg, char *err, size_t size)
 		log_info("console_caught_up",
 		         " records=%" PRIu64 " waiting=%" PRIu32 " ms=%" PRId64,
 		         c->records, cindex_count(&c->ix),
-		         duration_mono_ms() - c->live_ms);
+		         duration_mono_ms() - r->start_ms);
 	}
 	console_changed(c);
 	pthread_mutex_unlock(&c->lock);
@@ -249,8 +250,10 @@ reader_main(void *arg)
 		         r->cl.err, r->s.resume.last);
 		client_close(&r->cl);
 		memset(&r->cl, 0, sizeof(r->cl));
-		/* On from the last offset read, with the same marker. */
-		r->s.again = 1;
+		/* On from the last offset read, towards the same marker;
+		 * when nothing was read (the stream was missing, or the
+		 * marker's write failed), from the start with a new one. */
+		r->s.again = r->s.resume.last >= 0;
 		reader_sleep(c, 1000);
 	}
 	if (r->cl.conn != NULL)
@@ -277,7 +280,9 @@ reader_start(struct console *c)
 	r->s.on_reached = reader_reached;
 	r->s.on_tick = reader_tick;
 	r->s.arg = r;
-	c->live_ms = duration_mono_ms();
+	events_resume_init(&r->s.resume); /* nothing read yet */
+	r->start_ms = duration_mono_ms();
+	c->live_ms = duration_wall_ms();
 	/* rabbitmq-c 0.11 decodes nested headers recursively: the room
 	 * stackroom gives the main thread, given to this one too. */
 	pthread_attr_init(&attr);
