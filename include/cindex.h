@@ -48,6 +48,7 @@ struct cindex_entry {
 #define CINDEX_F_ID_TEXT (UINT64_C(1) << 49)
 #define CINDEX_F_ENDED (UINT64_C(1) << 50)
 #define CINDEX_F_FREE (UINT64_C(1) << 51)
+#define CINDEX_F_MOVED (UINT64_C(1) << 52) /* a reschedule set its due */
 #define CINDEX_OFFSET_MASK ((UINT64_C(1) << 48) - 1)
 
 /* Entries per slab: a slab is never moved, so a slot's address holds. */
@@ -152,6 +153,7 @@ struct cindex_row {
 	int64_t due, seen, size;
 	uint64_t offset;
 	int repeat;
+	int moved;       /* its due is a reschedule's (cindex_move) */
 	amqp_bytes_t id; /* in id_text when it is 16 hex digits */
 	amqp_bytes_t message_id, exchange, routing_key, owner;
 	char id_text[17];
@@ -159,6 +161,13 @@ struct cindex_row {
 
 /* The row of slot (from a page or cindex_named). */
 void cindex_row(const struct cindex *ix, uint32_t slot, struct cindex_row *r);
+
+/*
+ * Give the message in slot the due time a reschedule set, keeping the
+ * order (due, first seen, id) true: a page shows it where it now waits.
+ * -1 out of memory (the entry is then at its old place).
+ */
+int cindex_move(struct cindex *ix, uint32_t slot, int64_t due);
 
 /* Messages waiting, in all. */
 uint32_t cindex_count(const struct cindex *ix);

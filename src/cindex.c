@@ -586,3 +586,23 @@ cindex_count(const struct cindex *ix)
 {
 	return (uint32_t)ix->stats.waiting;
 }
+
+int
+cindex_move(struct cindex *ix, uint32_t slot, int64_t due)
+{
+	struct cindex_entry *en = cindex_at(ix, slot);
+	int64_t old = en->due;
+
+	if (due == old)
+		return 0;
+	cindex_order_del(ix, slot);
+	en->due = due;
+	if (cindex_order_add(ix, slot) < 0) {
+		en->due = old;
+		/* back at its old place (which may itself need memory) */
+		(void)cindex_order_add(ix, slot);
+		return -1;
+	}
+	en->off_flags |= CINDEX_F_MOVED;
+	return 0;
+}

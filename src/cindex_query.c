@@ -32,6 +32,7 @@ cindex_row(const struct cindex *ix, uint32_t slot, struct cindex_row *r)
 	r->size = en->size;
 	r->offset = en->off_flags & CINDEX_OFFSET_MASK;
 	r->repeat = (en->off_flags & CINDEX_F_REPEAT) != 0;
+	r->moved = (en->off_flags & CINDEX_F_MOVED) != 0;
 	r->id = cindex_id_bytes(ix, en, r->id_text);
 	r->message_id = cindex_str(ix, en->mid);
 	if (t.len > 0) {

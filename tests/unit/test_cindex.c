@@ -100,6 +100,28 @@ Test(cindex, page_in_due_order_with_offsets)
 	cr_assert_eq(cindex_rank(&ix, 201), 3);
 }
 
+Test(cindex, a_moved_message_is_paged_at_its_new_due)
+{
+	struct cindex_query q;
+	struct cindex_row r;
+	uint32_t slots[4];
+
+	cindex_query_init(&q);
+	fill();
+	cr_assert_eq(cindex_named(&ix, amqp_cstring_bytes("m1"), slots, 4), 1);
+	cr_assert_eq(cindex_move(&ix, slots[0], 50), 0);
+	cr_assert_str_eq(page(&q, 0, 10), "m1 c2 inv-5 m3 inv-4|5");
+	cindex_row(&ix, slots[0], &r);
+	cr_assert(r.moved);
+	cr_assert_eq(r.due, 50);
+	cr_assert_eq(cindex_rank(&ix, 100), 1);
+	cr_assert_eq(cindex_move(&ix, slots[0], 1000), 0);
+	cr_assert_str_eq(page(&q, 0, 10), "c2 inv-5 m3 inv-4 m1|5");
+	/* ended, it leaves the order as any message does */
+	put(EVENT_DELIVERED, "c1", "m1", 0, 2, NULL, NULL, NULL);
+	cr_assert_str_eq(page(&q, 0, 10), "c2 inv-5 m3 inv-4|4");
+}
+
 Test(cindex, later_record_wins_and_ends_remove)
 {
 	struct cindex_query q;

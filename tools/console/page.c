@@ -190,6 +190,7 @@ console_rowstate(struct console *c, const struct cindex_row *row, int64_t now,
 
 	memset(st, 0, sizeof(*st));
 	st->due = row->due;
+	st->rescheduled = row->moved;
 	if (row->repeat)
 		st->paused = requests_series_paused(
 		    &c->req, row->id, row->message_id, row->owner, now);

@@ -113,6 +113,35 @@ reader_requester(struct console *c, const struct event *e, struct event *req,
 	                   control);
 }
 
+/*
+ * A reschedule in force moves the messages it names in the index, so a
+ * page lists them where they wait now: the ones it applies to as the
+ * daemons judge it (requests_match: their requester may change them, and
+ * it was made after they were first seen).
+ */
+static int
+reader_move(struct console *c, const struct event *e)
+{
+	uint32_t slots[64], n;
+	int64_t now = duration_wall_ms();
+
+	n = cindex_named(&c->ix, e->cancel, slots, 64);
+	if (n > 64)
+		n = 64;
+	for (uint32_t i = 0; i < n; i++) {
+		struct cancel_match cm;
+		struct cindex_row row;
+
+		cindex_row(&c->ix, slots[i], &row);
+		if (requests_match(&c->req, row.message_id, row.id, row.owner,
+		                   row.seen, now, &cm) &&
+		    cm.reschedule != NULL && cm.reschedule->due != row.due &&
+		    cindex_move(&c->ix, slots[i], cm.reschedule->due) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int
 reader_fold(struct console *c, const struct event *e, uint64_t offset)
 {
@@ -122,9 +151,13 @@ reader_fold(struct console *c, const struct event *e, uint64_t offset)
 
 	switch (e->kind) {
 	case EVENT_CANCEL:
-	case EVENT_RESCHEDULE:
 		reader_requester(c, e, &req, &by, &control);
 		return requests_add(&c->req, &req, by, control) < 0 ? -1 : 0;
+	case EVENT_RESCHEDULE:
+		reader_requester(c, e, &req, &by, &control);
+		if (requests_add(&c->req, &req, by, control) < 0)
+			return -1;
+		return reader_move(c, e);
 	case EVENT_PAUSE:
 	case EVENT_RESUME:
 		reader_requester(c, e, &req, &by, &control);
