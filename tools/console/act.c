@@ -86,8 +86,10 @@ act_send(struct ask *a, struct answer *r, const struct event *e, int direct)
 	pthread_mutex_lock(&a->cs->mu);
 	rc = direct ? request_record(&a->cs->cl, e)
 	            : request_publish_to_p(&a->cs->cl, e);
-	if (rc < 0)
+	if (rc < 0) {
 		answer_error(a, r, 502, "broker", a->cs->cl.err);
+		console_check_conn(a->cs);
+	}
 	pthread_mutex_unlock(&a->cs->mu);
 	return rc;
 }
@@ -319,8 +321,10 @@ act_requeue(struct ask *a, struct answer *r)
 		if (rc == 0 && client_give_back(cl, q.last, q.left) < 0)
 			rc = -1;
 	}
-	if (rc < 0)
+	if (rc < 0) {
 		answer_error(a, r, 502, "broker", cl->err);
+		console_check_conn(a->cs);
+	}
 	pthread_mutex_unlock(&a->cs->mu);
 	if (rc < 0) {
 		hbuf_free(&rows);

@@ -71,6 +71,7 @@ struct csess {
 	pthread_mutex_t mu; /* one request on the connection at a time */
 	int refs;           /* under console.sess_lock */
 	int dead;           /* left the store: closed when refs is 0 */
+	atomic_int broken;  /* the broker closed it: the session is over */
 	struct client cl;
 };
 
@@ -162,6 +163,13 @@ struct ask {
 	int64_t now;
 	char client_ip[64];
 };
+
+/*
+ * After a failed request on a session's connection: when the connection
+ * itself no longer answers, the session is over (401 from then on: log
+ * in again).  Call with cs->mu held.
+ */
+void console_check_conn(struct csess *cs);
 
 /* A query argument (GET) or NULL. */
 const char *ask_arg(const struct ask *a, const char *name);

@@ -19,6 +19,18 @@
 
 #define PAGE_NAMED 64
 
+void
+console_check_conn(struct csess *cs)
+{
+	char err[sizeof(cs->cl.err)];
+
+	/* The failure's words are the caller's to show: keep them. */
+	memcpy(err, cs->cl.err, sizeof(err));
+	if (cs->cl.conn == NULL || client_exchange_exists(&cs->cl) < 0)
+		atomic_store(&cs->broken, 1);
+	memcpy(cs->cl.err, err, sizeof(err));
+}
+
 const char *
 ask_arg(const struct ask *a, const char *name)
 {

@@ -154,8 +154,10 @@ page_parked(struct ask *a, struct answer *r)
 	if (want_read) {
 		pthread_mutex_lock(&a->cs->mu);
 		rc = parked_read(a, &snap, r->json, &count);
-		if (rc < 0)
+		if (rc < 0) {
 			answer_error(a, r, 502, "broker", a->cs->cl.err);
+			console_check_conn(a->cs);
+		}
 		pthread_mutex_unlock(&a->cs->mu);
 		if (rc < 0) {
 			hbuf_free(&snap);

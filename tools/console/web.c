@@ -245,7 +245,10 @@ web_session(struct ask *a, const char *token, const char **why)
 		return;
 	pthread_mutex_lock(&c->sess_lock);
 	s = websession_touch(&c->sessions, token, strlen(token), a->now, why);
-	if (s != NULL && !((struct csess *)s->conn)->dead) {
+	if (s != NULL && atomic_load(&((struct csess *)s->conn)->broken))
+		*why = "the broker closed this session's connection: log in "
+		       "again";
+	else if (s != NULL && !((struct csess *)s->conn)->dead) {
 		a->s = s;
 		snprintf(a->user, sizeof(a->user), "%s", s->user);
 		a->control = s->control;
