@@ -249,9 +249,11 @@ page_time(struct hbuf *b, int64_t ms, int64_t now)
 {
 	char rel[64];
 
-	hbuf_printf(b, "<time data-ms=\"%" PRId64 "\">", ms);
+	hbuf_printf(b, "<time data-ms=\"%" PRId64 "\" datetime=\"", ms);
 	page_iso(b, ms);
-	hbuf_lit(b, "</time> <small class=rel>");
+	hbuf_lit(b, "\">");
+	page_iso(b, ms);
+	hbuf_lit(b, "</time><small class=rel>");
 	when_relative(ms - now, rel, sizeof(rel));
 	hbuf_raw(b, rel, strlen(rel));
 	hbuf_lit(b, "</small>");
@@ -350,7 +352,14 @@ page_row_html(struct console *c, struct hbuf *b, uint32_t slot, int64_t now,
 	name = page_name(&row);
 	hbuf_lit(b, "<tr data-id=\"");
 	html_attr(b, row.id.bytes, row.id.len);
-	hbuf_lit(b, "\">");
+	if (st.cancel_pending && st.paused)
+		hbuf_lit(b, "\" class=\"pending paused\">");
+	else if (st.cancel_pending)
+		hbuf_lit(b, "\" class=pending>");
+	else if (st.paused)
+		hbuf_lit(b, "\" class=paused>");
+	else
+		hbuf_lit(b, "\">");
 	while (*p != '\0') {
 		size_t n = strcspn(p, ",");
 #define COL(k) (n == sizeof(k) - 1 && memcmp(p, k, n) == 0)

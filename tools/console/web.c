@@ -456,8 +456,14 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (rt->who == WHO_SESSION && a.s == NULL) {
 		if (!r.json && strcmp(method, "GET") == 0) {
+			struct hbuf loc;
+			hbuf_init(&loc, sizeof(r.location) - 1);
+			hbuf_lit(&loc, "/login?next=");
+			html_url(&loc, url, strlen(url));
 			r.status = 303;
-			snprintf(r.location, sizeof(r.location), "/login");
+			snprintf(r.location, sizeof(r.location), "%s",
+			         loc.full ? "/login" : loc.p);
+			hbuf_free(&loc);
 			hbuf_lit(&r.body, "log in first\n");
 			r.type = "text/plain; charset=utf-8";
 		} else {
