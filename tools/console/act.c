@@ -57,6 +57,11 @@ act_target_of(struct ask *a, struct answer *r, amqp_bytes_t id, int64_t *due,
 	struct cindex_row row;
 	int64_t slot;
 
+	if (id.len == 0 || id.len > 255) {
+		answer_error(a, r, 400, "bad_request",
+		             "an id is 1 to 255 bytes");
+		return -1;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (!c->caught_up) {
 		pthread_mutex_unlock(&c->lock);

@@ -44,20 +44,42 @@ reader_put(char *dst, size_t size, uint8_t *len, amqp_bytes_t b)
 	*len = (uint8_t)n;
 }
 
+/*
+ * A parked record names the message by its cascade id and says why
+ * (CONTRACT 7.4): its message-id, target and owner come from its
+ * scheduled record, still in the index (the record is folded after).
+ */
 static void
 reader_parked(struct console *c, const struct event *e)
 {
 	struct cparked *p = &c->ring[c->ring_next];
+	struct cindex_row row;
+	uint32_t slots[8], n;
 
 	memset(p, 0, sizeof(*p));
+	memset(&row, 0, sizeof(row));
+	row.message_id = e->message_id;
+	row.exchange = e->exchange;
+	row.routing_key = e->routing_key;
+	row.owner = e->owner;
+	n = cindex_named(&c->ix, e->id, slots, 8);
+	for (uint32_t i = 0; i < n && i < 8; i++) {
+		struct cindex_row r;
+		cindex_row(&c->ix, slots[i], &r);
+		if (r.id.len == e->id.len &&
+		    memcmp(r.id.bytes, e->id.bytes, e->id.len) == 0) {
+			row = r;
+			break;
+		}
+	}
 	p->at = e->at;
 	reader_put(p->id, 64, &p->id_len, e->id);
-	reader_put(p->message_id, 128, &p->mid_len, e->message_id);
-	p->has_mid = e->message_id.len > 0;
-	reader_put(p->exchange, 128, &p->ex_len, e->exchange);
-	reader_put(p->routing_key, 128, &p->rk_len, e->routing_key);
-	reader_put(p->owner, 128, &p->owner_len, e->owner);
-	p->has_owner = e->owner.len > 0;
+	reader_put(p->message_id, 128, &p->mid_len, row.message_id);
+	p->has_mid = row.message_id.len > 0;
+	reader_put(p->exchange, 128, &p->ex_len, row.exchange);
+	reader_put(p->routing_key, 128, &p->rk_len, row.routing_key);
+	reader_put(p->owner, 128, &p->owner_len, row.owner);
+	p->has_owner = row.owner.len > 0 && row.owner.len <= 128;
 	reader_put(p->reason, 128, &p->reason_len, e->reason);
 	c->ring_next = (c->ring_next + 1) % CONSOLE_PARKED_RING;
 	if (c->ring_n < CONSOLE_PARKED_RING)

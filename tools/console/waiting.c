@@ -683,6 +683,11 @@ page_message(struct ask *a, struct answer *r)
 	int64_t slot, seen, size, recorded;
 	int fetched, decoded = 0, repeat;
 
+	if (id.len == 0 || id.len > 255) {
+		answer_error(a, r, 400, "bad_request",
+		             "an id is 1 to 255 bytes");
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	if ((slot = console_find(c, a, id)) < 0) {
 		pthread_mutex_unlock(&c->lock);

@@ -324,6 +324,9 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	struct ask a;
 	const struct webroute *rt;
 	const char *cookie, *bearer, *why, *token = NULL;
+	/* Why there is no session; what is wrong with the body, if anything */
+	const char *sess_why = "no session", *bad_code = NULL, *bad_why = NULL;
+	int bad_status = 0;
 	enum webgate_verdict v;
 	enum MHD_Result ret;
 
@@ -380,37 +383,37 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	                                          : WEBGATE_AUTH_NONE;
 	token = bearer != NULL ? bearer : cookie;
 
-	/* A POST's body: a form, of bounded size, each field once. */
+	/* A POST's body: a form, of bounded size, each field once.  What
+	 * is wrong with it is said after the gate's Host and method. */
 	if (strcmp(method, "POST") == 0 && rt != NULL &&
 	    rt->class != WEBGATE_READ) {
 		const char *ct = web_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
 		if (q->too_large) {
-			answer_error(&a, &r, 413, "too_large",
-			             "a body over 16 KiB");
-			goto send;
+			bad_status = 413;
+			bad_code = "too_large";
+			bad_why = "a body over 16 KiB";
+		} else if (q->len > 0 &&
+		           (ct == NULL ||
+		            strncasecmp(ct, "application/x-www-form-urlencoded",
+		                        33) != 0)) {
+			bad_status = 415;
+			bad_code = "not_a_form";
+			bad_why = "POST bodies are "
+			          "application/x-www-form-urlencoded";
+		} else if (form_parse(q->body != NULL ? q->body : empty, q->len,
+		                      fields, WEB_FIELDS, &a.nform,
+		                      &bad_why) < 0) {
+			/* form_parse writes a NUL at body[len]: never a
+			 * literal */
+			bad_status = 400;
+			bad_code = "bad_request";
+		} else {
+			a.form = fields;
 		}
-		if (q->len > 0 &&
-		    (ct == NULL ||
-		     strncasecmp(ct, "application/x-www-form-urlencoded", 33) !=
-		         0)) {
-			answer_error(&a, &r, 415, "not_a_form",
-			             "POST bodies are "
-			             "application/x-www-form-urlencoded");
-			goto send;
-		}
-		/* form_parse writes a NUL at body[len]: never a literal */
-		if (form_parse(q->body != NULL ? q->body : empty, q->len,
-		               fields, WEB_FIELDS, &a.nform, &why) < 0) {
-			answer_error(&a, &r, 400, "bad_request", why);
-			goto send;
-		}
-		a.form = fields;
 	}
 
 	if (g.auth != WEBGATE_AUTH_BOTH)
-		web_session(&a, token, &why);
-	else
-		why = "no session";
+		web_session(&a, token, &sess_why);
 	if (strcmp(method, "POST") == 0) {
 		const char *given = ask_field(&a, "csrf");
 		if (given == NULL)
@@ -438,6 +441,19 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	gc.hosts = c->hosts;
 	gc.nhosts = c->nhosts;
 	v = webgate_judge(&g, &gc, &why);
+	if (v != WEBGATE_PASS && v != WEBGATE_BAD_HOST &&
+	    v != WEBGATE_BAD_METHOD && bad_status != 0) {
+		answer_error(&a, &r, bad_status, bad_code, bad_why);
+		goto send;
+	}
+	/* A POST that names no session at all is a 401, as a GET is: the
+	 * CSRF check is for a request the browser sent with our cookie. */
+	if ((v == WEBGATE_NO_CSRF || v == WEBGATE_BAD_ORIGIN) &&
+	    g.auth == WEBGATE_AUTH_NONE && rt != NULL &&
+	    rt->who == WHO_SESSION) {
+		answer_error(&a, &r, 401, "no_session", sess_why);
+		goto send;
+	}
 	if (v != WEBGATE_PASS) {
 		if (v == WEBGATE_BAD_METHOD && rt != NULL)
 			snprintf(r.allow, sizeof(r.allow), "%s",
@@ -448,6 +464,10 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 		             : v == WEBGATE_BOTH_AUTH  ? "bad_request"
 		                                       : "forbidden",
 		             why);
+		goto send;
+	}
+	if (bad_status != 0) {
+		answer_error(&a, &r, bad_status, bad_code, bad_why);
 		goto send;
 	}
 	if (rt == NULL) {
@@ -467,7 +487,7 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			hbuf_lit(&r.body, "log in first\n");
 			r.type = "text/plain; charset=utf-8";
 		} else {
-			answer_error(&a, &r, 401, "no_session", why);
+			answer_error(&a, &r, 401, "no_session", sess_why);
 		}
 		goto send;
 	}
