@@ -233,6 +233,7 @@ class Session:
         self.console = console
         self.token = None
         self.cookies = {}
+        self.cookie_paths = {}
         self.set_cookies = {}   # name: the whole Set-Cookie line, last seen
         self.csrf = None
         self.user = None
@@ -247,11 +248,28 @@ class Session:
             name = name.strip()
             self.set_cookies[name] = line
             attrs = line.lower()
+            path = "/"
+            for attr in line.split(";")[1:]:
+                k, _, v = attr.strip().partition("=")
+                if k.lower() == "path" and v.startswith("/"):
+                    path = v
             if value == "" or "max-age=0" in attrs or \
                     "expires=thu, 01 jan 1970" in attrs:
                 self.cookies.pop(name, None)
+                self.cookie_paths.pop(name, None)
             else:
                 self.cookies[name] = value.strip()
+                self.cookie_paths[name] = path
+
+    def _cookies_for(self, path):
+        """The cookies a browser sends to path (by their Path)."""
+        path = path.split("?", 1)[0]
+        out = []
+        for name, value in self.cookies.items():
+            p = self.cookie_paths.get(name, "/")
+            if path == p or path.startswith(p.rstrip("/") + "/"):
+                out.append("%s=%s" % (name, value))
+        return "; ".join(out)
 
     def raw(self, method, path, body=None, headers=None, cookie=True,
             bearer=True, page=False, timeout=30):
@@ -261,9 +279,8 @@ class Session:
         h = {"Accept": "text/html" if page else "application/json"}
         if bearer and self.token:
             h["Authorization"] = "Bearer " + self.token
-        if cookie and self.cookies:
-            h["Cookie"] = "; ".join("%s=%s" % kv
-                                    for kv in self.cookies.items())
+        if cookie and self._cookies_for(path):
+            h["Cookie"] = self._cookies_for(path)
         for k, v in (headers or {}).items():
             for old in [x for x in h if x.lower() == k.lower()]:
                 del h[old]

@@ -298,6 +298,7 @@ def test_no_session_is_401(con, d):
     refused(s.get("/waiting"), 401, "no_session")
     s.token = None
     s.cookies["cascade_session"] = "0" * 64
+    s.cookie_paths["cascade_session"] = "/"
     refused(s.get("/waiting"), 401, "no_session")
 
 
@@ -314,11 +315,12 @@ def test_logout_ends_a_cookie_session(con, people):
     s = con.session()
     s.login_form(people["alice"].name, people["alice"].password)
     assert s.csrf and s.get("/waiting").status == 200, s.cookies
-    cookie = dict(s.cookies)
+    cookie = s.cookies["cascade_session"]
     a = s.logout()
     assert a.status in (200, 303), a
     # The cookie it had, sent again, is no session any more.
-    s.cookies = cookie
+    s.cookies["cascade_session"] = cookie
+    s.cookie_paths["cascade_session"] = "/"
     refused(s.get("/waiting"), 401, "no_session")
 
 
@@ -867,6 +869,30 @@ def test_421_a_host_not_the_consoles(con, ops):
     for host in ("localhost:%d" % con.port, "127.0.0.1:%d" % con.port):
         a = con.request("GET", "/healthz", headers={"Host": host})
         assert a.status == 200, (host, a)
+
+
+def test_the_gate_judges_the_host_first(con, ops, browser):
+    """In the contract's order: a foreign Host is 421 whatever else is
+    wrong with the request (its method, its body, its credentials)."""
+    evil = {"Host": "evil.example"}
+    refused(ops.raw("POST", "/targets/pause", '{"target": "/x"}',
+                    dict(evil, **{"Content-Type": "application/json"})),
+            421, "bad_host")
+    refused(ops.raw("POST", "/targets/pause",
+                    "target=/" + "a" * (17 * 1024),
+                    dict(evil, **{"Content-Type": FORM})), 421, "bad_host")
+    refused(ops.raw("GET", "/logout", headers=evil), 421, "bad_host")
+    refused(browser.raw("GET", "/waiting", headers=dict(
+        evil, Authorization="Bearer " + ops.token)), 421, "bad_host")
+
+
+def test_the_gate_judges_the_method_before_the_body(ops):
+    """405 comes second: a GET-only path refuses a POST with Allow, whatever
+    its body."""
+    a = ops.raw("POST", "/waiting", '{"x": 1}',
+                {"Content-Type": "application/json"})
+    refused(a, 405, "method")
+    assert "GET" in allow(a), a
 
 
 # Hostile data.
