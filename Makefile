@@ -15,6 +15,8 @@ DAEMON_SRCS := $(sort $(wildcard src/daemon*.c)) src/main.c
 LIB_SRCS := $(filter-out $(DAEMON_SRCS),$(sort $(wildcard src/*.c)))
 CTL_SRCS := $(sort $(wildcard tools/ctl/*.c))
 BENCH_SRCS := $(sort $(wildcard tools/benchmark/*.c))
+CONSOLE_SRCS := $(sort $(wildcard tools/console/*.c))
+CONSOLE_ASSETS := $(sort $(wildcard tools/console/assets/*))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -44,6 +46,8 @@ DAEMON_OBJS := $(DAEMON_SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 CTL_OBJS := $(CTL_SRCS:tools/ctl/%.c=$(BUILD)/obj/ctl/%.o)
 BENCH_OBJS := $(BENCH_SRCS:tools/benchmark/%.c=$(BUILD)/obj/benchmark/%.o)
+CONSOLE_OBJS := $(CONSOLE_SRCS:tools/console/%.c=$(BUILD)/obj/console/%.o) \
+	$(BUILD)/obj/console/gen_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
@@ -56,7 +60,8 @@ LIB := $(BUILD)/libcascade.a
 	uninstall \
 	format format-check clean
 
-TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
+TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl \
+	$(BUILD)/cascade-console
 
 all: $(BUILD)/cascade $(TOOLS)
 
@@ -71,6 +76,17 @@ $(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
 
 $(BUILD)/cascade-ctl: $(CTL_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIB) $(LDLIBS)
+
+# cascade-console: tools/console/*.c, and its browser assets built in as
+# C arrays (tools/console/gen-assets: coreutils and sed only).
+$(BUILD)/cascade-console: $(CONSOLE_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CONSOLE_OBJS) $(LIB) $(LDLIBS) -lpthread
+$(BUILD)/gen/console_assets.c: tools/console/gen-assets $(CONSOLE_ASSETS)
+	@mkdir -p $(dir $@)
+	sh tools/console/gen-assets $@ $(CONSOLE_ASSETS)
+$(BUILD)/obj/console/gen_assets.o: $(BUILD)/gen/console_assets.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/console $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 ifneq ($(BENCH_SRCS),)
 $(BUILD)/cascade-bench: $(BENCH_OBJS) $(LIB)

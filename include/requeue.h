@@ -26,6 +26,7 @@ struct requeue {
 	/* Set by the caller. */
 	uint64_t todo;      /* messages to take from P.error, at most */
 	const char *reason; /* only those whose x-cascade-error has it */
+	const char *message_id; /* only the one(s) with this message-id */
 	int dry_run;        /* say what would be sent, send nothing */
 	/*
 	 * Each message taken: verb "requeued", "would requeue" or "left",

@@ -328,7 +328,7 @@ static int
 section_known(const char *name, size_t len)
 {
 	static const char *const known[] = {"broker", "topology", "router",
-	                                    "retry",  "events",   "metrics",
+	                                    "retry",  "events",   "metrics",  "console",
 	                                    "log"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)

@@ -199,6 +199,11 @@ requeue_pass(struct client *cl, struct requeue *r)
 		    !requeue_reason_matches(t.reason, r->reason)) {
 			requeue_left(r, tag, 0, &m, &t,
 			             "reason does not match");
+		} else if (r->message_id != NULL &&
+		           !headers_key_is(client_message_id(&m.properties),
+		                           r->message_id)) {
+			requeue_left(r, tag, 0, &m, &t,
+			             "message-id does not match");
 		} else if (!requeue_parked_by_cascade(&m.properties)) {
 			requeue_left(
 			    r, tag, 1, &m, &t,
