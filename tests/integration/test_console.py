@@ -77,6 +77,19 @@ def con(d, tmp_module, people):
         rc, c.log()[-5000:])
 
 
+@pytest.fixture(autouse=True)
+def _the_console_is_alive(request):
+    """A console that died in an earlier test fails each later one with
+    its exit status and log, not with a refused connection."""
+    if "con" in request.fixturenames:
+        c = request.getfixturevalue("con")
+        if c.proc.poll() is not None:
+            pytest.fail("cascade-console died in an earlier test (exit "
+                        "status %s):\n%s" % (c.proc.returncode,
+                                             c.log()[-3000:]))
+    yield
+
+
 def logged_in(con, user):
     s = con.session()
     a = s.login(user.name, user.password)
