@@ -250,6 +250,7 @@ test-alerts:
 check-calls: all
 	tools/call-cycles $(LIB_OBJS)
 	tools/call-cycles $(CTL_OBJS)
+	tools/call-cycles $(CONSOLE_OBJS)
 	tools/call-cycles $(DAEMON_OBJS)
 
 deps:
@@ -286,7 +287,7 @@ SBINDIR ?= $(PREFIX)/sbin
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-MANPAGES := conf/cascade.8 conf/cascade-ctl.8
+MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8
 INSTALL_SED := sed -e 's|/usr/sbin/cascade|$(SBINDIR)/cascade|g' \
 	-e 's|/etc/cascade/|$(SYSCONFDIR)/cascade/|g'
 
@@ -299,6 +300,8 @@ install: all
 	$(INSTALL_SED) conf/cascade.service > $(DESTDIR)$(UNITDIR)/cascade.service
 	$(INSTALL_SED) conf/cascade.8 > $(DESTDIR)$(MANDIR)/man8/cascade.8
 	$(INSTALL_SED) conf/cascade-ctl.8 > $(DESTDIR)$(MANDIR)/man8/cascade-ctl.8
+	$(INSTALL_SED) conf/cascade-console.8 > \
+		$(DESTDIR)$(MANDIR)/man8/cascade-console.8
 	chmod 644 $(DESTDIR)$(UNITDIR)/cascade.service \
 		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%)
 	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \

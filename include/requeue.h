@@ -24,10 +24,10 @@
 /* Zeroed, then the caller's part set. */
 struct requeue {
 	/* Set by the caller. */
-	uint64_t todo;      /* messages to take from P.error, at most */
-	const char *reason; /* only those whose x-cascade-error has it */
+	uint64_t todo;          /* messages to take from P.error, at most */
+	const char *reason;     /* only those whose x-cascade-error has it */
 	const char *message_id; /* only the one(s) with this message-id */
-	int dry_run;        /* say what would be sent, send nothing */
+	int dry_run;            /* say what would be sent, send nothing */
 	/*
 	 * Each message taken: verb "requeued", "would requeue" or "left",
 	 * and a note on why (NULL: none).

@@ -189,7 +189,11 @@ html_json(struct hbuf *b, const void *s, size_t n)
 	hbuf_lit(b, "\"");
 	for (size_t i = 0; i < n && !b->full; i += used) {
 		if (p[i] == '<' || p[i] == '>' || p[i] == '&') {
-			char u[6] = {'\\', 'u', '0', '0', html_hex[p[i] >> 4],
+			char u[6] = {'\\',
+			             'u',
+			             '0',
+			             '0',
+			             html_hex[p[i] >> 4],
 			             html_hex[p[i] & 15]};
 			hbuf_raw(b, u, 6);
 			used = 1;

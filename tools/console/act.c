@@ -15,20 +15,23 @@
 
 #include "console.h"
 #include "duration.h"
+#include "escape.h"
 #include "log.h"
 #include "request.h"
 #include "requeue.h"
 #include "when.h"
-
-int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
 
 /* What an action answers once the broker confirmed it. */
 static void
 act_done(struct ask *a, struct answer *r, const char *kind, amqp_bytes_t id,
          const char *back)
 {
-	log_info("console_action", " kind=%s user_len=%zu control=%d", kind,
-	         strlen(a->user), a->control);
+	char who[ESCAPE_MAX_FACTOR * 64 + 4];
+
+	escape_bytes(a->user, strlen(a->user), 64, ESCAPE_QUOTED, who,
+	             sizeof(who));
+	log_info("console_action", " kind=%s user=\"%s\" control=%d", kind, who,
+	         a->control);
 	if (r->json) {
 		answer_json_start(r);
 		hbuf_lit(&r->body, "{\"ok\":true,\"kind\":\"");
@@ -141,8 +144,7 @@ act_reschedule(struct ask *a, struct answer *r)
 			return;
 		}
 		when = a->now + ms;
-	} else if (when_parse_absolute(at, &when, whybuf, sizeof(whybuf)) <
-	           0) {
+	} else if (when_parse_absolute(at, &when, whybuf, sizeof(whybuf)) < 0) {
 		answer_error(a, r, 400, "bad_request", whybuf);
 		return;
 	}
@@ -324,8 +326,15 @@ act_requeue(struct ask *a, struct answer *r)
 		hbuf_free(&rows);
 		return;
 	}
-	log_info("console_action", " kind=requeue requeued=%" PRIu64
-	         " left=%" PRIu64, q.sent, q.left);
+	{
+		char who[ESCAPE_MAX_FACTOR * 64 + 4];
+		escape_bytes(a->user, strlen(a->user), 64, ESCAPE_QUOTED, who,
+		             sizeof(who));
+		log_info("console_action",
+		         " kind=requeue user=\"%s\" control=1 requeued=%" PRIu64
+		         " left=%" PRIu64,
+		         who, q.sent, q.left);
+	}
 	if (r->json) {
 		answer_json_start(r);
 		hbuf_printf(&r->body,

@@ -110,7 +110,7 @@ struct console {
 	/* The web side. */
 	void *mhd;
 	int port;
-	int secure; /* public_url is https */
+	int secure;     /* public_url is https */
 	char base[256]; /* public_url's path, no trailing slash; "" */
 	char origin[300];
 	char hostbuf[6][300];
@@ -172,8 +172,8 @@ const char *ask_field(const struct ask *a, const char *name);
 void page_head(struct ask *a, struct answer *r, const char *title,
                const char *live);
 void page_foot(struct answer *r);
-void answer_error(struct ask *a, struct answer *r, int status,
-                  const char *code, const char *message);
+void answer_error(struct ask *a, struct answer *r, int status, const char *code,
+                  const char *message);
 void answer_json_start(struct answer *r);
 /* The row of slot as JSON (the index locked). */
 void page_row_json(struct console *c, struct hbuf *b, uint32_t slot,
@@ -196,6 +196,10 @@ void console_rowstate(struct console *c, const struct cindex_row *row,
 /* The series details of a row, or NULL (the index locked). */
 const struct cseries *console_series(struct console *c,
                                      const struct cindex_row *row);
+
+/* The slot of the waiting message whose cascade id is id, when a may see
+ * it; -1 when none (the index locked). */
+int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
 
 /* The handlers. */
 void page_waiting(struct ask *a, struct answer *r);

@@ -31,7 +31,8 @@ health_sample(const char *text, const char *name, int max)
 		const char *eol = strchr(p, '\n'), *sp;
 		int at_start = p == text || p[-1] == '\n';
 		if (at_start && (p[n] == ' ' || p[n] == '{')) {
-			size_t len = eol != NULL ? (size_t)(eol - p) : strlen(p);
+			size_t len =
+			    eol != NULL ? (size_t)(eol - p) : strlen(p);
 			char line[512];
 			snprintf(line, sizeof(line), "%.*s",
 			         (int)(len < 511 ? len : 511), p);
@@ -56,13 +57,11 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 	double held, overdue, connected;
 	size_t n;
 
-	if (json)
-		{
+	if (json) {
 		if (!first)
 			hbuf_lit(b, ",");
 		hbuf_lit(b, "{\"metrics\":");
-	}
-	else
+	} else
 		hbuf_lit(b, "<tr><td data-label=Daemon>");
 	if (json)
 		html_json(b, listen, strlen(listen));
@@ -89,10 +88,11 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 		hbuf_lit(b, ",\"mode\":");
 		html_json_or_null(b, mode != NULL, mode,
 		                  mode != NULL ? strlen(mode) : 0);
-		hbuf_printf(b,
-		            ",\"connected\":%s,\"held\":%.0f,\"overdue_s\":%.3f,"
-		            "\"refusing\":[",
-		            connected > 0 ? "true" : "false", held, overdue);
+		hbuf_printf(
+		    b,
+		    ",\"connected\":%s,\"held\":%.0f,\"overdue_s\":%.3f,"
+		    "\"refusing\":[",
+		    connected > 0 ? "true" : "false", held, overdue);
 	} else {
 		hbuf_printf(b,
 		            "</td><td data-label=Mode>%s</td><td "
@@ -158,35 +158,37 @@ page_health(struct ask *a, struct answer *r)
 	                                           : c->cfg.metrics_listen);
 	if (r->json) {
 		answer_json_start(r);
-		hbuf_printf(b,
-		            "{\"console\":{\"caught_up\":%s,\"records\":%" PRIu64
-		            ",\"version\":%" PRIu64 ",\"live_age_ms\":%" PRId64
-		            ",\"sessions\":%zu,\"untrusted_skipped\":%" PRIu64
-		            ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
-		            ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
-		            "},\"daemons\":[",
-		            caught ? "true" : "false", records, version,
-		            a->now - live, sessions, untrusted, st.waiting,
-		            st.ended, st.refused, st.arena_bytes);
+		hbuf_printf(
+		    b,
+		    "{\"console\":{\"caught_up\":%s,\"records\":%" PRIu64
+		    ",\"version\":%" PRIu64 ",\"live_age_ms\":%" PRId64
+		    ",\"sessions\":%zu,\"untrusted_skipped\":%" PRIu64
+		    ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
+		    ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
+		    "},\"daemons\":[",
+		    caught ? "true" : "false", records, version, a->now - live,
+		    sessions, untrusted, st.waiting, st.ended, st.refused,
+		    st.arena_bytes);
 	} else {
 		page_head(a, r, "Health", NULL);
-		hbuf_printf(b,
-		            "<main><h1>Health</h1><h2>This console</h2><dl "
-		            "class=record id=console-state><dt>P.events</dt><dd>%s, "
-		            "%" PRIu64 " records read, last %" PRId64
-		            " ms ago</dd><dt>Waiting</dt><dd id=health-waiting>%" PRIu64
-		            "</dd><dt>Index</dt><dd>%" PRIu64
-		            " arena bytes; %" PRIu64 " refused at its caps; %" PRIu64
-		            " ends held</dd><dt>Sessions</dt><dd>%zu</dd>"
-		            "<dt>Records skipped</dt><dd>%" PRIu64
-		            " from writers neither cascade's nor control users"
-		            "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
-		            "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
-		            "<th>Held</th><th>Overdue</th><th>Refusing "
-		            "targets</th></tr></thead><tbody>",
-		            caught ? "caught up" : "catching up", records,
-		            a->now - live, st.waiting, st.arena_bytes,
-		            st.refused, st.ended, sessions, untrusted);
+		hbuf_printf(
+		    b,
+		    "<main><h1>Health</h1><h2>This console</h2><dl "
+		    "class=record id=console-state><dt>P.events</dt><dd>%s, "
+		    "%" PRIu64 " records read, last %" PRId64
+		    " ms ago</dd><dt>Waiting</dt><dd id=health-waiting>%" PRIu64
+		    "</dd><dt>Index</dt><dd>%" PRIu64 " arena bytes; %" PRIu64
+		    " refused at its caps; %" PRIu64
+		    " ends held</dd><dt>Sessions</dt><dd>%zu</dd>"
+		    "<dt>Records skipped</dt><dd>%" PRIu64
+		    " from writers neither cascade's nor control users"
+		    "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
+		    "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
+		    "<th>Held</th><th>Overdue</th><th>Refusing "
+		    "targets</th></tr></thead><tbody>",
+		    caught ? "caught up" : "catching up", records,
+		    a->now - live, st.waiting, st.arena_bytes, st.refused,
+		    st.ended, sessions, untrusted);
 	}
 	if (list[0] != '\0')
 		for (tok = strtok_r(list, ", \t", &save); tok != NULL;

@@ -20,11 +20,17 @@
 static void
 usage(FILE *fp)
 {
-	fprintf(fp, "usage: " PROG " [-c FILE] [--listen HOST:PORT]\n"
-	            "  a browser console and JSON API over what waits in "
-	            "cascade\n"
-	            "  (docs/CONTRACT.md 7.11); [console] in FILE sets the "
-	            "rest\n");
+	fprintf(fp,
+	        "usage: " PROG " [-c FILE] [--listen HOST:PORT]\n"
+	        "  a browser console and JSON API over what waits in cascade\n"
+	        "  (docs/CONTRACT.md 7.11), until SIGINT or SIGTERM\n"
+	        "\n"
+	        "options:\n"
+	        "  -c, --config FILE    cascade's config; [console] sets the "
+	        "console's keys\n"
+	        "  --listen HOST:PORT   where to serve, instead of [console] "
+	        "listen\n"
+	        "  -h, --help           this text\n");
 }
 
 /* Is host a loopback address (or name)? */
@@ -85,7 +91,7 @@ console_setup(struct console *c, const char *path, const char *listen)
 	}
 	if (!config_events(&c->cfg)) {
 		fprintf(stderr, PROG ": [events] enabled = no: there is "
-		                "nothing to show\n");
+		                     "nothing to show\n");
 		return -1;
 	}
 	if (ladder_init(&c->ladder, c->cfg.topology_resolution,
@@ -97,8 +103,7 @@ console_setup(struct console *c, const char *path, const char *listen)
 	if (topology_names(&c->topo, c->cfg.topology_prefix, &c->ladder,
 	                   (unsigned)c->cfg.topology_shards,
 	                   (unsigned)c->cfg.topology_drain_shards) < 0 ||
-	    config_broker_user(&c->cfg, c->own_user, sizeof(c->own_user)) <
-	        0) {
+	    config_broker_user(&c->cfg, c->own_user, sizeof(c->own_user)) < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return -1;
 	}
@@ -109,13 +114,11 @@ console_setup(struct console *c, const char *path, const char *listen)
 	idmap_init(&c->series);
 	requests_init(&c->req);
 	if (cindex_init(&c->ix, 0, 0) < 0 ||
-	    (c->ring = calloc(CONSOLE_PARKED_RING, sizeof(*c->ring))) ==
-	        NULL ||
+	    (c->ring = calloc(CONSOLE_PARKED_RING, sizeof(*c->ring))) == NULL ||
 	    ratelimit_init(&c->rl, 0) < 0 ||
 	    websession_init(&c->sessions, (size_t)c->cfg.console_max_sessions,
 	                    c->cfg.console_session_idle,
-	                    c->cfg.console_session_max, err,
-	                    sizeof(err)) < 0) {
+	                    c->cfg.console_session_max, err, sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": %s\n", "cannot set up: out of memory");
 		return -1;
 	}

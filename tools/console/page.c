@@ -9,10 +9,53 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <microhttpd.h>
+
 #include "console.h"
+#include "form.h"
 #include "console_assets.h"
 #include "duration.h"
 #include "when.h"
+
+#define PAGE_NAMED 64
+
+const char *
+ask_arg(const struct ask *a, const char *name)
+{
+	return MHD_lookup_connection_value(a->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name);
+}
+
+const char *
+ask_field(const struct ask *a, const char *name)
+{
+	const struct form_field *f = form_get(a->form, a->nform, name);
+
+	return f != NULL ? f->value : NULL;
+}
+
+/* The slot of the waiting message whose cascade id is id, visible to a;
+ * -1 when none (the index locked). */
+int64_t
+console_find(struct console *c, struct ask *a, amqp_bytes_t id)
+{
+	uint32_t named[PAGE_NAMED], n;
+
+	if (id.len == 0 || id.len > 255)
+		return -1;
+	n = cindex_named(&c->ix, id, named, PAGE_NAMED);
+	if (n > PAGE_NAMED)
+		n = PAGE_NAMED;
+	for (uint32_t i = 0; i < n; i++) {
+		struct cindex_row row;
+		cindex_row(&c->ix, named[i], &row);
+		if (row.id.len == id.len &&
+		    memcmp(row.id.bytes, id.bytes, id.len) == 0)
+			return console_visible(a, &row) ? (int64_t)named[i]
+			                                : -1;
+	}
+	return -1;
+}
 
 static const struct console_asset *
 page_asset(const char *name)
@@ -140,17 +183,16 @@ console_visible(const struct ask *a, const struct cindex_row *row)
 }
 
 void
-console_rowstate(struct console *c, const struct cindex_row *row,
-                 int64_t now, struct rowstate *st)
+console_rowstate(struct console *c, const struct cindex_row *row, int64_t now,
+                 struct rowstate *st)
 {
 	struct cancel_match cm;
 
 	memset(st, 0, sizeof(*st));
 	st->due = row->due;
 	if (row->repeat)
-		st->paused = requests_series_paused(&c->req, row->id,
-		                                    row->message_id, row->owner,
-		                                    now);
+		st->paused = requests_series_paused(
+		    &c->req, row->id, row->message_id, row->owner, now);
 	if (requests_match(&c->req, row->message_id, row->id, row->owner,
 	                   row->seen, now, &cm)) {
 		st->cancel_pending = cm.cancel != NULL;
@@ -234,8 +276,7 @@ page_row_json(struct console *c, struct hbuf *b, uint32_t slot, int64_t now)
 	hbuf_lit(b, ",\"routing_key\":");
 	html_json(b, row.routing_key.bytes, row.routing_key.len);
 	hbuf_lit(b, ",\"owner\":");
-	html_json_or_null(b, row.owner.len > 0, row.owner.bytes,
-	                  row.owner.len);
+	html_json_or_null(b, row.owner.len > 0, row.owner.bytes, row.owner.len);
 	hbuf_printf(b, ",\"size\":%" PRId64 ",\"first_seen\":", row.size);
 	if (row.seen > 0) {
 		hbuf_lit(b, "\"");

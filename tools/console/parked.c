@@ -19,9 +19,8 @@ parked_visible(const struct ask *a, const struct cparked *p)
 {
 	size_t n = strlen(a->user);
 
-	return a->control ||
-	       (p->has_owner && p->owner_len == n && n > 0 &&
-	        memcmp(p->owner, a->user, n) == 0);
+	return a->control || (p->has_owner && p->owner_len == n && n > 0 &&
+	                      memcmp(p->owner, a->user, n) == 0);
 }
 
 static void
@@ -114,10 +113,11 @@ parked_read(struct ask *a, struct hbuf *b, int json, uint32_t *count)
 			html_text(b, m.body.bytes, pv);
 			hbuf_lit(b, "</code></td><td data-label=Act>");
 			if (mid.len > 0) {
-				hbuf_lit(b, "<form method=post "
-				            "action=\"/parked/requeue\" "
-				            "class=requeue-one><input type=hidden "
-				            "name=csrf value=\"");
+				hbuf_lit(b,
+				         "<form method=post "
+				         "action=\"/parked/requeue\" "
+				         "class=requeue-one><input type=hidden "
+				         "name=csrf value=\"");
 				hbuf_raw(b, a->csrf, strlen(a->csrf));
 				hbuf_lit(b, "\"><input type=hidden "
 				            "name=message_id value=\"");
@@ -169,12 +169,13 @@ page_parked(struct ask *a, struct answer *r)
 	if (r->json)
 		hbuf_lit(b, "{\"recent\":[");
 	else
-		hbuf_lit(b, "<main><h1>Parked</h1><p>Messages cascade parked in "
-		            "P.error, newest first, as P.events recorded "
-		            "them.</p><table id=recent><thead><tr>"
-		            "<th>Parked</th><th>Id</th><th>Target</th>"
-		            "<th>Owner</th><th>Reason</th></tr></thead>"
-		            "<tbody id=rows>");
+		hbuf_lit(b,
+		         "<main><h1>Parked</h1><p>Messages cascade parked in "
+		         "P.error, newest first, as P.events recorded "
+		         "them.</p><table id=recent><thead><tr>"
+		         "<th>Parked</th><th>Id</th><th>Target</th>"
+		         "<th>Owner</th><th>Reason</th></tr></thead>"
+		         "<tbody id=rows>");
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < c->ring_n; i++) {
 		size_t k = (c->ring_next + CONSOLE_PARKED_RING - 1 - i) %
@@ -195,7 +196,8 @@ page_parked(struct ask *a, struct answer *r)
 	if (r->json) {
 		hbuf_lit(b, "]");
 		if (want_read) {
-			hbuf_printf(b, ",\"error_queue\":%" PRIu32 ",\"read\":[",
+			hbuf_printf(b,
+			            ",\"error_queue\":%" PRIu32 ",\"read\":[",
 			            count);
 			hbuf_raw(b, snap.p != NULL ? snap.p : "", snap.n);
 			hbuf_lit(b, "]");
@@ -207,13 +209,14 @@ page_parked(struct ask *a, struct answer *r)
 	hbuf_lit(b, "</tbody></table>");
 	if (a->control) {
 		if (want_read) {
-			hbuf_printf(b,
-			            "<h2>In P.error now</h2><p id=error-count>%" PRIu32
-			            " messages (the first %d shown).</p><table "
-			            "id=error-rows><thead><tr><th>Message-id</th>"
-			            "<th>Target</th><th>Reason</th><th>Body</th>"
-			            "<th></th></tr></thead><tbody>",
-			            count, PARKED_READ_MAX);
+			hbuf_printf(
+			    b,
+			    "<h2>In P.error now</h2><p id=error-count>%" PRIu32
+			    " messages (the first %d shown).</p><table "
+			    "id=error-rows><thead><tr><th>Message-id</th>"
+			    "<th>Target</th><th>Reason</th><th>Body</th>"
+			    "<th></th></tr></thead><tbody>",
+			    count, PARKED_READ_MAX);
 			hbuf_raw(b, snap.p != NULL ? snap.p : "", snap.n);
 			hbuf_lit(b, "</tbody></table>");
 		} else {

@@ -152,7 +152,8 @@ reader_event(void *arg, const struct event *e, char *err, size_t size)
 {
 	struct reader *r = arg;
 	struct console *c = r->c;
-	uint64_t offset = r->s.resume.last >= 0 ? (uint64_t)r->s.resume.last : 0;
+	uint64_t offset =
+	    r->s.resume.last >= 0 ? (uint64_t)r->s.resume.last : 0;
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
@@ -185,8 +186,7 @@ reader_reached(void *arg, char *err, size_t size)
 		/* Ends whose scheduled record was never read: not coming. */
 		cindex_prune_ended(&c->ix, duration_wall_ms() - 600000);
 		log_info("console_caught_up",
-		         " records=%" PRIu64 " waiting=%" PRIu32
-		         " ms=%" PRId64,
+		         " records=%" PRIu64 " waiting=%" PRIu32 " ms=%" PRId64,
 		         c->records, cindex_count(&c->ix),
 		         duration_mono_ms() - c->live_ms);
 	}

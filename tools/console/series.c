@@ -11,8 +11,6 @@
 
 #define SERIES_COLUMNS "id,schedule,zone,due,occurrence,paused,target"
 
-int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
-
 struct series_walk {
 	struct console *c;
 	struct ask *a;
@@ -81,7 +79,8 @@ page_series(struct ask *a, struct answer *r)
 		hbuf_printf(b,
 		            "{\"version\":%" PRIu64 ",\"waiting\":%" PRIu32
 		            ",\"matched\":%" PRIu32 ",\"rows\":[",
-		            (uint64_t)atomic_load(&c->version), w.total, w.total);
+		            (uint64_t)atomic_load(&c->version), w.total,
+		            w.total);
 		for (uint32_t i = 0; i < w.n; i++) {
 			if (i > 0)
 				hbuf_lit(b, ",");
@@ -93,15 +92,16 @@ page_series(struct ask *a, struct answer *r)
 		return;
 	}
 	page_head(a, r, "Series", "series");
-	hbuf_printf(b,
-	            "<main><h1>Series</h1><p class=summary><b id=waiting>%" PRIu32
-	            "</b> series waiting that you may see (<span "
-	            "id=matched>%" PRIu32 "</span> shown).</p>"
-	            "<table id=rows-table data-columns=\"" SERIES_COLUMNS
-	            "\"><thead><tr><th>Id</th><th>Schedule</th><th>Zone</th>"
-	            "<th>Next</th><th>Occurrence</th><th>Paused</th>"
-	            "<th>Target</th></tr></thead><tbody id=rows>",
-	            w.total, w.n);
+	hbuf_printf(
+	    b,
+	    "<main><h1>Series</h1><p class=summary><b id=waiting>%" PRIu32
+	    "</b> series waiting that you may see (<span "
+	    "id=matched>%" PRIu32 "</span> shown).</p>"
+	    "<table id=rows-table data-columns=\"" SERIES_COLUMNS
+	    "\"><thead><tr><th>Id</th><th>Schedule</th><th>Zone</th>"
+	    "<th>Next</th><th>Occurrence</th><th>Paused</th>"
+	    "<th>Target</th></tr></thead><tbody id=rows>",
+	    w.total, w.n);
 	for (uint32_t i = 0; i < w.n; i++)
 		page_row_html(c, b, w.slots[i], a->now, SERIES_COLUMNS);
 	hbuf_lit(b, "</tbody></table><p class=note>Open a series to pause or "
@@ -111,11 +111,12 @@ page_series(struct ask *a, struct answer *r)
 		            "id=target-pause action=\"/targets/pause\">"
 		            "<input type=hidden name=csrf value=\"");
 		hbuf_raw(b, a->csrf, strlen(a->csrf));
-		hbuf_lit(b, "\"><label>Target <input name=target "
-		            "placeholder=\"exchange/key\"></label><button "
-		            "type=submit>Pause</button></form><form method=post "
-		            "id=target-resume action=\"/targets/resume\">"
-		            "<input type=hidden name=csrf value=\"");
+		hbuf_lit(b,
+		         "\"><label>Target <input name=target "
+		         "placeholder=\"exchange/key\"></label><button "
+		         "type=submit>Pause</button></form><form method=post "
+		         "id=target-resume action=\"/targets/resume\">"
+		         "<input type=hidden name=csrf value=\"");
 		hbuf_raw(b, a->csrf, strlen(a->csrf));
 		hbuf_lit(b, "\"><label>Target <input name=target "
 		            "placeholder=\"exchange/key\"></label><button "

@@ -67,12 +67,10 @@ wq_parse(struct ask *a, struct wq *w)
 	if (!a->control)
 		w->q.owner = a->user;
 	if ((s = ask_arg(a, "after")) != NULL && s[0] != '\0' &&
-	    when_parse(s, a->now, &w->q.due_after, w->why, sizeof(w->why)) <
-	        0)
+	    when_parse(s, a->now, &w->q.due_after, w->why, sizeof(w->why)) < 0)
 		return -1;
 	if ((s = ask_arg(a, "before")) != NULL && s[0] != '\0' &&
-	    when_parse(s, a->now, &w->q.due_before, w->why, sizeof(w->why)) <
-	        0)
+	    when_parse(s, a->now, &w->q.due_before, w->why, sizeof(w->why)) < 0)
 		return -1;
 	if ((s = ask_arg(a, "offset")) != NULL &&
 	    wq_uint(s, UINT32_MAX, &w->offset) < 0) {
@@ -255,10 +253,11 @@ waiting_bars(struct hbuf *b, const char *title, const uint32_t *v, int n,
 	            n * w, n * w);
 	for (int i = 0; i < n; i++) {
 		int h = v[i] == 0 ? 0 : 1 + (int)((uint64_t)v[i] * 48 / max);
-		hbuf_printf(b,
-		            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
-		            "<title>%s %d: %" PRIu32 "</title></rect>",
-		            i * w, 50 - h, w - 1, h, unit, i, v[i]);
+		hbuf_printf(
+		    b,
+		    "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
+		    "<title>%s %d: %" PRIu32 "</title></rect>",
+		    i * w, 50 - h, w - 1, h, unit, i, v[i]);
 	}
 	hbuf_lit(b, "</svg></figure>");
 }
@@ -286,9 +285,8 @@ static void
 waiting_page_link(struct hbuf *b, struct ask *a, uint32_t offset,
                   const char *text, const char *id)
 {
-	static const char *const keep[] = {"q",     "prefix", "target",
-	                                   "owner", "after",  "before",
-	                                   "limit"};
+	static const char *const keep[] = {"q",     "prefix", "target", "owner",
+	                                   "after", "before", "limit"};
 
 	hbuf_lit(b, "<a id=");
 	hbuf_raw(b, id, strlen(id));
@@ -372,7 +370,8 @@ page_waiting(struct ask *a, struct answer *r)
 		            "{\"version\":%" PRIu64 ",\"caught_up\":true,"
 		            "\"waiting\":%" PRIu32 ",\"matched\":%" PRIu32
 		            ",\"offset\":%" PRIu32 ",\"rows\":[",
-		            (uint64_t)atomic_load(&c->version), seen, matched, w.offset);
+		            (uint64_t)atomic_load(&c->version), seen, matched,
+		            w.offset);
 		for (uint32_t i = 0; i < n; i++) {
 			if (i > 0)
 				hbuf_lit(b, ",");
@@ -381,8 +380,8 @@ page_waiting(struct ask *a, struct answer *r)
 		hbuf_printf(b,
 		            "],\"counts\":{\"minute\":%" PRIu64
 		            ",\"hour\":%" PRIu64 ",\"day\":%" PRIu64
-		            ",\"later\":%" PRIu64 "},\"histogram\":{\"late\":%" PRIu32
-		            ",\"hour\":[",
+		            ",\"later\":%" PRIu64
+		            "},\"histogram\":{\"late\":%" PRIu32 ",\"hour\":[",
 		            minute, hour, day, later, h.late);
 		for (int i = 0; i < 60; i++)
 			hbuf_printf(b, "%s%" PRIu32, i ? "," : "", h.hour[i]);
@@ -412,34 +411,36 @@ page_waiting(struct ask *a, struct answer *r)
 	}
 
 	page_head(a, r, "Waiting", "waiting");
-	hbuf_printf(b,
-	            "<main><h1>Waiting</h1><p class=summary><b id=waiting>%" PRIu32
-	            "</b> waiting that you may see; <b id=matched>%" PRIu32
-	            "</b> match.</p><section class=overview><div "
-	            "class=targets><h2>By target</h2><table "
-	            "id=targets><thead><tr><th>Target</th><th>Waiting</th>"
-	            "</tr></thead><tbody>",
-	            seen, matched);
+	hbuf_printf(
+	    b,
+	    "<main><h1>Waiting</h1><p class=summary><b id=waiting>%" PRIu32
+	    "</b> waiting that you may see; <b id=matched>%" PRIu32
+	    "</b> match.</p><section class=overview><div "
+	    "class=targets><h2>By target</h2><table "
+	    "id=targets><thead><tr><th>Target</th><th>Waiting</th>"
+	    "</tr></thead><tbody>",
+	    seen, matched);
 	for (size_t i = 0; i < nt; i++) {
 		amqp_bytes_t ex, key;
 		waiting_target_name(c, tc[i].target, &ex, &key);
 		hbuf_lit(b, "<tr><td data-label=Target>");
 		page_target(b, ex, key);
-		hbuf_printf(b, "</td><td data-label=Waiting>%" PRIu32 "</td></tr>",
+		hbuf_printf(b,
+		            "</td><td data-label=Waiting>%" PRIu32 "</td></tr>",
 		            tc[i].n);
 	}
 	hbuf_printf(b,
 	            "</tbody></table></div><div class=hists><h2>By due time"
-	            "</h2><p>late %" PRIu32 " · &lt;1m %" PRIu64 " · 1m–1h %" PRIu64
-	            " · 1h–1d %" PRIu64 " · &gt;1d %" PRIu64 "</p>",
+	            "</h2><p>late %" PRIu32 " · &lt;1m %" PRIu64
+	            " · 1m–1h %" PRIu64 " · 1h–1d %" PRIu64 " · &gt;1d %" PRIu64
+	            "</p>",
 	            h.late, minute, hour, day, later);
 	waiting_bars(b, "Next hour, by minute", h.hour, 60, "minute");
 	waiting_bars(b, "Next day, by hour", h.day, 24, "hour");
 	waiting_bars(b, "Next week, by day", h.week, 7, "day");
 	hbuf_lit(b, "</div></section><form class=search method=get "
 	            "action=\"/waiting\" id=search>");
-	waiting_input(b, "Id or message-id", "q", ask_arg(a, "q"),
-	              "order-42");
+	waiting_input(b, "Id or message-id", "q", ask_arg(a, "q"), "order-42");
 	hbuf_lit(b, "<label class=check><input type=checkbox name=prefix "
 	            "value=1");
 	if (w.prefix)
@@ -472,31 +473,6 @@ page_waiting(struct ask *a, struct answer *r)
 	pthread_mutex_unlock(&c->lock);
 	free(slots);
 	page_foot(r);
-}
-
-/* The slot of the waiting message whose cascade id is id, visible to a;
- * -1 when none (the index locked). */
-int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
-
-int64_t
-console_find(struct console *c, struct ask *a, amqp_bytes_t id)
-{
-	uint32_t named[WAITING_NAMED], n;
-
-	if (id.len == 0 || id.len > 255)
-		return -1;
-	n = cindex_named(&c->ix, id, named, WAITING_NAMED);
-	if (n > WAITING_NAMED)
-		n = WAITING_NAMED;
-	for (uint32_t i = 0; i < n; i++) {
-		struct cindex_row row;
-		cindex_row(&c->ix, named[i], &row);
-		if (row.id.len == id.len &&
-		    memcmp(row.id.bytes, id.bytes, id.len) == 0)
-			return console_visible(a, &row) ? (int64_t)named[i]
-			                                : -1;
-	}
-	return -1;
 }
 
 #define VALUE_DEPTH 16
@@ -672,7 +648,8 @@ message_forms(struct ask *a, struct hbuf *b, amqp_bytes_t id, int repeat,
 	            "<button type=submit id=reschedule>Reschedule</button>"
 	            "</form>");
 	if (repeat) {
-		hbuf_lit(b, "<form method=post id=series-form action=\"/series/");
+		hbuf_lit(b,
+		         "<form method=post id=series-form action=\"/series/");
 		html_url(b, id.bytes, id.len);
 		if (paused)
 			hbuf_lit(b, "/resume\">");
@@ -752,11 +729,13 @@ page_message(struct ask *a, struct answer *r)
 		answer_json_start(r);
 		hbuf_lit(b, "{\"message\":");
 		hbuf_raw(b, rowjson.p, rowjson.n);
-		hbuf_printf(b, ",\"offset\":%" PRIu64 ",\"recorded_due_ms\":%" PRId64,
-		            offset, recorded);
+		hbuf_printf(
+		    b, ",\"offset\":%" PRIu64 ",\"recorded_due_ms\":%" PRId64,
+		    offset, recorded);
 		if (decoded) {
-			size_t pv = body.len < CONSOLE_PREVIEW ? body.len
-			                                       : CONSOLE_PREVIEW;
+			size_t pv = body.len < CONSOLE_PREVIEW
+			                ? body.len
+			                : CONSOLE_PREVIEW;
 			hbuf_lit(b, ",\"properties\":[null");
 			message_props(b, &props, 1);
 			hbuf_lit(b, "],\"body_preview\":");
@@ -764,13 +743,14 @@ page_message(struct ask *a, struct answer *r)
 			hbuf_printf(b, ",\"body_bytes\":%zu}\n", body.len);
 		} else {
 			const char *m =
-			    fetched < 0  ? err
+			    fetched < 0   ? err
 			    : fetched > 0 ? "the record is no longer in the "
 			                    "stream"
 			    : why != NULL ? why
 			                  : "the record carries no copy";
-			hbuf_lit(b, ",\"properties\":null,\"body_preview\":null,"
-			            "\"copy\":");
+			hbuf_lit(b,
+			         ",\"properties\":null,\"body_preview\":null,"
+			         "\"copy\":");
 			html_json(b, m, strlen(m));
 			hbuf_lit(b, "}\n");
 		}
@@ -806,8 +786,9 @@ page_message(struct ask *a, struct answer *r)
 			hbuf_lit(b, ", cancel pending");
 		if (st.paused)
 			hbuf_lit(b, ", series paused");
-		hbuf_printf(b, "</dd><dt>Record</dt><dd>scheduled, P.events "
-		               "offset %" PRIu64 "</dd></dl>",
+		hbuf_printf(b,
+		            "</dd><dt>Record</dt><dd>scheduled, P.events "
+		            "offset %" PRIu64 "</dd></dl>",
 		            offset);
 	}
 	hbuf_lit(b, "<p class=note>Where it waits now is not recorded: "
@@ -815,8 +796,8 @@ page_message(struct ask *a, struct answer *r)
 	            "requested and ended, not at each hop.</p>");
 	message_forms(a, b, amqp_cstring_bytes(idbuf), repeat, st.paused);
 	if (decoded) {
-		size_t pv = body.len < CONSOLE_PREVIEW ? body.len
-		                                       : CONSOLE_PREVIEW;
+		size_t pv =
+		    body.len < CONSOLE_PREVIEW ? body.len : CONSOLE_PREVIEW;
 		hbuf_lit(b, "<h2>Properties and headers</h2><table "
 		            "id=headers class=kv><tbody>");
 		message_props(b, &props, 0);

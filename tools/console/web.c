@@ -23,6 +23,7 @@
 #include "console.h"
 #include "console_assets.h"
 #include "duration.h"
+#include "escape.h"
 #include "form.h"
 #include "listen.h"
 #include "log.h"
@@ -77,16 +78,12 @@ static const struct webroute routes[] = {
     {"/waiting", NULL, WEBGATE_READ, WHO_SESSION, page_waiting},
     {"/waiting/", "", WEBGATE_READ, WHO_SESSION, page_message},
     {"/waiting/", "/cancel", WEBGATE_ACTION, WHO_SESSION, act_cancel},
-    {"/waiting/", "/reschedule", WEBGATE_ACTION, WHO_SESSION,
-     act_reschedule},
+    {"/waiting/", "/reschedule", WEBGATE_ACTION, WHO_SESSION, act_reschedule},
     {"/series", NULL, WEBGATE_READ, WHO_SESSION, page_series},
     {"/series/", "/pause", WEBGATE_ACTION, WHO_SESSION, route_series_pause},
-    {"/series/", "/resume", WEBGATE_ACTION, WHO_SESSION,
-     route_series_resume},
-    {"/targets/pause", NULL, WEBGATE_ACTION, WHO_SESSION,
-     route_target_pause},
-    {"/targets/resume", NULL, WEBGATE_ACTION, WHO_SESSION,
-     route_target_resume},
+    {"/series/", "/resume", WEBGATE_ACTION, WHO_SESSION, route_series_resume},
+    {"/targets/pause", NULL, WEBGATE_ACTION, WHO_SESSION, route_target_pause},
+    {"/targets/resume", NULL, WEBGATE_ACTION, WHO_SESSION, route_target_resume},
     {"/parked", NULL, WEBGATE_READ, WHO_SESSION, page_parked},
     {"/parked/requeue", NULL, WEBGATE_ACTION, WHO_SESSION, act_requeue},
     {"/health", NULL, WEBGATE_READ, WHO_SESSION, page_health},
@@ -123,21 +120,6 @@ web_route(struct ask *a, const char *path)
 	return NULL;
 }
 
-const char *
-ask_arg(const struct ask *a, const char *name)
-{
-	return MHD_lookup_connection_value(a->conn, MHD_GET_ARGUMENT_KIND,
-	                                   name);
-}
-
-const char *
-ask_field(const struct ask *a, const char *name)
-{
-	const struct form_field *f = form_get(a->form, a->nform, name);
-
-	return f != NULL ? f->value : NULL;
-}
-
 static const char *
 web_header(struct MHD_Connection *conn, const char *name)
 {
@@ -165,8 +147,8 @@ static int
 web_wants_json(struct MHD_Connection *conn)
 {
 	const char *accept = web_header(conn, MHD_HTTP_HEADER_ACCEPT);
-	const char *fmt = MHD_lookup_connection_value(
-	    conn, MHD_GET_ARGUMENT_KIND, "format");
+	const char *fmt =
+	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
 
 	if (fmt != NULL)
 		return strcmp(fmt, "json") == 0;
@@ -289,10 +271,9 @@ web_send(struct MHD_Connection *conn, struct answer *r)
 		r->type = "text/plain; charset=utf-8";
 		hbuf_lit(&r->body, "answer too large\n");
 	}
-	resp = MHD_create_response_from_buffer(r->body.n,
-	                                       r->body.p != NULL ? r->body.p
-	                                                         : (char *)"",
-	                                       MHD_RESPMEM_MUST_COPY);
+	resp = MHD_create_response_from_buffer(
+	    r->body.n, r->body.p != NULL ? r->body.p : (char *)"",
+	    MHD_RESPMEM_MUST_COPY);
 	if (resp == NULL)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
@@ -351,7 +332,8 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 		return MHD_YES;
 	}
 	if (*upload_size != 0) {
-		if (!q->too_large && q->len + *upload_size <= CONSOLE_BODY_MAX) {
+		if (!q->too_large &&
+		    q->len + *upload_size <= CONSOLE_BODY_MAX) {
 			char *p = realloc(q->body, q->len + *upload_size + 1);
 			if (p == NULL)
 				return MHD_NO;
@@ -398,8 +380,7 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	/* A POST's body: a form, of bounded size, each field once. */
 	if (strcmp(method, "POST") == 0 && rt != NULL &&
 	    rt->class != WEBGATE_READ) {
-		const char *ct =
-		    web_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+		const char *ct = web_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
 		if (q->too_large) {
 			answer_error(&a, &r, 413, "too_large",
 			             "a body over 16 KiB");
@@ -407,8 +388,8 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 		if (q->len > 0 &&
 		    (ct == NULL ||
-		     strncasecmp(ct, "application/x-www-form-urlencoded",
-		                 33) != 0)) {
+		     strncasecmp(ct, "application/x-www-form-urlencoded", 33) !=
+		         0)) {
 			answer_error(&a, &r, 415, "not_a_form",
 			             "POST bodies are "
 			             "application/x-www-form-urlencoded");
@@ -445,9 +426,9 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			            strlen(pre) == WEBSESSION_HEX_SIZE - 1 &&
 			            strcmp(pre, field) == 0;
 		} else {
-			g.csrf_ok = a.s != NULL && given != NULL &&
-			            websession_csrf_ok(a.s, given,
-			                               strlen(given));
+			g.csrf_ok =
+			    a.s != NULL && given != NULL &&
+			    websession_csrf_ok(a.s, given, strlen(given));
 		}
 	}
 	gc.origin = c->origin;
@@ -577,6 +558,7 @@ route_login(struct ask *a, struct answer *r)
 	struct csess *cs, *later = NULL;
 	struct websession *s;
 	char token[WEBSESSION_HEX_SIZE], err[512];
+	char who[ESCAPE_MAX_FACTOR * 64 + 4];
 	void *evicted = NULL;
 	int64_t wait, expires = 0;
 	int control;
@@ -593,8 +575,8 @@ route_login(struct ask *a, struct answer *r)
 		return;
 	}
 	pthread_mutex_lock(&c->sess_lock);
-	wait = ratelimit_check(&c->rl, a->client_ip, user, strlen(user),
-	                       a->now);
+	wait =
+	    ratelimit_check(&c->rl, a->client_ip, user, strlen(user), a->now);
 	pthread_mutex_unlock(&c->sess_lock);
 	if (wait > 0) {
 		r->retry_after = (int)((wait + 999) / 1000);
@@ -618,11 +600,13 @@ route_login(struct ask *a, struct answer *r)
 		free(cs);
 		if (refused) {
 			pthread_mutex_lock(&c->sess_lock);
-			ratelimit_fail(&c->rl, a->client_ip, user,
-			               strlen(user), a->now);
+			ratelimit_fail(&c->rl, a->client_ip, user, strlen(user),
+			               a->now);
 			pthread_mutex_unlock(&c->sess_lock);
+			escape_bytes(user, strlen(user), 64, ESCAPE_QUOTED, who,
+			             sizeof(who));
 			log_info("console_login_failed", " user=\"%s\" from=%s",
-			         "-", a->client_ip);
+			         who, a->client_ip);
 			if (r->json)
 				answer_error(a, r, 401, "no_session",
 				             "wrong user name or password");
@@ -651,8 +635,9 @@ route_login(struct ask *a, struct answer *r)
 		answer_error(a, r, 500, "internal", err);
 		return;
 	}
-	log_info("console_login", " user_len=%zu control=%d from=%s",
-	         strlen(user), control, a->client_ip);
+	escape_bytes(user, strlen(user), 64, ESCAPE_QUOTED, who, sizeof(who));
+	log_info("console_login", " user=\"%s\" control=%d from=%s", who,
+	         control, a->client_ip);
 	if (r->json) {
 		answer_json_start(r);
 		hbuf_lit(&r->body, "{\"token\":\"");
@@ -790,8 +775,8 @@ route_asset(struct ask *a, struct answer *r)
 				continue;
 		} else {
 			if (snprintf(want, sizeof(want), "%.*s.%s%s", (int)stem,
-			             as->name, as->hash, dot) >=
-			    (int)sizeof(want))
+			             as->name, as->hash,
+			             dot) >= (int)sizeof(want))
 				continue;
 			if (len != stem + 1 + hl + strlen(dot) ||
 			    memcmp(want, name, len) != 0)
@@ -853,17 +838,17 @@ web_hosts(struct console *c, const char *host)
 	c->nhosts = 0;
 	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
 	         v6 ? "[%.250s]:%d" : "%.250s:%d", host, c->port);
-	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
-	         "127.0.0.1:%d", c->port);
-	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
-	         "localhost:%d", c->port);
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "127.0.0.1:%d",
+	         c->port);
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "localhost:%d",
+	         c->port);
 	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "[::1]:%d",
 	         c->port);
 	if (pub[0] != '\0') {
 		const char *h = strstr(pub, "://") + 3;
 		size_t n = strcspn(h, "/");
-		snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
-		         "%.*s", (int)(n < 250 ? n : 250), h);
+		snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "%.*s",
+		         (int)(n < 250 ? n : 250), h);
 		snprintf(c->origin, sizeof(c->origin), "%.*s",
 		         (int)(h - pub + (ptrdiff_t)n), pub);
 	} else {
