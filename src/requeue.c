@@ -57,7 +57,11 @@ requeue_owner(const amqp_basic_properties_t *p, amqp_bytes_t *owner)
 int
 requeue_select(struct client *cl)
 {
-	if (broker_confirm_select(cl->conn, BROKER_CH_PUB, &cl->confirms,
+	/* Once per channel: selecting again would count the publishes
+	 * from 1 while the broker goes on from the earlier ones (the
+	 * console's session has often published a request first). */
+	if (cl->confirms.ch != BROKER_CH_PUB &&
+	    broker_confirm_select(cl->conn, BROKER_CH_PUB, &cl->confirms,
 	                          cl->err, sizeof(cl->err)) < 0)
 		return -1;
 	cl->confirms.on_return = requeue_returned;

@@ -631,7 +631,7 @@ def test_a_publisher_reschedules_later_through_p(d, alice, guest):
     assert abs(row["due_ms"] / 1000.0 - (asked + 1200)) < 5, (row, asked)
 
 
-def test_a_control_user_reschedules_later_directly(d, ops, guest):
+def test_a_control_user_reschedules_later_through_p(d, ops, guest):
     q = guest.queue()
     mid = uid("o-later")
     anon(guest, d, q, mid, "10m")
@@ -641,8 +641,11 @@ def test_a_control_user_reschedules_later_directly(d, ops, guest):
        cid)
     row = wait_row(ops, mid, 5, lambda r: r["rescheduled"] is True)
     assert row["due_ms"] == at, row
+    # Through P, as every reschedule (CONTRACT 7.11): a daemon records
+    # it, naming ops as the requester.
     rs = requests_of(d, "reschedule", cid)
-    assert [(r.user_id, r.headers["x-cascade-due"]) for r in rs] == \
+    assert [(r.headers.get("x-cascade-requester"),
+             r.headers["x-cascade-due"]) for r in rs] == \
         [(ops.account.name, at)], [vars(r) for r in rs]
 
 

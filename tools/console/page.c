@@ -41,7 +41,8 @@ ask_arg(const struct ask *a, const char *name)
 const char *
 ask_field(const struct ask *a, const char *name)
 {
-	const struct form_field *f = form_get(a->form, a->nform, name);
+	const struct form_field *f =
+	    a->form != NULL ? form_get(a->form, a->nform, name) : NULL;
 
 	return f != NULL ? f->value : NULL;
 }
@@ -141,7 +142,29 @@ page_head(struct ask *a, struct answer *r, const char *title, const char *live)
 		hbuf_lit(b, "\"><button type=submit id=logout>Log out</button>"
 		            "</form>");
 	}
-	hbuf_lit(b, "</header><div id=notice class=notice hidden></div>");
+	hbuf_lit(b, "</header>");
+	/* After an action, its word from a fixed table: never the query's
+	 * own text on the page. */
+	{
+		static const char *const done[][2] = {
+		    {"cancel", "Cancel recorded: the message is dropped when "
+		               "it next comes back to a daemon."},
+		    {"reschedule", "Reschedule recorded: a daemon moves the "
+		                   "message to its new time."},
+		    {"pause", "Pause recorded."},
+		    {"resume", "Resume recorded."},
+		};
+		const char *word = ask_arg(a, "done");
+		for (size_t i = 0; word != NULL && i < 4; i++)
+			if (strcmp(word, done[i][0]) == 0) {
+				hbuf_lit(b, "<div id=notice class=notice "
+				            "role=status>");
+				hbuf_raw(b, done[i][1], strlen(done[i][1]));
+				hbuf_lit(b, "</div>");
+				return;
+			}
+	}
+	hbuf_lit(b, "<div id=notice class=notice hidden></div>");
 }
 
 void

@@ -407,6 +407,7 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			 * literal */
 			bad_status = 400;
 			bad_code = "bad_request";
+			a.nform = 0; /* partly decoded: not to be read */
 		} else {
 			a.form = fields;
 		}
