@@ -54,8 +54,8 @@ LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
-	test-soak check check-calls \
-	run deps \
+	test-soak test-browser check check-calls \
+	run deps deps-browser \
 	fuzz install \
 	uninstall \
 	format format-check clean
@@ -117,7 +117,8 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_sort.o \
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests, the alert rules' tests and the integration tests that need
-# one broker.
+# one broker, but the browser's (test-browser: its packages are some 400 MB
+# that this tier does without; make check runs it).
 test: deps
 	$(MAKE) unit test-alerts integration
 
@@ -127,12 +128,12 @@ test: deps
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps
+check: deps deps-browser
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps
+check-full: deps deps-browser
 	tools/check --full
 
 unit: $(UNIT_BINS)
@@ -157,7 +158,8 @@ PYTEST_BASE := CASCADE_BUILD=$(BUILD) \
 	--durations=5 --dist loadgroup
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
-	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak" \
+	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak \
+		and not browser" \
 		$(PYTEST_ARGS) $(TESTS)
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
@@ -228,6 +230,15 @@ test-soak: deps
 	$(MAKE) all
 	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) $(TESTS)
 
+# The console in a real browser (tests/integration/test_console_browser.py):
+# Debian's chromium, chromedriver and selenium, which deps-browser
+# installs (some 400 MB; make test does without them), one test of about
+# 40 s, screenshots in $(BUILD)/console-screenshots/.
+test-browser: deps deps-browser
+	$(MAKE) all
+	$(PYTEST_BASE) -n 0 -m browser $(PYTEST_ARGS) \
+		tests/integration/test_console_browser.py
+
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
 run: deps
@@ -255,6 +266,9 @@ check-calls: all
 
 deps:
 	@tools/install-deps
+
+deps-browser:
+	@tools/install-deps --browser
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
