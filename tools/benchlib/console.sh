@@ -73,7 +73,9 @@ t = [float(x) * 1000 for x in times.split()]
 matched = "–"
 try:
     d = json.load(open(answer))
-    matched = d.get("matched", "1 message" if "message" in d else "–")
+    matched = d.get("matched", "–")
+    if "message" in d:
+        matched = "its record at offset %s" % d.get("offset")
 except ValueError:
     pass
 print("| %s | `%s` | %s | %s | %s | %.1f | %.1f |" % (
@@ -145,9 +147,14 @@ PY
 		--data 'user=guest&password=guest' \
 		"http://127.0.0.1:$console_port/login" |
 		/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-	local cid
+	# Two messages' cascade ids: the sample's (written half way) and the
+	# first page's first (anywhere in the stream).
+	local cid first
 	cid=$(curl -s -H "Authorization: Bearer $console_token" \
 		"http://127.0.0.1:$console_port/waiting?format=json&q=$sample" |
+		/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["cascade_id"])')
+	first=$(curl -s -H "Authorization: Bearer $console_token" \
+		"http://127.0.0.1:$console_port/waiting?format=json&limit=1" |
 		/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["cascade_id"])')
 	echo
 	echo "load $(cut -d' ' -f1-3 /proc/loadavg) before the requests;" \
@@ -167,6 +174,7 @@ PY
 		"/waiting?format=json&owner=user042"
 	console_time "HTML first page" "/waiting"
 	console_time "one message (reads its copy)" "/waiting/$cid?format=json"
+	console_time "another message" "/waiting/$first?format=json"
 	echo
 	echo "RSS after the requests: $(($(awk '/^VmRSS:/ {print $2}' \
 		"/proc/$console_pid/status") / 1024)) MiB; load $(cut -d' ' \

@@ -150,7 +150,7 @@ rmsg_of(uint64_t seed, uint64_t i, struct rmsg *m)
 	         "-%012" PRIx64,
 	         (uint32_t)(b >> 32), (uint32_t)(b >> 16) & 0xffff,
 	         (uint32_t)b & 0xfff, 0x8000 | ((uint32_t)(a >> 40) & 0x3fff),
-	         a & UINT64_C(0xffffffffffff));
+	         mix64(b) & UINT64_C(0xffffffffffff));
 	/* Half the targets by the default exchange to a queue, half by an
 	 * exchange with a routing key. */
 	t = (unsigned)((a >> 20) % TARGETS);
