@@ -6,7 +6,8 @@
  *   main.c     the command line and the dispatch
  *   run.c      `run`: publish, consume the target, report
  *   forward.c  `forward`: the plain forwarder of mode forward
- *   records.c  `records`: P.series filled as a long repeat leaves it
+ *   records.c  `records`: P.series filled as a long repeat leaves it,
+ *              or P.events as daemons leave it with N messages waiting
  *   queues.c   the queues both declare: the target, the TTL chains
  *   proc.c     CPU and RSS from /proc, finding beam.smp
  *   stats.c    the delay distributions, percentiles, the plot
@@ -40,7 +41,10 @@ struct opts {
 	const char *target;
 	const char *target_type; /* quorum (default) or classic */
 	const char *json;
-	const char *stream; /* records: series or cancels */
+	const char *stream;  /* records: series or cancels */
+	const char *kind;    /* records: scheduled (P.events); NULL: stream */
+	unsigned copy_bytes; /* records --kind scheduled: each copy's size */
+	double delivered;    /* records --kind scheduled: fraction ended */
 	const char *plot;
 	uint64_t count;
 	double rate; /* messages/s; 0: as fast as confirms allow */
