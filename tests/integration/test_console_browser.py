@@ -444,14 +444,6 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
 
     # 7. P.error read, the exchange declared, the parked message requeued
     # from its row: it arrives.
-    # console bug: a requeue on a session that has made any other action
-    # (the cancel, reschedule, pause and resume above) publishes the
-    # message but answers 502 "no confirm from the broker after 30s" 30 s
-    # later: requeue_select() selects confirms again on the session's
-    # channel and counts delivery tags from 1, where the broker goes on
-    # from the earlier actions' publishes.  A fresh login (a connection of
-    # its own) requeues as a first action.
-    log_in(drv, con, ops)
     drv.get(con.url("/parked"))
     wait(drv, lambda d_: "p-1" in by_id(d_, "recent").text,
          "p-1 in the parked records")
