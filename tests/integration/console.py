@@ -13,10 +13,14 @@ import signal
 import subprocess
 import time
 import urllib.parse
+import uuid
 
+import pika
 import pytest
 
-from helpers import BUILD, CTL
+from helpers import BUILD, CTL, Daemon
+from trust import User
+from waiting import SHORT, ladder
 
 CONSOLE = os.path.join(BUILD, "cascade-console")
 
@@ -368,3 +372,60 @@ class Session:
     def logout(self):
         a = self.post("/logout")
         return a
+
+
+# The fixtures of a module that tests the console: the broker users
+# (docs/security.md's lines), a daemon whose control users include ops,
+# and the console.  Import them into the test module.
+
+@pytest.fixture(scope="module")
+def tmp_module(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("console"))
+
+
+def daemon_user(broker):
+    return pika.URLParameters(broker.url).credentials.username
+
+
+@pytest.fixture(scope="module")
+def d(broker, tmp_module):
+    """The daemon; its control users are its own (cascade-ctl's) and
+    ops, whose records the console writes as ops."""
+    prefix = "t" + uuid.uuid4().hex[:8]
+    controls = "%s, %s-ops" % (daemon_user(broker), prefix)
+    daemon = Daemon(broker, tmp_module,
+                    ladder(*SHORT, events={"control_users": controls}),
+                    prefix).start()
+    yield daemon
+    if daemon.proc is not None and daemon.proc.poll() is None:
+        rc = daemon.stop()
+        assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (rc,
+                                                               daemon.log())
+
+
+@pytest.fixture(scope="module")
+def people(broker, d):
+    """{role: trust.User} for ops, alice and bob (docs/security.md's
+    lines: the control user's for cascade-ctl, the publisher's)."""
+    p = d.prefix
+    made = {
+        "ops": User(broker, p + "-ops", "^$", r"^(%s|amq\.default)$" % p,
+                    r"^%s\.(events|cancels|error)$" % p),
+        "alice": User(broker, p + "-alice", "^$", "^%s$" % p, "^$"),
+        "bob": User(broker, p + "-bob", "^$", "^%s$" % p, "^$"),
+    }
+    # To requeue a publisher's parked message as its owner.
+    broker.ctl("set_user_tags", made["ops"].name, "impersonator")
+    yield made
+    for u in made.values():
+        u.close()
+        broker.ctl("delete_user", u.name, check=False)
+
+
+@pytest.fixture(scope="module")
+def con(d, tmp_module, people):
+    c = Console(d, tmp_module).start()
+    yield c
+    rc = c.stop()
+    assert rc == 0, "cascade-console exited %s on SIGTERM:\n%s" % (
+        rc, c.log()[-5000:])

@@ -12,70 +12,17 @@ import threading
 import time
 import uuid
 
-import pika
 import pytest
 
-from console import CSP, FORM, Console
-from helpers import LATE_SCALE, Client, Daemon, wait_for
-from trust import User, now_ms
-from waiting import LATE, SHORT, SLACK, expect_nothing, ladder, listing, \
-    records, uid
+from console import (CSP, FORM, Console, con, d, daemon_user, people,
+                     tmp_module)
+from helpers import LATE_SCALE, Client, wait_for
+from trust import now_ms
+from waiting import LATE, SLACK, expect_nothing, listing, records, uid
 
 
-# The module's broker users, daemon and console.
-
-@pytest.fixture(scope="module")
-def tmp_module(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("console"))
-
-
-def daemon_user(broker):
-    return pika.URLParameters(broker.url).credentials.username
-
-
-@pytest.fixture(scope="module")
-def d(broker, tmp_module):
-    """The daemon; its control users are its own (cascade-ctl's) and
-    ops, whose records the console writes as ops."""
-    prefix = "t" + uuid.uuid4().hex[:8]
-    controls = "%s, %s-ops" % (daemon_user(broker), prefix)
-    daemon = Daemon(broker, tmp_module,
-                    ladder(*SHORT, events={"control_users": controls}),
-                    prefix).start()
-    yield daemon
-    if daemon.proc is not None and daemon.proc.poll() is None:
-        rc = daemon.stop()
-        assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (rc,
-                                                               daemon.log())
-
-
-@pytest.fixture(scope="module")
-def people(broker, d):
-    """{role: trust.User} for ops, alice and bob (docs/security.md's
-    lines: the control user's for cascade-ctl, the publisher's)."""
-    p = d.prefix
-    made = {
-        "ops": User(broker, p + "-ops", "^$", r"^(%s|amq\.default)$" % p,
-                    r"^%s\.(events|cancels|error)$" % p),
-        "alice": User(broker, p + "-alice", "^$", "^%s$" % p, "^$"),
-        "bob": User(broker, p + "-bob", "^$", "^%s$" % p, "^$"),
-    }
-    # To requeue a publisher's parked message as its owner.
-    broker.ctl("set_user_tags", made["ops"].name, "impersonator")
-    yield made
-    for u in made.values():
-        u.close()
-        broker.ctl("delete_user", u.name, check=False)
-
-
-@pytest.fixture(scope="module")
-def con(d, tmp_module, people):
-    c = Console(d, tmp_module).start()
-    yield c
-    rc = c.stop()
-    assert rc == 0, "cascade-console exited %s on SIGTERM:\n%s" % (
-        rc, c.log()[-5000:])
-
+# The module's broker users, daemon and console: console.py's fixtures
+# (d, people, con), shared with the browser test.
 
 @pytest.fixture(autouse=True)
 def _the_console_is_alive(request):

@@ -21,13 +21,11 @@ import threading
 import time
 import uuid
 
-import pika
 import pytest
 
-from console import Console
-from helpers import BUILD, LATE_SCALE, Client, Daemon, wait_for, wait_parked
-from trust import User
-from waiting import LATE, SHORT, SLACK, ladder, listing
+from console import con, d, people, tmp_module
+from helpers import BUILD, LATE_SCALE, Client, wait_for, wait_parked
+from waiting import LATE, SLACK, listing
 
 pytestmark = pytest.mark.browser
 
@@ -213,53 +211,7 @@ def log_in(drv, con, user):
          "the top bar to name %s after logging in" % user.name)
 
 
-# The broker users, daemon and console.
-
-@pytest.fixture(scope="module")
-def tmp_module(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("browser"))
-
-
-@pytest.fixture(scope="module")
-def d(broker, tmp_module):
-    """The daemon; ops is a control user besides its own user."""
-    prefix = "t" + uuid.uuid4().hex[:8]
-    own = pika.URLParameters(broker.url).credentials.username
-    daemon = Daemon(broker, tmp_module,
-                    ladder(*SHORT, events={"control_users": "%s, %s-ops" %
-                                           (own, prefix)}),
-                    prefix).start()
-    yield daemon
-    if daemon.proc is not None and daemon.proc.poll() is None:
-        rc = daemon.stop()
-        assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (
-            rc, daemon.log())
-
-
-@pytest.fixture(scope="module")
-def people(broker, d):
-    """ops (docs/security.md's control user line for cascade-ctl) and the
-    publishers alice and bob (write on P only)."""
-    p = d.prefix
-    made = {
-        "ops": User(broker, p + "-ops", "^$", r"^(%s|amq\.default)$" % p,
-                    r"^%s\.(events|cancels|error)$" % p),
-        "alice": User(broker, p + "-alice", "^$", "^%s$" % p, "^$"),
-        "bob": User(broker, p + "-bob", "^$", "^%s$" % p, "^$"),
-    }
-    yield made
-    for u in made.values():
-        u.close()
-        broker.ctl("delete_user", u.name, check=False)
-
-
-@pytest.fixture(scope="module")
-def con(d, tmp_module, people):
-    c = Console(d, tmp_module).start()
-    yield c
-    rc = c.stop()
-    assert rc == 0, "cascade-console exited %s on SIGTERM:\n%s" % (
-        rc, c.log()[-5000:])
+# The broker users, daemon and console: console.py's fixtures.
 
 
 @pytest.fixture(scope="module")

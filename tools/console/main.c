@@ -94,17 +94,12 @@ console_setup(struct console *c, const char *path, const char *listen)
 		                     "nothing to show\n");
 		return -1;
 	}
-	if (ladder_init(&c->ladder, c->cfg.topology_resolution,
-	                c->cfg.topology_factor, config_levels(&c->cfg),
-	                &why) < 0) {
-		fprintf(stderr, PROG ": ladder: %s\n", why);
+	if (topology_of_config(&c->topo, &c->ladder, &c->cfg, &why) < 0) {
+		fprintf(stderr, PROG ": %s\n", why);
 		return -1;
 	}
-	if (topology_names(&c->topo, c->cfg.topology_prefix, &c->ladder,
-	                   (unsigned)c->cfg.topology_shards,
-	                   (unsigned)c->cfg.topology_drain_shards) < 0 ||
-	    config_broker_user(&c->cfg, c->own_user, sizeof(c->own_user)) < 0) {
-		fprintf(stderr, PROG ": out of memory\n");
+	if (config_broker_user(&c->cfg, c->own_user, sizeof(c->own_user)) < 0) {
+		fprintf(stderr, PROG ": [broker] url: no user\n");
 		return -1;
 	}
 	pthread_mutex_init(&c->lock, NULL);

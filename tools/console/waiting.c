@@ -13,6 +13,7 @@
 
 #include "console.h"
 #include "envelope.h"
+#include "headers.h"
 #include "when.h"
 
 #define WAITING_COLUMNS "id,target,due,owner,size,state"
@@ -497,8 +498,15 @@ table_text(struct hbuf *b, const amqp_table_t *t, int depth)
 static void
 value_text(struct hbuf *b, const amqp_field_value_t *v, int depth)
 {
+	int64_t i;
+
 	if (depth > VALUE_DEPTH) {
 		hbuf_lit(b, "…");
+		return;
+	}
+	/* Every integer kind, as the router reads them (headers.h). */
+	if (headers_integer(v, &i) == 1) {
+		hbuf_printf(b, "%" PRId64, i);
 		return;
 	}
 	switch (v->kind) {
@@ -508,28 +516,6 @@ value_text(struct hbuf *b, const amqp_field_value_t *v, int depth)
 		break;
 	case AMQP_FIELD_KIND_BOOLEAN:
 		hbuf_printf(b, "%s", v->value.boolean ? "true" : "false");
-		break;
-	case AMQP_FIELD_KIND_I8:
-		hbuf_printf(b, "%d", v->value.i8);
-		break;
-	case AMQP_FIELD_KIND_U8:
-		hbuf_printf(b, "%u", v->value.u8);
-		break;
-	case AMQP_FIELD_KIND_I16:
-		hbuf_printf(b, "%d", v->value.i16);
-		break;
-	case AMQP_FIELD_KIND_U16:
-		hbuf_printf(b, "%u", v->value.u16);
-		break;
-	case AMQP_FIELD_KIND_I32:
-		hbuf_printf(b, "%" PRId32, v->value.i32);
-		break;
-	case AMQP_FIELD_KIND_U32:
-		hbuf_printf(b, "%" PRIu32, v->value.u32);
-		break;
-	case AMQP_FIELD_KIND_I64:
-	case AMQP_FIELD_KIND_TIMESTAMP:
-		hbuf_printf(b, "%" PRId64, v->value.i64);
 		break;
 	case AMQP_FIELD_KIND_U64:
 		hbuf_printf(b, "%" PRIu64, v->value.u64);
@@ -545,11 +531,11 @@ value_text(struct hbuf *b, const amqp_field_value_t *v, int depth)
 		break;
 	case AMQP_FIELD_KIND_ARRAY:
 		hbuf_lit(b, "[");
-		for (int i = 0; i < v->value.array.num_entries && !b->full;
-		     i++) {
-			if (i > 0)
+		for (int k = 0; k < v->value.array.num_entries && !b->full;
+		     k++) {
+			if (k > 0)
 				hbuf_lit(b, ", ");
-			value_text(b, &v->value.array.entries[i], depth + 1);
+			value_text(b, &v->value.array.entries[k], depth + 1);
 		}
 		hbuf_lit(b, "]");
 		break;

@@ -26,16 +26,8 @@ session_open(struct ctl *c, const char *path)
 		fputs(c->cl.err, stderr);
 		return -1;
 	}
-	if (ladder_init(&c->ladder, c->cfg.topology_resolution,
-	                c->cfg.topology_factor, config_levels(&c->cfg),
-	                &why) < 0) {
-		fprintf(stderr, PROG ": ladder: %s\n", why);
-		return -1;
-	}
-	if (topology_names(&c->topo, c->cfg.topology_prefix, &c->ladder,
-	                   (unsigned)c->cfg.topology_shards,
-	                   (unsigned)c->cfg.topology_drain_shards) < 0) {
-		fprintf(stderr, PROG ": out of memory\n");
+	if (topology_of_config(&c->topo, &c->ladder, &c->cfg, &why) < 0) {
+		fprintf(stderr, PROG ": %s\n", why);
 		return -1;
 	}
 	if (client_open(&c->cl, &c->cfg, &c->topo) < 0) {
