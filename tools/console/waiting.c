@@ -610,6 +610,81 @@ message_props(struct hbuf *b, const amqp_basic_properties_t *p, int json)
 	hbuf_free(&v);
 }
 
+/* One request in force on a message, in its history. */
+static void
+history_request(struct hbuf *h, struct hbuf *j, const struct cancel *k,
+                int64_t now)
+{
+	const char *what = k->kind == EVENT_RESCHEDULE ? "reschedule"
+	                   : k->park                   ? "cancel (park)"
+	                                               : "cancel";
+
+	hbuf_lit(h, "<li>");
+	page_time(h, k->at, now);
+	hbuf_lit(h, " ");
+	hbuf_raw(h, what, strlen(what));
+	hbuf_lit(h, " requested by ");
+	if (k->by_len > 0)
+		html_text(h, k->by, k->by_len);
+	else
+		hbuf_lit(h, "a publisher without a user-id");
+	if (k->kind == EVENT_RESCHEDULE) {
+		hbuf_lit(h, ", to ");
+		page_time(h, k->due, now);
+	}
+	hbuf_lit(h, "; in force until ");
+	page_time(h, k->until, now);
+	hbuf_lit(h, "</li>");
+	hbuf_printf(j, ",{\"event\":\"%s\",\"at_ms\":%" PRId64 ",\"by\":",
+	            k->kind == EVENT_RESCHEDULE ? "reschedule" : "cancel",
+	            k->at);
+	html_json_or_null(j, k->by_len > 0, k->by, k->by_len);
+	if (k->kind == EVENT_RESCHEDULE)
+		hbuf_printf(j, ",\"due_ms\":%" PRId64, k->due);
+	hbuf_printf(j, ",\"until_ms\":%" PRId64 ",\"park\":%s}", k->until,
+	            k->park ? "true" : "false");
+}
+
+/*
+ * What is known of a message's life (the index locked): its scheduled
+ * record and the requests in force on it.  Hops are not recorded.
+ */
+static void
+message_history(struct console *c, const struct cindex_row *row, int64_t now,
+                int paused, struct hbuf *h, struct hbuf *j)
+{
+	struct cancel_match cm;
+
+	hbuf_lit(h, "<h2>History</h2><ol id=history><li>");
+	if (row->seen > 0)
+		page_time(h, row->seen, now);
+	hbuf_lit(h, " scheduled");
+	if (!row->moved) {
+		hbuf_lit(h, ", due ");
+		page_time(h, row->due, now);
+	}
+	hbuf_lit(h, "</li>");
+	hbuf_lit(j, "[{\"event\":\"scheduled\",\"at_ms\":");
+	if (row->seen > 0)
+		hbuf_printf(j, "%" PRId64, row->seen);
+	else
+		hbuf_lit(j, "null");
+	hbuf_lit(j, "}");
+	if (requests_match(&c->req, row->message_id, row->id, row->owner,
+	                   row->seen, now, &cm)) {
+		if (cm.reschedule != NULL)
+			history_request(h, j, cm.reschedule, now);
+		if (cm.cancel != NULL)
+			history_request(h, j, cm.cancel, now);
+	}
+	if (paused) {
+		hbuf_lit(h, "<li>its series is paused</li>");
+		hbuf_lit(j, ",{\"event\":\"paused\"}");
+	}
+	hbuf_lit(h, "</ol>");
+	hbuf_lit(j, "]");
+}
+
 /* The action forms of a message's page. */
 static void
 message_forms(struct ask *a, struct hbuf *b, amqp_bytes_t id, int repeat,
@@ -661,7 +736,7 @@ page_message(struct ask *a, struct answer *r)
 	amqp_basic_properties_t props;
 	struct cindex_row row;
 	struct rowstate st;
-	struct hbuf *b = &r->body, rowjson;
+	struct hbuf *b = &r->body, rowjson, hist, histjson;
 	amqp_pool_t pool;
 	char err[1024], idbuf[256], target[600];
 	const char *why = NULL;
@@ -685,6 +760,9 @@ page_message(struct ask *a, struct answer *r)
 	page_row_json(c, &rowjson, (uint32_t)slot, a->now);
 	cindex_row(&c->ix, (uint32_t)slot, &row);
 	console_rowstate(c, &row, a->now, &st);
+	hbuf_init(&hist, 1 << 16);
+	hbuf_init(&histjson, 1 << 16);
+	message_history(c, &row, a->now, st.paused, &hist, &histjson);
 	offset = row.offset;
 	seen = row.seen;
 	size = row.size;
@@ -723,6 +801,8 @@ page_message(struct ask *a, struct answer *r)
 		hbuf_printf(
 		    b, ",\"offset\":%" PRIu64 ",\"recorded_due_ms\":%" PRId64,
 		    offset, recorded);
+		hbuf_lit(b, ",\"history\":");
+		hbuf_raw(b, histjson.p, histjson.n);
 		if (decoded) {
 			size_t pv = body.len < CONSOLE_PREVIEW
 			                ? body.len
@@ -782,6 +862,7 @@ page_message(struct ask *a, struct answer *r)
 		            "offset %" PRIu64 "</dd></dl>",
 		            offset);
 	}
+	hbuf_raw(b, hist.p, hist.n);
 	hbuf_lit(b, "<p class=note>Where it waits now is not recorded: "
 	            "cascade records a message when it is scheduled, "
 	            "requested and ended, not at each hop.</p>");
@@ -819,4 +900,6 @@ out:
 	free(copy.bytes);
 	hbuf_free(&rowjson);
 	hbuf_free(&names);
+	hbuf_free(&hist);
+	hbuf_free(&histjson);
 }
