@@ -35,6 +35,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 # The desktop window (the screenshots docs/images keeps are of it), and a
 # phone's (an iPhone 12 to 15's CSS pixels).
 DESKTOP = (1280, 800)
+# The Waiting page's screenshot: tall enough to show its table too.
+TALL = (1280, 1150)
 PHONE = (390, 844)
 # How long the pages may take to show what the broker already did: a
 # record's round trip through P.events and a live redraw (under 1 s by
@@ -320,7 +322,9 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
     wait(drv, lambda d_: row_ids(d_) == ["a-1", "a-2", "a-3", "b-1", "s-1"],
          "a-1, a-2, a-3, b-1 and s-1 in #rows")
     assert by_id(drv, "waiting").text == "5"
+    drv.set_window_size(*TALL)
     shot(drv, "waiting.png")
+    drv.set_window_size(*DESKTOP)
 
     # 3. Found by its message-id, opened: the script is text, not run.
     by_id(drv, "f-q").send_keys("a-1")
@@ -342,7 +346,9 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
     assert css(drv, "#body script, #headers img") == []
     entries = browser_log(drv)
     assert [e for e in entries if e["level"] == "SEVERE"] == [], entries
+    drv.set_window_size(*TALL)
     shot(drv, "message.png")
+    drv.set_window_size(*DESKTOP)
 
     # 4. Cancelled, the confirm accepted: it leaves the list, and the
     # daemon dropped it.

@@ -132,8 +132,8 @@ page_head(struct ask *a, struct answer *r, const char *title, const char *live)
 		            "<a href=\"/series\">Series</a>"
 		            "<a href=\"/parked\">Parked</a>"
 		            "<a href=\"/health\">Health</a></nav>"
-		            "<form class=who method=post action=\"/logout\">"
-		            "<span id=whoami>");
+		            "<form class=user method=post action=\"/logout\">"
+		            "<span class=who id=whoami>");
 		html_text(b, a->user, strlen(a->user));
 		if (a->control)
 			hbuf_lit(b, " <small>(control)</small>");

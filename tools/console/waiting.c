@@ -250,8 +250,8 @@ waiting_bars(struct hbuf *b, const char *title, const uint32_t *v, int n,
 	hbuf_raw(b, title, strlen(title));
 	hbuf_printf(b,
 	            "</figcaption><svg class=hist viewBox=\"0 0 %d 50\" "
-	            "width=\"%d\" height=\"50\" role=img>",
-	            n * w, n * w);
+	            "preserveAspectRatio=\"none\" role=img>",
+	            n * w);
 	for (int i = 0; i < n; i++) {
 		int h = v[i] == 0 ? 0 : 1 + (int)((uint64_t)v[i] * 48 / max);
 		hbuf_printf(
@@ -440,7 +440,7 @@ page_waiting(struct ask *a, struct answer *r)
 	waiting_bars(b, "Next day, by hour", h.day, 24, "hour");
 	waiting_bars(b, "Next week, by day", h.week, 7, "day");
 	hbuf_lit(b, "</div></section><form class=search method=get "
-	            "action=\"/waiting\" id=search>");
+	            "action=\"/waiting\" id=search><div class=fields>");
 	waiting_input(b, "Id or message-id", "q", ask_arg(a, "q"), "order-42");
 	hbuf_lit(b, "<label class=check><input type=checkbox name=prefix "
 	            "value=1");
@@ -454,7 +454,7 @@ page_waiting(struct ask *a, struct answer *r)
 	waiting_input(b, "Due after", "after", ask_arg(a, "after"),
 	              "now or 2026-11-27T09:00Z");
 	waiting_input(b, "Due before", "before", ask_arg(a, "before"), "1h");
-	hbuf_lit(b, "<button type=submit id=find>Search</button></form>"
+	hbuf_lit(b, "<button type=submit id=find>Search</button></div></form>"
 	            "<table id=rows-table data-columns=\"" WAITING_COLUMNS
 	            "\"><thead><tr><th>Id</th><th>Target</th><th>Due</th>"
 	            "<th>Owner</th><th>Size</th><th>State</th></tr></thead>"
