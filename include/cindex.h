@@ -210,6 +210,9 @@ int cindex_page(const struct cindex *ix, const struct cindex_query *q,
 uint32_t cindex_named(const struct cindex *ix, amqp_bytes_t id, uint32_t *slots,
                       uint32_t max);
 
+/* The waiting message whose cascade id is id (its slot), or -1. */
+int64_t cindex_find(const struct cindex *ix, amqp_bytes_t id);
+
 /* Counts by due window from now, for the Waiting page's histogram. */
 struct cindex_histogram {
 	uint32_t late;     /* due before now */

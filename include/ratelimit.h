@@ -22,10 +22,12 @@
  * The (address, user) and address counters live in one table of at most
  * max_entries, the least recently failed leaving first (counted in
  * evicted, and in evicted_live when it still held a failure inside its
- * window).  The global limit bounds how fast entries are made (60 a
- * minute), so the default 4,096 takes over an hour to turn over: longer
- * than any window, and an attacker cannot flush a counter by filling the
- * table.
+ * window).  The global limit bounds how fast entries are made (300 a
+ * minute, two entries each), so the default 4,096 takes about 7 minutes
+ * to turn over: longer than any window, and an attacker cannot flush a
+ * counter by filling the table.  It is high enough that people logging in
+ * never meet it (the console counts each attempt before asking the
+ * broker, and clears a success's (address, user) failures only).
  *
  * Keys are bounded, never refused: an address is its first
  * RATELIMIT_ADDR_MAX bytes (NUL-terminated, read no further), a user name
@@ -54,7 +56,7 @@
 #define RATELIMIT_USER_WINDOW_MS INT64_C(300000)
 #define RATELIMIT_ADDR_FAILS 20
 #define RATELIMIT_ADDR_WINDOW_MS INT64_C(60000)
-#define RATELIMIT_GLOBAL_FAILS 60
+#define RATELIMIT_GLOBAL_FAILS 300
 #define RATELIMIT_GLOBAL_WINDOW_MS INT64_C(60000)
 
 struct ratelimit_entry; /* private to ratelimit.c */

@@ -98,6 +98,15 @@ void *websession_remove(struct websession_store *st, const char *token,
  */
 int websession_expire(struct websession_store *st, int64_t now, void **conn);
 
+/*
+ * When user (len bytes) holds max sessions or more, remove the one they
+ * used least recently, wiping it (counted in evicted): 1 and its conn in
+ * *conn; else 0.  Called before websession_create, so that one user
+ * logging in again and again ends their own sessions, not everyone's.
+ */
+int websession_trim_user(struct websession_store *st, const char *user,
+                         size_t len, size_t max, void **conn);
+
 /* When s expires if unused from now on: the earlier of its two limits. */
 int64_t websession_expires(const struct websession_store *st,
                            const struct websession *s);

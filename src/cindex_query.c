@@ -235,6 +235,16 @@ cindex_named_one(uint32_t slot, void *ctx)
 	return 0;
 }
 
+int64_t
+cindex_find(const struct cindex *ix, amqp_bytes_t id)
+{
+	uint32_t s = cindex_find_id(ix, id);
+
+	if (s == UINT32_MAX || (cindex_at(ix, s)->off_flags & CINDEX_F_ENDED))
+		return -1;
+	return s;
+}
+
 uint32_t
 cindex_named(const struct cindex *ix, amqp_bytes_t id, uint32_t *slots,
              uint32_t max)

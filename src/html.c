@@ -54,6 +54,8 @@ hbuf_room(struct hbuf *b, size_t n)
 void
 hbuf_raw(struct hbuf *b, const void *s, size_t n)
 {
+	if (n == 0) /* s may be NULL: an empty buffer's */
+		return;
 	if (hbuf_room(b, n) < 0)
 		return;
 	memcpy(b->p + b->n, s, n);

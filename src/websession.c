@@ -271,3 +271,24 @@ websession_csrf_ok(const struct websession *s, const char *given, size_t len)
 		return 0;
 	return CRYPTO_memcmp(s->csrf, given, len) == 0;
 }
+
+int
+websession_trim_user(struct websession_store *st, const char *user, size_t len,
+                     size_t max, void **conn)
+{
+	size_t held = 0, oldest = 0;
+
+	*conn = NULL;
+	for (size_t i = 0; i < st->n; i++) {
+		const struct websession *s = st->s[i];
+		if (strlen(s->user) != len || memcmp(s->user, user, len) != 0)
+			continue;
+		if (held++ == 0 || s->used < st->s[oldest]->used)
+			oldest = i;
+	}
+	if (held < max)
+		return 0;
+	st->evicted++;
+	*conn = drop(st, oldest);
+	return 1;
+}

@@ -302,3 +302,28 @@ Test(websession_free, bad_limits)
 	             -1);
 	cr_assert_eq(websession_init(&s2, 1, IDLE, -1, err, sizeof(err)), -1);
 }
+
+Test(websession, a_user_at_their_cap_loses_their_own_oldest)
+{
+	char t1[WEBSESSION_HEX_SIZE], t2[WEBSESSION_HEX_SIZE],
+	    t3[WEBSESSION_HEX_SIZE];
+	int a1, a2, b1;
+	void *ev, *gone;
+	const char *why;
+
+	login("alice", 0, &a1, T0, t1, &ev);
+	login("bob", 1, &b1, T0 + 1, t3, &ev);
+	login("alice", 0, &a2, T0 + 2, t2, &ev);
+	/* bob holds one: under a cap of 2, nothing to trim */
+	cr_assert_eq(websession_trim_user(&st, "bob", 3, 2, &gone), 0);
+	cr_assert_null(gone);
+	/* alice holds two: her least recently used goes, bob's stays */
+	cr_assert_not_null(touch(t1, T0 + 3, &why));
+	cr_assert_eq(websession_trim_user(&st, "alice", 5, 2, &gone), 1);
+	cr_assert_eq(gone, &a2);
+	cr_assert_null(touch(t2, T0 + 4, &why));
+	cr_assert_not_null(touch(t1, T0 + 4, &why));
+	cr_assert_not_null(touch(t3, T0 + 4, &why));
+	/* a name that is a prefix of another is another user */
+	cr_assert_eq(websession_trim_user(&st, "ali", 3, 1, &gone), 0);
+}

@@ -150,12 +150,18 @@ act_reschedule(struct ask *a, struct answer *r)
 			answer_error(a, r, 400, "bad_request", whybuf);
 			return;
 		}
-		when = a->now + ms;
+		if (ms > a->c->cfg.router_max_delay) {
+			answer_error(a, r, 400, "bad_request",
+			             "later than [router] max_delay from now");
+			return;
+		}
+		when = a->now + ms; /* both bounded: no overflow */
 	} else if (when_parse_absolute(at, &when, whybuf, sizeof(whybuf)) < 0) {
 		answer_error(a, r, 400, "bad_request", whybuf);
 		return;
 	}
-	if (when - a->now > a->c->cfg.router_max_delay) {
+	/* when is a time when_parse_absolute took: at most year 9999 */
+	if (when > a->now && when - a->now > a->c->cfg.router_max_delay) {
 		answer_error(a, r, 400, "bad_request",
 		             "later than [router] max_delay from now");
 		return;

@@ -45,8 +45,13 @@
 #define CONSOLE_SERIES_MAX (1u << 20)
 /* A long-poll of /changes answers after this long without a change. */
 #define CONSOLE_POLL_MS 25000
-/* HTTP connections at once; each is a thread. */
+/* HTTP connections at once; each is a thread.  And from one address:
+ * behind a proxy, all come from it, so a proxy's limits are the ones that
+ * matter there. */
 #define CONSOLE_CONNECTIONS 128
+#define CONSOLE_PER_IP 64
+/* Sessions one user may hold: a new login ends their own oldest. */
+#define CONSOLE_USER_SESSIONS 8
 /* Bytes of a body shown in a message's page. */
 #define CONSOLE_PREVIEW 4096
 
@@ -89,6 +94,7 @@ struct console {
 	struct requests req;
 	struct idmap series; /* cascade id -> struct cseries */
 	uint64_t series_refused;
+	uint64_t requests_refused; /* not held: at [events] max_held_ids */
 	struct cparked *ring;
 	size_t ring_next, ring_n;
 	atomic_uint_least64_t version; /* written under lock; read anywhere */

@@ -137,7 +137,7 @@ page_health(struct ask *a, struct answer *r)
 	struct cindex_stats st;
 	struct hbuf *b = &r->body;
 	char list[CONFIG_STR_MAX], *save = NULL, *tok;
-	uint64_t records, untrusted, version;
+	uint64_t records, untrusted, version, req_refused;
 	int64_t live;
 	int caught, first = 1;
 	size_t sessions;
@@ -146,6 +146,7 @@ page_health(struct ask *a, struct answer *r)
 	st = cindex_stats(&c->ix);
 	records = c->records;
 	untrusted = c->untrusted;
+	req_refused = c->requests_refused;
 	version = atomic_load(&c->version);
 	caught = c->caught_up;
 	live = c->live_ms;
@@ -165,10 +166,10 @@ page_health(struct ask *a, struct answer *r)
 		    ",\"sessions\":%zu,\"untrusted_skipped\":%" PRIu64
 		    ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
 		    ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
-		    "},\"daemons\":[",
+		    ",\"requests_refused\":%" PRIu64 "},\"daemons\":[",
 		    caught ? "true" : "false", records, version, a->now - live,
 		    sessions, untrusted, st.waiting, st.ended, st.refused,
-		    st.arena_bytes);
+		    st.arena_bytes, req_refused);
 	} else {
 		page_head(a, r, "Health", NULL);
 		hbuf_printf(

@@ -17,8 +17,6 @@
 #include "duration.h"
 #include "when.h"
 
-#define PAGE_NAMED 64
-
 void
 console_check_conn(struct csess *cs)
 {
@@ -52,22 +50,13 @@ ask_field(const struct ask *a, const char *name)
 int64_t
 console_find(struct console *c, struct ask *a, amqp_bytes_t id)
 {
-	uint32_t named[PAGE_NAMED], n;
+	struct cindex_row row;
+	int64_t slot;
 
-	if (id.len == 0 || id.len > 255)
+	if (id.len == 0 || id.len > 255 || (slot = cindex_find(&c->ix, id)) < 0)
 		return -1;
-	n = cindex_named(&c->ix, id, named, PAGE_NAMED);
-	if (n > PAGE_NAMED)
-		n = PAGE_NAMED;
-	for (uint32_t i = 0; i < n; i++) {
-		struct cindex_row row;
-		cindex_row(&c->ix, named[i], &row);
-		if (row.id.len == id.len &&
-		    memcmp(row.id.bytes, id.bytes, id.len) == 0)
-			return console_visible(a, &row) ? (int64_t)named[i]
-			                                : -1;
-	}
-	return -1;
+	cindex_row(&c->ix, (uint32_t)slot, &row);
+	return console_visible(a, &row) ? slot : -1;
 }
 
 static const struct console_asset *

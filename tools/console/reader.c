@@ -24,6 +24,8 @@ struct reader {
 	struct client cl;
 	uint64_t batch;   /* records since the last wake-up */
 	int64_t start_ms; /* monotonic, when the reading began */
+	int64_t
+	    pruned_ms; /* monotonic, when lapsed requests were last let go */
 };
 
 void
@@ -54,7 +56,7 @@ reader_parked(struct console *c, const struct event *e)
 {
 	struct cparked *p = &c->ring[c->ring_next];
 	struct cindex_row row;
-	uint32_t slots[8], n;
+	int64_t slot;
 
 	memset(p, 0, sizeof(*p));
 	memset(&row, 0, sizeof(row));
@@ -62,16 +64,9 @@ reader_parked(struct console *c, const struct event *e)
 	row.exchange = e->exchange;
 	row.routing_key = e->routing_key;
 	row.owner = e->owner;
-	n = cindex_named(&c->ix, e->id, slots, 8);
-	for (uint32_t i = 0; i < n && i < 8; i++) {
-		struct cindex_row r;
-		cindex_row(&c->ix, slots[i], &r);
-		if (r.id.len == e->id.len &&
-		    memcmp(r.id.bytes, e->id.bytes, e->id.len) == 0) {
-			row = r;
-			break;
-		}
-	}
+	slot = cindex_find(&c->ix, e->id);
+	if (slot >= 0)
+		cindex_row(&c->ix, (uint32_t)slot, &row);
 	p->at = e->at;
 	reader_put(p->id, 64, &p->id_len, e->id);
 	reader_put(p->message_id, 128, &p->mid_len, row.message_id);
@@ -144,13 +139,15 @@ reader_requester(struct console *c, const struct event *e, struct event *req,
 static int
 reader_move(struct console *c, const struct event *e)
 {
-	uint32_t slots[64], n;
+	uint32_t total = cindex_named(&c->ix, e->cancel, NULL, 0), n;
+	uint32_t *slots = malloc(((size_t)total + 1) * sizeof(*slots));
 	int64_t now = duration_wall_ms();
+	int rc = 0;
 
-	n = cindex_named(&c->ix, e->cancel, slots, 64);
-	if (n > 64)
-		n = 64;
-	for (uint32_t i = 0; i < n; i++) {
+	if (slots == NULL)
+		return -1;
+	n = cindex_named(&c->ix, e->cancel, slots, total);
+	for (uint32_t i = 0; i < n && i < total && rc == 0; i++) {
 		struct cancel_match cm;
 		struct cindex_row row;
 
@@ -159,9 +156,29 @@ reader_move(struct console *c, const struct event *e)
 		                   row.seen, now, &cm) &&
 		    cm.reschedule != NULL && cm.reschedule->due != row.due &&
 		    cindex_move(&c->ix, slots[i], cm.reschedule->due) < 0)
-			return -1;
+			rc = -1;
 	}
-	return 0;
+	free(slots);
+	return rc;
+}
+
+/*
+ * Whether the requests held are at [events] max_held_ids, as a daemon
+ * holds them: then a new one is not held (counted), so that no publisher
+ * can grow the console's memory without end.  Those that lapse are
+ * forgotten every minute (reader_tick).
+ */
+static int
+reader_requests_full(struct console *c)
+{
+	size_t held = 0;
+
+	for (size_t k = 0; k < REQUESTS_KINDS; k++)
+		held += c->req.n[k];
+	if (held < config_held_limit(&c->cfg, 1))
+		return 0;
+	c->requests_refused++;
+	return 1;
 }
 
 static int
@@ -173,15 +190,21 @@ reader_fold(struct console *c, const struct event *e, uint64_t offset)
 
 	switch (e->kind) {
 	case EVENT_CANCEL:
+		if (reader_requests_full(c))
+			return 0;
 		reader_requester(c, e, &req, &by, &control);
 		return requests_add(&c->req, &req, by, control) < 0 ? -1 : 0;
 	case EVENT_RESCHEDULE:
+		if (reader_requests_full(c))
+			return 0;
 		reader_requester(c, e, &req, &by, &control);
 		if (requests_add(&c->req, &req, by, control) < 0)
 			return -1;
 		return reader_move(c, e);
 	case EVENT_PAUSE:
 	case EVENT_RESUME:
+		if (reader_requests_full(c))
+			return 0;
 		reader_requester(c, e, &req, &by, &control);
 		return requests_pause_read(&c->req, &req, by, control, 1) < 0
 		           ? -1
@@ -264,6 +287,10 @@ reader_tick(void *arg, char *err, size_t size)
 		c->live_ms = duration_wall_ms();
 	if (!c->caught_up)
 		console_changed(c);
+	if (duration_mono_ms() - r->pruned_ms >= 60000) {
+		requests_prune(&c->req, duration_wall_ms());
+		r->pruned_ms = duration_mono_ms();
+	}
 	c->untrusted = r->s.untrusted;
 	c->skipped = (uint64_t)r->s.skipped;
 	pthread_mutex_unlock(&c->lock);

@@ -18,7 +18,6 @@
 
 #define WAITING_COLUMNS "id,target,due,owner,size,state"
 #define WAITING_TARGETS 20
-#define WAITING_NAMED 64
 
 /* Query arguments, checked. */
 struct wq {
@@ -109,23 +108,74 @@ wq_target(const char *t, const struct cindex_row *row)
 	              row->routing_key.len) == 0;
 }
 
-/* The rows of an exact search: the messages the text names (a cascade
- * id or a message-id) that pass the filters, in due order. */
-static uint32_t
-waiting_named(struct console *c, struct ask *a, const struct wq *w,
-              uint32_t *slots, uint32_t max)
+/* Which windows of h due falls in at now (as cindex_histogram counts:
+ * the hour's minutes, the day's hours and the week's days overlap). */
+static void
+waiting_bucket(struct cindex_histogram *h, int64_t due, int64_t now)
 {
-	uint32_t named[WAITING_NAMED], n, k = 0;
+	int64_t d = due < now ? -1 : due - now;
 
-	n = cindex_named(&c->ix, amqp_cstring_bytes(w->text), named,
-	                 WAITING_NAMED);
-	if (n > WAITING_NAMED)
-		n = WAITING_NAMED;
-	for (uint32_t i = 0; i < n && k < max; i++) {
-		struct cindex_row row, prev;
-		uint32_t j = k;
+	if (d < 0) {
+		h->late++;
+		return;
+	}
+	if (d < 3600000)
+		h->hour[d / 60000]++;
+	if (d < 86400000)
+		h->day[d / 3600000]++;
+	if (d < 7 * 86400000LL)
+		h->week[d / 86400000]++;
+	else
+		h->later++;
+}
 
-		cindex_row(&c->ix, named[i], &row);
+struct named_row {
+	int64_t due, seen;
+	uint32_t slot;
+};
+
+static int
+named_cmp(const void *pa, const void *pb)
+{
+	const struct named_row *a = pa, *b = pb;
+
+	if (a->due != b->due)
+		return a->due < b->due ? -1 : 1;
+	if (a->seen != b->seen)
+		return a->seen < b->seen ? -1 : 1;
+	return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/*
+ * The rows of an exact search: every message the text names (a cascade
+ * id or a message-id, which any number may share) that the user may see
+ * and that passes the filters, in due order, into *out (malloc'd; the
+ * caller frees it).  Their histogram goes into h.  How many, or -1 out of
+ * memory.
+ */
+static int64_t
+waiting_named(struct console *c, struct ask *a, const struct wq *w,
+              uint32_t **out, struct cindex_histogram *h)
+{
+	amqp_bytes_t text = amqp_cstring_bytes(w->text);
+	uint32_t total = cindex_named(&c->ix, text, NULL, 0), n, k = 0;
+	uint32_t *slots;
+	struct named_row *rows;
+
+	memset(h, 0, sizeof(*h));
+	*out = NULL;
+	slots = malloc(((size_t)total + 1) * sizeof(*slots));
+	rows = malloc(((size_t)total + 1) * sizeof(*rows));
+	if (slots == NULL || rows == NULL) {
+		free(slots);
+		free(rows);
+		return -1;
+	}
+	n = cindex_named(&c->ix, text, slots, total);
+	for (uint32_t i = 0; i < n && i < total; i++) {
+		struct cindex_row row;
+
+		cindex_row(&c->ix, slots[i], &row);
 		if (!console_visible(a, &row) || row.due < w->q.due_after ||
 		    row.due >= w->q.due_before)
 			continue;
@@ -135,15 +185,16 @@ waiting_named(struct console *c, struct ask *a, const struct wq *w,
 			continue;
 		if (w->q.target != NULL && !wq_target(w->q.target, &row))
 			continue;
-		for (; j > 0; j--) {
-			cindex_row(&c->ix, slots[j - 1], &prev);
-			if (prev.due <= row.due)
-				break;
-			slots[j] = slots[j - 1];
-		}
-		slots[j] = named[i];
-		k++;
+		rows[k].due = row.due;
+		rows[k].seen = row.seen;
+		rows[k++].slot = slots[i];
+		waiting_bucket(h, row.due, a->now);
 	}
+	qsort(rows, k, sizeof(*rows), named_cmp);
+	for (uint32_t i = 0; i < k; i++)
+		slots[i] = rows[i].slot;
+	free(rows);
+	*out = slots;
 	return k;
 }
 
@@ -188,11 +239,12 @@ waiting_targets(struct console *c, struct ask *a, struct tcount *out,
 		}
 	} else {
 		struct cindex_query q;
-		uint32_t *slots, got = 0, total = 0, cap = 10000;
+		uint32_t *slots, got = 0, total = 0;
+		uint32_t cap = cindex_count(&c->ix) + 1;
 
 		cindex_query_init(&q);
 		q.owner = a->user;
-		if ((slots = malloc(cap * sizeof(*slots))) == NULL)
+		if ((slots = malloc((size_t)cap * sizeof(*slots))) == NULL)
 			return 0;
 		if (cindex_page(&c->ix, &q, 0, cap, slots, &got, &total) < 0)
 			got = 0;
@@ -335,26 +387,32 @@ page_waiting(struct ask *a, struct answer *r)
 		return;
 	}
 	if (w.text != NULL && !w.prefix) {
-		matched = waiting_named(c, a, &w, slots, CONSOLE_ROWS_MAX);
-		n = matched;
-		if (w.offset >= n) {
-			n = 0;
-		} else {
-			memmove(slots, slots + w.offset,
-			        (n - w.offset) * sizeof(*slots));
-			n -= w.offset;
+		uint32_t *named;
+		int64_t k = waiting_named(c, a, &w, &named, &h);
+
+		if (k < 0) {
+			pthread_mutex_unlock(&c->lock);
+			free(slots);
+			answer_error(a, r, 500, "internal", "out of memory");
+			return;
 		}
+		matched = (uint32_t)k;
+		n = w.offset < matched ? matched - w.offset : 0;
 		if (n > w.limit)
 			n = w.limit;
-	} else if (cindex_page(&c->ix, &w.q, w.offset, w.limit, slots, &n,
-	                       &matched) < 0) {
-		pthread_mutex_unlock(&c->lock);
-		free(slots);
-		answer_error(a, r, 500, "internal", "out of memory");
-		return;
+		if (n > 0)
+			memcpy(slots, named + w.offset, n * sizeof(*slots));
+		free(named);
+	} else {
+		if (cindex_page(&c->ix, &w.q, w.offset, w.limit, slots, &n,
+		                &matched) < 0) {
+			pthread_mutex_unlock(&c->lock);
+			free(slots);
+			answer_error(a, r, 500, "internal", "out of memory");
+			return;
+		}
+		cindex_histogram(&c->ix, &w.q, a->now, &h);
 	}
-	cindex_histogram(&c->ix, w.text != NULL && !w.prefix ? NULL : &w.q,
-	                 a->now, &h);
 	nt = waiting_targets(c, a, tc, WAITING_TARGETS, &seen);
 	minute = h.late + h.hour[0];
 	for (int i = 1; i < 60; i++)
@@ -736,7 +794,8 @@ page_message(struct ask *a, struct answer *r)
 	amqp_basic_properties_t props;
 	struct cindex_row row;
 	struct rowstate st;
-	struct hbuf *b = &r->body, rowjson, hist, histjson;
+	struct hbuf *b = &r->body, rowjson, hist, histjson, mid_html,
+	            owner_html;
 	amqp_pool_t pool;
 	char err[1024], idbuf[256], target[600];
 	const char *why = NULL;
@@ -777,14 +836,12 @@ page_message(struct ask *a, struct answer *r)
 		snprintf(target, sizeof(target), "%s", t.p != NULL ? t.p : "");
 		hbuf_free(&t);
 	}
-	/* the names shown, escaped now while the views are valid */
-	struct hbuf names;
-	hbuf_init(&names, 4096);
-	if (row.message_id.len > 0)
-		html_text(&names, row.message_id.bytes, row.message_id.len);
-	hbuf_lit(&names, "\x01");
-	if (row.owner.len > 0)
-		html_text(&names, row.owner.bytes, row.owner.len);
+	/* the names shown, escaped now while the views are valid: each in
+	 * a buffer of its own, large enough for any 255-byte name escaped */
+	hbuf_init(&mid_html, 1 << 16);
+	hbuf_init(&owner_html, 1 << 16);
+	html_text(&mid_html, row.message_id.bytes, row.message_id.len);
+	html_text(&owner_html, row.owner.bytes, row.owner.len);
 	pthread_mutex_unlock(&c->lock);
 
 	fetched = fetch_copy(c, offset, amqp_cstring_bytes(idbuf), &copy, err,
@@ -829,12 +886,11 @@ page_message(struct ask *a, struct answer *r)
 	}
 	page_head(a, r, "Message", NULL);
 	{
-		char *sep = strchr(names.p, '\x01');
 		hbuf_lit(b, "<main><h1>Message <code id=cid>");
 		html_text(b, idbuf, strlen(idbuf));
 		hbuf_lit(b, "</code></h1><dl class=record><dt>Message-id</dt>"
 		            "<dd id=mid>");
-		hbuf_raw(b, names.p, (size_t)(sep - names.p));
+		hbuf_raw(b, mid_html.p, mid_html.n);
 		hbuf_lit(b, "</dd><dt>Target</dt><dd id=target>");
 		hbuf_raw(b, target, strlen(target));
 		hbuf_lit(b, "</dd><dt>Due</dt><dd id=due>");
@@ -845,7 +901,7 @@ page_message(struct ask *a, struct answer *r)
 			hbuf_lit(b, ")");
 		}
 		hbuf_lit(b, "</dd><dt>Owner</dt><dd id=owner>");
-		hbuf_raw(b, sep + 1, strlen(sep + 1));
+		hbuf_raw(b, owner_html.p, owner_html.n);
 		hbuf_printf(b, "</dd><dt>Size</dt><dd>%" PRId64 " bytes</dd>",
 		            size);
 		hbuf_lit(b, "<dt>First seen</dt><dd>");
@@ -899,7 +955,8 @@ out:
 	empty_amqp_pool(&pool);
 	free(copy.bytes);
 	hbuf_free(&rowjson);
-	hbuf_free(&names);
+	hbuf_free(&mid_html);
+	hbuf_free(&owner_html);
 	hbuf_free(&hist);
 	hbuf_free(&histjson);
 }

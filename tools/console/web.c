@@ -19,6 +19,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "console.h"
 #include "console_assets.h"
@@ -174,6 +175,21 @@ web_client_ip(struct MHD_Connection *conn, char *out, size_t size)
 		          (socklen_t)size);
 }
 
+/* Whether a and b are the same string, in time that does not depend on
+ * where they differ (a CSRF token). */
+static int
+web_same(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+	unsigned char d = 0;
+
+	if (strlen(a) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
 /* Sessions: a reference to a session's connection, and its release. */
 static void
 csess_close(struct csess *cs)
@@ -327,6 +343,7 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	/* Why there is no session; what is wrong with the body, if anything */
 	const char *sess_why = "no session", *bad_code = NULL, *bad_why = NULL;
 	int bad_status = 0;
+	char origin[320];
 	enum webgate_verdict v;
 	enum MHD_Result ret;
 
@@ -413,6 +430,15 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 	}
 
+	/* Our origin as this request reached us: with a public_url, its;
+	 * else that of the Host it named, when the Host is one of ours
+	 * (localhost, 127.0.0.1, [::1] and the listen address alike). */
+	snprintf(origin, sizeof(origin), "%s", c->origin);
+	if (c->cfg.console_public_url[0] == '\0' && g.host != NULL)
+		for (size_t i = 0; i < c->nhosts; i++)
+			if (strcasecmp(g.host, c->hosts[i]) == 0)
+				snprintf(origin, sizeof(origin), "http://%s",
+				         c->hosts[i]);
 	if (g.auth != WEBGATE_AUTH_BOTH)
 		web_session(&a, token, &sess_why);
 	if (strcmp(method, "POST") == 0) {
@@ -427,18 +453,21 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			const char *pre = MHD_lookup_connection_value(
 			    conn, MHD_COOKIE_KIND, "cascade_pre");
 			const char *field = ask_field(&a, "pre");
-			if (r.json && cookie == NULL)
+			if (r.json && cookie == NULL &&
+			    (g.origin == NULL ||
+			     strcasecmp(g.origin, origin) == 0))
 				g.auth = WEBGATE_AUTH_BEARER;
 			g.csrf_ok = pre != NULL && field != NULL &&
 			            strlen(pre) == WEBSESSION_HEX_SIZE - 1 &&
 			            strcmp(pre, field) == 0;
 		} else {
-			g.csrf_ok =
-			    a.s != NULL && given != NULL &&
-			    websession_csrf_ok(a.s, given, strlen(given));
+			/* Against the copy taken under the lock: a.s may
+			 * leave the store meanwhile. */
+			g.csrf_ok = a.s != NULL && given != NULL &&
+			            web_same(given, a.csrf);
 		}
 	}
-	gc.origin = c->origin;
+	gc.origin = origin;
 	gc.hosts = c->hosts;
 	gc.nhosts = c->nhosts;
 	v = webgate_judge(&g, &gc, &why);
@@ -450,8 +479,9 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	/* A POST that names no session at all is a 401, as a GET is: the
 	 * CSRF check is for a request the browser sent with our cookie. */
 	if ((v == WEBGATE_NO_CSRF || v == WEBGATE_BAD_ORIGIN) &&
-	    g.auth == WEBGATE_AUTH_NONE && rt != NULL &&
-	    rt->who == WHO_SESSION) {
+	    (g.auth == WEBGATE_AUTH_NONE ||
+	     (g.auth == WEBGATE_AUTH_COOKIE && a.s == NULL)) &&
+	    rt != NULL && rt->who == WHO_SESSION) {
 		answer_error(&a, &r, 401, "no_session", sess_why);
 		goto send;
 	}
@@ -539,6 +569,23 @@ web_hex(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/*
+ * Is next a path of ours to send a browser to after its login: '/', then
+ * only the bytes of a path and query (no second '/' first, no '\\', no
+ * blank or control byte, which browsers drop from a URL), at most 512?
+ */
+static int
+web_local_path(const char *next)
+{
+	size_t n;
+
+	if (next == NULL || next[0] != '/' || next[1] == '/' || next[1] == '\\')
+		return 0;
+	n = strspn(next, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                 "0123456789/-._~?=&%+");
+	return next[n] == '\0' && n <= 512;
+}
+
 static void
 login_form(struct ask *a, struct answer *r, int status, const char *message)
 {
@@ -565,7 +612,7 @@ login_form(struct ask *a, struct answer *r, int status, const char *message)
 		hbuf_lit(&r->body, "</p>");
 	}
 	hbuf_lit(&r->body, "<form method=post action=\"/login");
-	if (next != NULL && next[0] == '/' && next[1] != '/') {
+	if (web_local_path(next)) {
 		hbuf_lit(&r->body, "?next=");
 		html_url(&r->body, next, strlen(next));
 	}
@@ -604,9 +651,14 @@ route_login(struct ask *a, struct answer *r)
 		             "user and password are needed");
 		return;
 	}
+	/* Counted as a failure before the broker is asked, so that logins
+	 * made at once cannot all pass the check; a success clears it. */
 	pthread_mutex_lock(&c->sess_lock);
 	wait =
 	    ratelimit_check(&c->rl, a->client_ip, user, strlen(user), a->now);
+	if (wait == 0)
+		ratelimit_fail(&c->rl, a->client_ip, user, strlen(user),
+		               a->now);
 	pthread_mutex_unlock(&c->sess_lock);
 	if (wait > 0) {
 		r->retry_after = (int)((wait + 999) / 1000);
@@ -629,10 +681,6 @@ route_login(struct ask *a, struct answer *r)
 		pthread_mutex_destroy(&cs->mu);
 		free(cs);
 		if (refused) {
-			pthread_mutex_lock(&c->sess_lock);
-			ratelimit_fail(&c->rl, a->client_ip, user, strlen(user),
-			               a->now);
-			pthread_mutex_unlock(&c->sess_lock);
 			escape_bytes(user, strlen(user), 64, ESCAPE_QUOTED, who,
 			             sizeof(who));
 			log_info("console_login_failed", " user=\"%s\" from=%s",
@@ -644,6 +692,11 @@ route_login(struct ask *a, struct answer *r)
 				login_form(a, r, 401,
 				           "Wrong user name or password.");
 		} else {
+			/* Not the user's fault: the broker did not answer. */
+			pthread_mutex_lock(&c->sess_lock);
+			ratelimit_success(&c->rl, a->client_ip, user,
+			                  strlen(user));
+			pthread_mutex_unlock(&c->sess_lock);
 			answer_error(a, r, 502, "broker", err);
 		}
 		return;
@@ -651,6 +704,17 @@ route_login(struct ask *a, struct answer *r)
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	pthread_mutex_lock(&c->sess_lock);
 	ratelimit_success(&c->rl, a->client_ip, user, strlen(user));
+	if (websession_trim_user(&c->sessions, user, strlen(user),
+	                         CONSOLE_USER_SESSIONS, &evicted)) {
+		csess_gone(evicted, &later);
+		if (later != NULL) {
+			pthread_mutex_unlock(&c->sess_lock);
+			csess_close(later);
+			pthread_mutex_lock(&c->sess_lock);
+			later = NULL;
+		}
+		evicted = NULL;
+	}
 	s = websession_create(&c->sessions, user, strlen(user), control, cs,
 	                      a->now, token, &evicted, err, sizeof(err));
 	if (s != NULL)
@@ -687,10 +751,7 @@ route_login(struct ask *a, struct answer *r)
 	next = ask_arg(a, "next");
 	r->status = 303;
 	snprintf(r->location, sizeof(r->location), "%s",
-	         next != NULL && next[0] == '/' && next[1] != '/' &&
-	                 strchr(next, '\\') == NULL
-	             ? next
-	             : "/waiting");
+	         web_local_path(next) ? next : "/waiting");
 	r->type = "text/plain; charset=utf-8";
 	hbuf_lit(&r->body, "logged in\n");
 }
@@ -855,7 +916,8 @@ web_mhd_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\r\n")] = '\0';
-	log_warn("console_http_error", " reason=\"%s\"", line);
+	/* A client that went away says so here: debug, not to be flooded. */
+	log_debug("console_http_error", " reason=\"%s\"", line);
 }
 
 /* The Host values we answer to, and our origin (webgate.h). */
@@ -889,16 +951,44 @@ web_hosts(struct console *c, const char *host)
 		c->hosts[i] = c->hostbuf[i];
 }
 
+/*
+ * A listening socket on addr, its port in *port: bound before the server
+ * starts, so that the Host and Origin it accepts are known before the
+ * first request.  -1 with errno.
+ */
+static int
+web_listen(const struct addrinfo *ai, int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd, one = 1;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*port = ss.ss_family == AF_INET6
+	            ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+	            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
 int
 web_start(struct console *c, char *err, size_t size)
 {
 	struct addrinfo hints, *ai = NULL;
-	const union MHD_DaemonInfo *info;
 	char host[256], port[16];
 	const char *why;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
 	                 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-	int rc;
+	int rc, fd;
 
 	if (listen_parse(c->listen, host, sizeof(host), port, sizeof(port),
 	                 &why) < 0) {
@@ -916,24 +1006,28 @@ web_start(struct console *c, char *err, size_t size)
 	}
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	c->mhd = MHD_start_daemon(
-	    flags, 0, NULL, NULL, web_answer, c, MHD_OPTION_EXTERNAL_LOGGER,
-	    web_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONSOLE_CONNECTIONS,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(64u << 20),
-	    MHD_OPTION_NOTIFY_COMPLETED, web_completed, c, MHD_OPTION_END);
+	fd = web_listen(ai, &c->port);
 	freeaddrinfo(ai);
-	if (c->mhd == NULL) {
-		snprintf(err, size,
-		         "cannot listen on %s (address in use, or not this "
-		         "host's?)",
-		         c->listen);
+	if (fd < 0) {
+		snprintf(err, size, "cannot listen on %s: %s", c->listen,
+		         strerror(errno));
 		return -1;
 	}
-	info = MHD_get_daemon_info(c->mhd, MHD_DAEMON_INFO_BIND_PORT);
-	c->port = info != NULL ? (int)info->port : 0;
 	web_hosts(c, host[0] != '\0' ? host : "127.0.0.1");
+	c->mhd = MHD_start_daemon(
+	    flags, 0, NULL, NULL, web_answer, c, MHD_OPTION_EXTERNAL_LOGGER,
+	    web_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONSOLE_CONNECTIONS,
+	    /* one address may not take every connection (and thread) */
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)CONSOLE_PER_IP,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(64u << 20),
+	    MHD_OPTION_NOTIFY_COMPLETED, web_completed, c, MHD_OPTION_END);
+	if (c->mhd == NULL) {
+		close(fd);
+		snprintf(err, size, "cannot serve on %s", c->listen);
+		return -1;
+	}
 	return 0;
 }
 
