@@ -355,4 +355,5 @@ clean:
 # Not build/cascade-ctl.d or cascade-bench.d: they name the one file each
 # tool was, which would stop a build directory from before the move.
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
-	$(BENCH_OBJS:.o=.d) $(UNIT_BINS:=.d) $(BUILD)/cascade-publish.d
+	$(BENCH_OBJS:.o=.d) $(CONSOLE_OBJS:.o=.d) $(UNIT_BINS:=.d) \
+	$(BUILD)/cascade-publish.d

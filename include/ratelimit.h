@@ -110,4 +110,13 @@ void ratelimit_fail(struct ratelimit *rl, const char *addr, const char *user,
 void ratelimit_success(struct ratelimit *rl, const char *addr, const char *user,
                        size_t user_len);
 
+/*
+ * A login counted as a failure before it was tried (ratelimit_fail, so
+ * that attempts made at once cannot all pass ratelimit_check) that did
+ * not fail: take back its count from the address and the global limits,
+ * and clear the (address, user) failures as ratelimit_success does.
+ */
+void ratelimit_refund(struct ratelimit *rl, const char *addr, const char *user,
+                      size_t user_len);
+
 #endif

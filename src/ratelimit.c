@@ -126,6 +126,15 @@ ring_push(int64_t *t, unsigned size, unsigned *head, unsigned *count,
 	*head = (*head + 1) % size;
 }
 
+/* Forget the newest time of a ring (a refund): when it was full, the
+ * oldest it overwrote stays forgotten, which only counts one fewer. */
+static void
+ring_pop(unsigned *count)
+{
+	if (*count > 0)
+		(*count)--;
+}
+
 /* Whether e still counts a failure at now (its newest is in the window). */
 static int
 is_live(const struct ratelimit_entry *e, int64_t now)
@@ -345,4 +354,20 @@ ratelimit_success(struct ratelimit *rl, const char *addr, const char *user,
 		return;
 	if ((i = find(rl, &ku)) != NIL)
 		drop(rl, i);
+}
+
+void
+ratelimit_refund(struct ratelimit *rl, const char *addr, const char *user,
+                 size_t user_len)
+{
+	struct key ka = make_key(addr, NULL, 0, 0);
+	uint32_t i;
+
+	ring_pop(&rl->global_count);
+	if (rl->max != 0 && (i = find(rl, &ka)) != NIL) {
+		unsigned count = rl->e[i].count;
+		ring_pop(&count);
+		rl->e[i].count = (uint8_t)count;
+	}
+	ratelimit_success(rl, addr, user, user_len);
 }

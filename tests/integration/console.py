@@ -333,23 +333,30 @@ class Session:
             self.user = user
         return a
 
-    def login_form(self, user, password):
+    def login_form(self, user, password, next=None, host=None):
         """As a browser: GET /login (its pre token, field and cookie),
         POST the form from the console's origin, keep the session cookie,
         and take the CSRF token from a page (<meta name="csrf">, else a
-        hidden csrf field).  The POST's answer."""
-        form = self.raw("GET", "/login", page=True, bearer=False)
+        hidden csrf field).  The POST's answer.  next: the page to come
+        back to (?next=); host: the Host the browser names, and the
+        origin it posts from (http://host)."""
+        path = "/login"
+        if next is not None:
+            path += "?" + urllib.parse.urlencode({"next": next})
+        extra = {"Host": host} if host else {}
+        origin = "http://" + host if host else self.console.origin
+        form = self.raw("GET", path, page=True, bearer=False,
+                        headers=extra)
         assert form.status == 200, form
         inputs, _ = page_fields(form.text)
         assert "pre" in inputs, "no hidden pre field in /login:\n" + \
             form.text[:3000]
-        a = self.raw("POST", "/login",
+        a = self.raw("POST", path,
                      urllib.parse.urlencode({"user": user,
                                              "password": password,
                                              "pre": inputs["pre"]}),
-                     {"Content-Type": FORM,
-                      "Origin": self.console.origin}, page=True,
-                     bearer=False)
+                     dict({"Content-Type": FORM, "Origin": origin},
+                          **extra), page=True, bearer=False)
         self.login_answer = a
         if a.status in (200, 302, 303) and self.cookies:
             self.user = user

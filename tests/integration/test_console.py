@@ -952,3 +952,83 @@ def test_the_console_still_runs(con, d):
     """After all of the above."""
     assert con.proc.poll() is None, con.log()[-3000:]
     assert d.proc.poll() is None, d.log()[-3000:]
+
+
+# What an adversarial review found, each kept from coming back.
+
+def test_a_message_id_of_control_bytes_opens_and_the_console_lives(
+        d, people, guest, alice, con):
+    """200 control bytes escape to more than 4 KiB: the page still shows
+    them, as text, and the console goes on."""
+    q = guest.queue()
+    mid = "\x01" * 200 + uuid.uuid4().hex[:8]
+    people["alice"].delayed(d.prefix, q, mid, "1h")
+    cid = wait_row(alice, mid)["cascade_id"]
+    a = alice.get("/waiting/" + cid, page=True)
+    assert a.status == 200 and "<span class=ctl>\\x01</span>" in a.text, a
+    assert con.proc.poll() is None
+    assert alice.get("/waiting/" + cid).status == 200
+
+
+@pytest.mark.parametrize("nxt", ["/\t/evil.example/x", "//evil.example",
+                                 "/\\evil.example", "https://evil.example",
+                                 "/waiting\r\nSet-Cookie: x=1"])
+def test_a_login_never_sends_the_browser_elsewhere(con, people, nxt):
+    s = con.session()
+    a = s.login_form(people["bob"].name, people["bob"].password, next=nxt)
+    assert a.status == 303 and a.header("Location") == "/waiting", a
+
+
+def test_a_login_comes_back_to_a_page_of_ours(con, people):
+    s = con.session()
+    a = s.login_form(people["bob"].name, people["bob"].password,
+                     next="/series?x=1")
+    assert a.status == 303 and a.header("Location") == "/series?x=1", a
+
+
+def test_an_exact_search_counts_only_what_the_user_may_see(alice, ops, d,
+                                                           guest):
+    """bob's and nobody's messages are not in alice's histogram, with or
+    without a search."""
+    anon(guest, d, guest.queue(), uid("not-alices"), "10m")
+    data = alice.get_json("/waiting", q="no-such-message-id").data
+    h = data["histogram"]
+    assert (data["matched"], h["late"] + sum(h["hour"]) + sum(h["day"]) +
+            sum(h["week"]) + h["later"]) == (0, 0), data
+    mine = alice.get_json("/waiting").data
+    assert sum(mine["histogram"]["week"]) + mine["histogram"]["later"] + \
+        mine["histogram"]["late"] == mine["waiting"], mine
+
+
+def test_logins_made_at_once_meet_the_limit_too(con):
+    """Twelve wrong logins for one user at the same moment: at most five
+    reach the broker (401), the rest are 429."""
+    name = uid("parallel")
+    got = []
+
+    def one(n):
+        got.append(con.session().login(name, "wrong-%d" % n).status)
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(got).count(401) <= 5 and len(got) == 12 and \
+        set(got) <= {401, 429}, got
+
+
+def test_a_stale_cookie_on_a_post_is_401(con, victim):
+    s = con.session()
+    s.cookies["cascade_session"] = "0" * 64
+    a = s.raw("POST", "/waiting/%s/cancel" % victim["cascade_id"], "",
+              {"Content-Type": FORM, "Accept": "application/json"})
+    refused(a, 401, "no_session")
+
+
+def test_a_form_posted_from_localhost_is_ours(con, people):
+    """The console answers at localhost:PORT as at 127.0.0.1:PORT: a form
+    posted from there is not another site's."""
+    s = con.session()
+    a = s.login_form(people["bob"].name, people["bob"].password,
+                     host="localhost:%d" % con.port)
+    assert a.status == 303, a

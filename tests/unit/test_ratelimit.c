@@ -345,3 +345,25 @@ Test(ratelimit, init_bounds)
 	ratelimit_free(&r);
 	ratelimit_free(&r);
 }
+
+Test(ratelimit, a_refunded_attempt_counts_nowhere)
+{
+	/* Forty logins from one address, each counted as it is made and
+	 * refunded once it succeeds: the address is never limited. */
+	for (int i = 0; i < 40; i++) {
+		cr_assert_eq(check("192.0.2.9", "alice", T0 + i), 0, "login %d",
+		             i);
+		fail("192.0.2.9", "alice", T0 + i);
+		ratelimit_refund(&rl, "192.0.2.9", "alice", 5);
+	}
+	/* A failure stays counted: five of them, then refused. */
+	for (int i = 0; i < 5; i++)
+		fail("192.0.2.9", "bob", T0 + 100 + i);
+	cr_assert_gt(check("192.0.2.9", "bob", T0 + 110), 0);
+	/* A refund of a full ring takes back its newest only. */
+	for (int i = 0; i < 15; i++)
+		fail("192.0.2.9", nth_user(i), T0 + 200 + i);
+	cr_assert_gt(check("192.0.2.9", "carol", T0 + 300), 0);
+	ratelimit_refund(&rl, "192.0.2.9", nth_user(14), strlen(nth_user(14)));
+	cr_assert_eq(check("192.0.2.9", "carol", T0 + 300), 0);
+}

@@ -694,8 +694,8 @@ route_login(struct ask *a, struct answer *r)
 		} else {
 			/* Not the user's fault: the broker did not answer. */
 			pthread_mutex_lock(&c->sess_lock);
-			ratelimit_success(&c->rl, a->client_ip, user,
-			                  strlen(user));
+			ratelimit_refund(&c->rl, a->client_ip, user,
+			                 strlen(user));
 			pthread_mutex_unlock(&c->sess_lock);
 			answer_error(a, r, 502, "broker", err);
 		}
@@ -703,7 +703,7 @@ route_login(struct ask *a, struct answer *r)
 	}
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	pthread_mutex_lock(&c->sess_lock);
-	ratelimit_success(&c->rl, a->client_ip, user, strlen(user));
+	ratelimit_refund(&c->rl, a->client_ip, user, strlen(user));
 	if (websession_trim_user(&c->sessions, user, strlen(user),
 	                         CONSOLE_USER_SESSIONS, &evicted)) {
 		csess_gone(evicted, &later);
