@@ -1031,6 +1031,15 @@ web_start(struct console *c, char *err, size_t size)
 	return 0;
 }
 
+static void
+web_close_conn(void *conn)
+{
+	struct csess *cs = conn;
+
+	/* The server is stopped: no request holds it any more. */
+	csess_close(cs);
+}
+
 void
 web_stop(struct console *c)
 {
@@ -1040,4 +1049,6 @@ web_stop(struct console *c)
 	if (c->mhd != NULL)
 		MHD_stop_daemon(c->mhd);
 	c->mhd = NULL;
+	/* Every session's connection closed, as at logout. */
+	websession_free(&c->sessions, web_close_conn);
 }
