@@ -15,6 +15,8 @@ DAEMON_SRCS := $(sort $(wildcard src/daemon*.c)) src/main.c
 LIB_SRCS := $(filter-out $(DAEMON_SRCS),$(sort $(wildcard src/*.c)))
 CTL_SRCS := $(sort $(wildcard tools/ctl/*.c))
 BENCH_SRCS := $(sort $(wildcard tools/benchmark/*.c))
+CONSOLE_SRCS := $(sort $(wildcard tools/console/*.c))
+CONSOLE_ASSETS := $(sort $(wildcard tools/console/assets/*))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -44,19 +46,22 @@ DAEMON_OBJS := $(DAEMON_SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 CTL_OBJS := $(CTL_SRCS:tools/ctl/%.c=$(BUILD)/obj/ctl/%.o)
 BENCH_OBJS := $(BENCH_SRCS:tools/benchmark/%.c=$(BUILD)/obj/benchmark/%.o)
+CONSOLE_OBJS := $(CONSOLE_SRCS:tools/console/%.c=$(BUILD)/obj/console/%.o) \
+	$(BUILD)/obj/console/gen_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
-	test-soak check check-calls \
-	run deps \
+	test-soak test-browser check check-calls \
+	run deps deps-browser \
 	fuzz install \
 	uninstall \
 	format format-check clean
 
-TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl
+TOOLS := $(BUILD)/cascade-publish $(BUILD)/cascade-bench $(BUILD)/cascade-ctl \
+	$(BUILD)/cascade-console
 
 all: $(BUILD)/cascade $(TOOLS)
 
@@ -71,6 +76,17 @@ $(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
 
 $(BUILD)/cascade-ctl: $(CTL_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIB) $(LDLIBS)
+
+# cascade-console: tools/console/*.c, and its browser assets built in as
+# C arrays (tools/console/gen-assets: coreutils and sed only).
+$(BUILD)/cascade-console: $(CONSOLE_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CONSOLE_OBJS) $(LIB) $(LDLIBS) -lpthread
+$(BUILD)/gen/console_assets.c: tools/console/gen-assets $(CONSOLE_ASSETS)
+	@mkdir -p $(dir $@)
+	sh tools/console/gen-assets $@ $(CONSOLE_ASSETS)
+$(BUILD)/obj/console/gen_assets.o: $(BUILD)/gen/console_assets.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/console $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 ifneq ($(BENCH_SRCS),)
 $(BUILD)/cascade-bench: $(BENCH_OBJS) $(LIB)
@@ -101,7 +117,8 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_sort.o \
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests, the alert rules' tests and the integration tests that need
-# one broker.
+# one broker, but the browser's (test-browser: its packages are some 400 MB
+# that this tier does without; make check runs it).
 test: deps
 	$(MAKE) unit test-alerts integration
 
@@ -111,12 +128,12 @@ test: deps
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps
+check: deps deps-browser
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps
+check-full: deps deps-browser
 	tools/check --full
 
 unit: $(UNIT_BINS)
@@ -141,7 +158,8 @@ PYTEST_BASE := CASCADE_BUILD=$(BUILD) \
 	--durations=5 --dist loadgroup
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
-	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak" \
+	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak \
+		and not browser" \
 		$(PYTEST_ARGS) $(TESTS)
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
@@ -212,6 +230,15 @@ test-soak: deps
 	$(MAKE) all
 	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) $(TESTS)
 
+# The console in a real browser (tests/integration/test_console_browser.py):
+# Debian's chromium, chromedriver and selenium, which deps-browser
+# installs (some 400 MB; make test does without them), one test of about
+# 40 s, screenshots in $(BUILD)/console-screenshots/.
+test-browser: deps deps-browser
+	$(MAKE) all
+	$(PYTEST_BASE) -n 0 -m browser $(PYTEST_ARGS) \
+		tests/integration/test_console_browser.py
+
 # Runs the daemon in the foreground; starts a private RabbitMQ when
 # CASCADE_BROKER_URL is not set.
 run: deps
@@ -234,14 +261,18 @@ test-alerts:
 check-calls: all
 	tools/call-cycles $(LIB_OBJS)
 	tools/call-cycles $(CTL_OBJS)
+	tools/call-cycles $(CONSOLE_OBJS)
 	tools/call-cycles $(DAEMON_OBJS)
 
 deps:
 	@tools/install-deps
 
+deps-browser:
+	@tools/install-deps --browser
+
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
-FUZZERS := duration config headers records zone cron
+FUZZERS := duration config headers records zone cron form
 FUZZ_SRCS := $(LIB_SRCS)
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
@@ -270,7 +301,7 @@ SBINDIR ?= $(PREFIX)/sbin
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-MANPAGES := conf/cascade.8 conf/cascade-ctl.8
+MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8
 INSTALL_SED := sed -e 's|/usr/sbin/cascade|$(SBINDIR)/cascade|g' \
 	-e 's|/etc/cascade/|$(SYSCONFDIR)/cascade/|g'
 
@@ -283,6 +314,8 @@ install: all
 	$(INSTALL_SED) conf/cascade.service > $(DESTDIR)$(UNITDIR)/cascade.service
 	$(INSTALL_SED) conf/cascade.8 > $(DESTDIR)$(MANDIR)/man8/cascade.8
 	$(INSTALL_SED) conf/cascade-ctl.8 > $(DESTDIR)$(MANDIR)/man8/cascade-ctl.8
+	$(INSTALL_SED) conf/cascade-console.8 > \
+		$(DESTDIR)$(MANDIR)/man8/cascade-console.8
 	chmod 644 $(DESTDIR)$(UNITDIR)/cascade.service \
 		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%)
 	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \
@@ -322,4 +355,5 @@ clean:
 # Not build/cascade-ctl.d or cascade-bench.d: they name the one file each
 # tool was, which would stop a build directory from before the move.
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
-	$(BENCH_OBJS:.o=.d) $(UNIT_BINS:=.d) $(BUILD)/cascade-publish.d
+	$(BENCH_OBJS:.o=.d) $(CONSOLE_OBJS:.o=.d) $(UNIT_BINS:=.d) \
+	$(BUILD)/cascade-publish.d

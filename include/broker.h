@@ -52,6 +52,29 @@ amqp_connection_state_t broker_connect_which(const struct config *cfg,
                                              char *err, size_t errsize);
 
 /*
+ * A login's user name and password: at most this many bytes, as
+ * RabbitMQ's own tools take them, and no NUL byte.
+ */
+#define BROKER_CREDENTIAL_MAX 255
+
+/*
+ * Connect as someone else than cascade: the console's login checks a
+ * user's password by connecting as them (docs/console-design.md 3).  Each
+ * URL of [broker] url in turn gives the host, port, vhost and TLS
+ * settings (client certificate included); user and password replace the
+ * URL's own and [broker] password_file, and go nowhere else (err never
+ * holds the password).  The first that connects is left in url.  A login
+ * the broker refuses ends the attempts.  heartbeat_s 0 asks for none: the
+ * socket gets SO_KEEPALIVE instead.  Returns NULL with a reason in err,
+ * without connecting when user is empty or either is over
+ * BROKER_CREDENTIAL_MAX bytes or holds a NUL byte.
+ */
+amqp_connection_state_t
+broker_connect_user(const struct config *cfg, amqp_bytes_t user,
+                    amqp_bytes_t password, int heartbeat_s, char *url,
+                    size_t urlsize, char *err, size_t errsize);
+
+/*
  * The broker sends content-header frames larger than the negotiated
  * frame_max: 8 bytes more from a publisher (RabbitMQ's frame size fudge),
  * and more again when dead-lettering adds x-death and x-*-death-* to a

@@ -140,6 +140,21 @@ enum tail_mode {
 	X(events, series_window, DUR, "1d", 3600000LL, 2592000000LL, NULL,     \
 	  "how long P.series keeps repeats' records; a daemon writes a "       \
 	  "series' record again when a quarter of it has passed")              \
+	X(console, listen, STR, "127.0.0.1:8080", 1, 255, NULL,                \
+	  "cascade-console: HOST:PORT it serves on; off loopback only "        \
+	  "with an https public_url")                                          \
+	X(console, public_url, STR, "", 0, 255, NULL,                          \
+	  "cascade-console: its address as browsers reach it behind a "        \
+	  "proxy (https://host); empty: the listen address")                   \
+	X(console, session_idle, DUR, "30m", 1000, 86400000LL, NULL,           \
+	  "cascade-console: a session unused this long ends")                  \
+	X(console, session_max, DUR, "8h", 1000, 604800000LL, NULL,            \
+	  "cascade-console: a session ends this long after its login")         \
+	X(console, max_sessions, UINT, "64", 1, 4096, NULL,                    \
+	  "cascade-console: sessions at once (each a broker connection)")      \
+	X(console, metrics, STR, "", 0, CONFIG_STR_MAX - 1, NULL,              \
+	  "cascade-console: the daemons' [metrics] listen addresses for "      \
+	  "the Health page (, or space apart); empty: [metrics] listen")       \
 	X(metrics, listen, STR, "127.0.0.1:9464", 0, 255, NULL,                \
 	  "HOST:PORT for /metrics and /healthz; empty turns them off")         \
 	X(log, level, ENUM, "info", 0, 0,                                      \

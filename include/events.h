@@ -186,6 +186,20 @@ int events_request(const amqp_basic_properties_t *props, int64_t until,
                    int64_t now, struct event *e, const char **why);
 
 /*
+ * The inverse of events_request: the properties of a message that, published
+ * to P, asks the daemons for request e (kind cancel, reschedule, pause or
+ * resume; e->target for a target's).  This is how a publisher asks, who
+ * may write to P only (docs/security.md): the request header naming
+ * e->cancel, x-cascade-cancel-park when e->park, x-deliver-at = e->due
+ * for a reschedule, and user-id = e->requester when set, which RabbitMQ
+ * checks against the connection.  The header table comes from pool.  -1
+ * when e is not such a request, names nothing or over 255 bytes, or out
+ * of memory.
+ */
+int events_request_props(const struct event *e, amqp_pool_t *pool,
+                         amqp_basic_properties_t *out);
+
+/*
  * x-cascade-superseded, a list of cascade ids separated by commas: the
  * next id of list from *off (1, with *id; empty ids and ids over 255
  * bytes are skipped), 0 at its end.

@@ -19,6 +19,14 @@
 #define JSON_CHAR_MAX 6
 
 /*
+ * Length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0: overlong
+ * forms, surrogates, code points beyond U+10FFFF and truncated sequences
+ * are not valid.  Exported so that whatever else checks UTF-8 (the
+ * console's forms and HTML) agrees with what JSON calls valid.
+ */
+size_t json_utf8_len(const unsigned char *s, size_t n);
+
+/*
  * The character at s[0..n) (n > 0), escaped into out.  Returns how many
  * bytes it wrote to out; *used is how many bytes of s it took.
  */

@@ -66,6 +66,13 @@ int topology_names(struct topology *t, const char *prefix,
 
 void topology_free(struct topology *t);
 
+/*
+ * The ladder and the names cfg gives (ladder_init, topology_names), for a
+ * tool that reads a checked configuration: 0, or -1 with why (static).
+ */
+int topology_of_config(struct topology *t, struct ladder *l,
+                       const struct config *cfg, const char **why);
+
 /* Shard s's delay queue of level k. */
 static inline const char *
 topology_delay(const struct topology *t, unsigned s, unsigned k)

@@ -47,10 +47,6 @@ struct waiting_fold {
 	/* Who may change what (requests.h): NULL, every request counts. */
 	const struct config *cfg;
 	char own_user[256];
-	/* Stream messages skipped, written by a user not cascade's own
-	 * (trust.h), and the first such writer (NUL-terminated). */
-	uint64_t untrusted;
-	char untrusted_writer[256];
 	/* Keep the copies of the messages these ids name (NULL: none). */
 	const amqp_bytes_t *want;
 	size_t nwant;

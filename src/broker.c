@@ -12,11 +12,13 @@
 #include <amqp_tcp_socket.h>
 #endif
 #include <arpa/inet.h>
+#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,44 +257,48 @@ broker_connect_which(const struct config *cfg, char *url, size_t urlsize,
 	return conn;
 }
 
-amqp_connection_state_t
-broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
-                   size_t errsize)
+/*
+ * Connect to the broker info names, logging in as user with password (the
+ * URL's own, or a console login's: broker_connect_user), asking for a
+ * heartbeat of heartbeat_s.  *refused is set when the broker answered the
+ * login with a close (bad credentials, no access to the vhost): another
+ * node of the same cluster would answer the same.
+ */
+static amqp_connection_state_t
+broker_connect_as(const struct config *cfg,
+                  const struct amqp_connection_info *info, const char *user,
+                  const char *password, int heartbeat_s, int *refused,
+                  char *err, size_t errsize)
 {
-	struct amqp_connection_info info;
 	struct timeval tv = {BROKER_SETUP_TIMEOUT, 0};
 	amqp_connection_state_t conn;
 	amqp_socket_t *sock;
 	amqp_rpc_reply_t r;
-	char url[CONFIG_STR_MAX], name[128], host[64];
+	char name[128], host[64];
 	amqp_table_entry_t caps[5], props[2];
 	amqp_table_t caps_t = {5, caps}, props_t = {2, props};
 	int status;
 
-	snprintf(url, sizeof(url), "%s", broker_url);
-	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
-		snprintf(err, errsize, "bad broker URL");
-		return NULL;
-	}
+	*refused = 0;
 	conn = amqp_new_connection();
 	if (conn == NULL) {
 		snprintf(err, errsize, "out of memory");
 		return NULL;
 	}
-	if (info.ssl)
+	if (info->ssl)
 		ERR_clear_error();
-	sock = info.ssl ? broker_tls_socket(conn, cfg, &info, err, errsize)
-	                : amqp_tcp_socket_new(conn);
+	sock = info->ssl ? broker_tls_socket(conn, cfg, info, err, errsize)
+	                 : amqp_tcp_socket_new(conn);
 	if (sock == NULL) {
-		if (!info.ssl)
+		if (!info->ssl)
 			snprintf(err, errsize, "cannot create socket");
 		goto fail;
 	}
-	status = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
+	status = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
 	if (status != AMQP_STATUS_OK) {
-		snprintf(err, errsize, "connect to %s:%d: %s", info.host,
-		         info.port, amqp_error_string2(status));
-		if (info.ssl)
+		snprintf(err, errsize, "connect to %s:%d: %s", info->host,
+		         info->port, amqp_error_string2(status));
+		if (info->ssl)
 			broker_tls_detail(err, errsize);
 		goto fail;
 	}
@@ -321,13 +327,13 @@ broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
 	props[1].value.kind = AMQP_FIELD_KIND_UTF8;
 	props[1].value.value.bytes = amqp_cstring_bytes(name);
 
-	r = amqp_login_with_properties(
-	    conn, info.vhost, 0, 131072, (int)(cfg->broker_heartbeat / 1000),
-	    &props_t, AMQP_SASL_METHOD_PLAIN, info.user,
-	    cfg->broker_password_set ? cfg->broker_password : info.password);
+	r = amqp_login_with_properties(conn, info->vhost, 0, 131072,
+	                               heartbeat_s, &props_t,
+	                               AMQP_SASL_METHOD_PLAIN, user, password);
 	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+		*refused = r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION;
 		broker_reply_string(r, "login", err, errsize);
-		if (info.ssl)
+		if (info->ssl)
 			broker_tls_detail(err, errsize);
 		goto fail;
 	}
@@ -355,6 +361,105 @@ broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
 fail:
 	amqp_destroy_connection(conn);
 	return NULL;
+}
+
+amqp_connection_state_t
+broker_connect_url(const struct config *cfg, const char *broker_url, char *err,
+                   size_t errsize)
+{
+	struct amqp_connection_info info;
+	char url[CONFIG_STR_MAX];
+	int refused;
+
+	snprintf(url, sizeof(url), "%s", broker_url);
+	if (amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
+		snprintf(err, errsize, "bad broker URL");
+		return NULL;
+	}
+	return broker_connect_as(
+	    cfg, &info, info.user,
+	    cfg->broker_password_set ? cfg->broker_password : info.password,
+	    (int)(cfg->broker_heartbeat / 1000), &refused, err, errsize);
+}
+
+/* A login's name or password: 0 when it may be sent, else -1 with err. */
+static int
+broker_credential_ok(amqp_bytes_t b, const char *what, int empty_ok, char *err,
+                     size_t errsize)
+{
+	if (b.len > BROKER_CREDENTIAL_MAX) {
+		snprintf(err, errsize, "%s: longer than %d bytes", what,
+		         BROKER_CREDENTIAL_MAX);
+		return -1;
+	}
+	if (b.len == 0 && !empty_ok) {
+		snprintf(err, errsize, "%s: empty", what);
+		return -1;
+	}
+	if (b.len > 0 && memchr(b.bytes, '\0', b.len) != NULL) {
+		snprintf(err, errsize, "%s: holds a NUL byte", what);
+		return -1;
+	}
+	return 0;
+}
+
+amqp_connection_state_t
+broker_connect_user(const struct config *cfg, amqp_bytes_t user,
+                    amqp_bytes_t password, int heartbeat_s, char *url,
+                    size_t urlsize, char *err, size_t errsize)
+{
+	struct amqp_connection_info info;
+	amqp_connection_state_t conn = NULL;
+	char parsed[CONFIG_STR_MAX], name[BROKER_CREDENTIAL_MAX + 1],
+	    pass[BROKER_CREDENTIAL_MAX + 1], why[512];
+	size_t len = 0;
+	int refused = 0, one = 1;
+
+	if (errsize > 0)
+		err[0] = '\0';
+	/* PLAIN carries both NUL-separated, and rabbitmq-c takes C strings:
+	 * a NUL inside would send another name than the one asked for. */
+	if (broker_credential_ok(user, "user name", 0, err, errsize) < 0 ||
+	    broker_credential_ok(password, "password", 1, err, errsize) < 0)
+		return NULL;
+	memcpy(name, user.bytes, user.len);
+	name[user.len] = '\0';
+	if (password.len > 0)
+		memcpy(pass, password.bytes, password.len);
+	pass[password.len] = '\0';
+	/*
+	 * Each URL in turn, for its host, port, vhost and TLS; never its user
+	 * or password, nor [broker] password_file.  A refusal ends the
+	 * attempts: every node of a cluster judges a login alike, and each try
+	 * is one more failure in the broker's log.  The error names hosts,
+	 * not URLs, which hold cascade's own user.
+	 */
+	for (unsigned i = 0; conn == NULL && !refused &&
+	                     config_broker_url(cfg, i, url, urlsize) == 0;
+	     i++) {
+		snprintf(parsed, sizeof(parsed), "%s", url);
+		/* config_load checked that each parses. */
+		if (amqp_parse_url(parsed, &info) != AMQP_STATUS_OK)
+			continue;
+		conn = broker_connect_as(cfg, &info, name, pass, heartbeat_s,
+		                         &refused, why, sizeof(why));
+		if (conn == NULL && len < errsize)
+			len += (size_t)snprintf(err + len, errsize - len,
+			                        "%s%s:%d: %s", len ? "; " : "",
+			                        info.host, info.port, why);
+	}
+	explicit_bzero(pass, sizeof(pass));
+	if (conn == NULL && len == 0)
+		snprintf(err, errsize, "no broker URL to connect to");
+	/* With heartbeat 0 (a console session's), TCP keepalive is what
+	 * finds a peer gone. */
+	if (conn != NULL && setsockopt(amqp_get_sockfd(conn), SOL_SOCKET,
+	                               SO_KEEPALIVE, &one, sizeof(one)) != 0) {
+		snprintf(err, errsize, "SO_KEEPALIVE: %s", strerror(errno));
+		amqp_destroy_connection(conn);
+		return NULL;
+	}
+	return conn;
 }
 
 int

@@ -327,9 +327,9 @@ config_handler(void *user, const char *section, const char *name,
 static int
 section_known(const char *name, size_t len)
 {
-	static const char *const known[] = {"broker", "topology", "router",
-	                                    "retry",  "events",   "metrics",
-	                                    "log"};
+	static const char *const known[] = {"broker",  "topology", "router",
+	                                    "retry",   "events",   "metrics",
+	                                    "console", "log"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)

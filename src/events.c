@@ -452,6 +452,45 @@ events_request(const amqp_basic_properties_t *props, int64_t until, int64_t now,
 	return 0;
 }
 
+int
+events_request_props(const struct event *e, amqp_pool_t *pool,
+                     amqp_basic_properties_t *out)
+{
+	amqp_table_t *t = &out->headers;
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < REQUEST_HEADERS; i++)
+		if (request_headers[i].kind == e->kind &&
+		    request_headers[i].target == (e->target != 0))
+			break;
+	/* What events_request would refuse is not built. */
+	if (i == REQUEST_HEADERS || e->cancel.len == 0 ||
+	    e->cancel.len > EVENTS_ID_MAX || e->requester.len > EVENTS_ID_MAX ||
+	    (e->kind == EVENT_RESCHEDULE && !time_ok(e->due)))
+		return -1;
+	out->_flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+	out->delivery_mode = 2;
+	if (e->requester.len > 0) {
+		out->_flags |= AMQP_BASIC_USER_ID_FLAG;
+		out->user_id = e->requester;
+	}
+	t->entries = amqp_pool_alloc(pool, 2 * sizeof(*t->entries));
+	if (t->entries == NULL)
+		return -1;
+	t->num_entries = 0;
+	headers_put_bytes(t, request_headers[i].header, e->cancel);
+	if (e->kind == EVENT_CANCEL && e->park) {
+		amqp_field_value_t park = {AMQP_FIELD_KIND_BOOLEAN, {0}};
+		park.value.boolean = 1;
+		headers_put_value(t, "x-cascade-cancel-park", &park);
+	}
+	/* Read as a delayed message's due time is (router.c). */
+	if (e->kind == EVENT_RESCHEDULE)
+		headers_put_i64(t, "x-deliver-at", e->due);
+	return 0;
+}
+
 void
 events_new_id(char out[17])
 {

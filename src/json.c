@@ -4,8 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0. */
-static size_t
+size_t
 json_utf8_len(const unsigned char *s, size_t n)
 {
 	size_t len;

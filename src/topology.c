@@ -522,3 +522,19 @@ topology_place(amqp_connection_state_t conn, amqp_channel_t ch,
 	}
 	return placed;
 }
+
+int
+topology_of_config(struct topology *t, struct ladder *l,
+                   const struct config *cfg, const char **why)
+{
+	if (ladder_init(l, cfg->topology_resolution, cfg->topology_factor,
+	                config_levels(cfg), why) < 0)
+		return -1;
+	if (topology_names(t, cfg->topology_prefix, l,
+	                   (unsigned)cfg->topology_shards,
+	                   (unsigned)cfg->topology_drain_shards) < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	return 0;
+}

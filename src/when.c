@@ -132,6 +132,11 @@ when_parse(const char *s, int64_t now, int64_t *out, char *why, size_t whysize)
 		snprintf(why, whysize, "neither a time nor a duration");
 		return -1;
 	}
+	if ((ms > 0 && now > INT64_MAX - ms) ||
+	    (ms < 0 && now < INT64_MIN - ms)) {
+		snprintf(why, whysize, "too far from now");
+		return -1;
+	}
 	*out = now + ms;
 	return 0;
 }

@@ -11,10 +11,10 @@ import plan
 from faults import kill_fast_daemons
 from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
 
-# Modules whose fixtures start brokers of their own for the module: under
-# pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
-# them once.
-ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
+# Modules whose fixtures start brokers (or, test_console, a daemon and a
+# console) of their own for the module: under pytest-xdist (make's
+# TEST_JOBS) each runs in one worker, which starts them once.
+ONE_WORKER = ("test_console", "test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
               "test_trust", "test_trust_records")
 
 
@@ -31,6 +31,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "newcomer: a fresh Debian root, make run in it (make "
         "test-newcomer); needs root and Debian's mirror")
+    config.addinivalue_line(
+        "markers", "browser: drives Debian's chromium through selenium "
+        "(make test-browser, which installs them); make test leaves it out")
     config.addinivalue_line(
         "markers", "xdist_group(name): pytest-xdist runs the group's tests "
         "in one worker (--dist loadgroup)")

@@ -35,6 +35,12 @@ PLAN = {
     "test_cli": (ONCE, "the command line and config: no broker behaviour"),
     "test_clients": (LADDER, "real clients' publishes as each broker and "
                      "rabbitmq-c take them; waiting changes nothing"),
+    "test_console": (EVERY, "the console over each broker's streams, "
+                     "logins and user-ids, each rabbitmq-c and "
+                     "libmicrohttpd; its actions ride each waiting mode"),
+    "test_console_browser": (HOST, "the pages in chromium: they do not "
+                             "vary by broker, and the Debian roots would "
+                             "need some 400 MB more for a browser"),
     "test_ctl": (EVERY, "passive declares (403 or 404), stream reading and "
                  "requeue through each broker"),
     "test_ctl::test_requeue_keeps_a_due_time_still_ahead": (

@@ -277,7 +277,9 @@ def test_reschedule_requests_survive_kill_9_mid_burst(client,
     started again, the daemon records every one; none is lost (some may
     be recorded twice: requests are delivered at least once)."""
     d = daemon_factory(ladder(*SHORT, router={"prefetch": "20"}))
-    names = burst(client, d, 300, uid("killed"))
+    # Enough that the kill, after the tenth is recorded, comes before the
+    # last: a daemon that ran free recorded 300 in the moment between.
+    names = burst(client, d, 1000, uid("killed"))
     d.wait_log("msg=cancel_recorded", 30, count=10)
     d.kill()
     assert recorded(d, names) < len(names), \

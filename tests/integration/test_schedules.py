@@ -214,8 +214,14 @@ def publish_due_burst(client, d, q, n, first_ms=1500):
 def check_paced(got, due, n, rate, span):
     assert len(got) == n, "%d of %d arrived" % (len(got), n)
     arrived = [p.message_id for _, p, _ in got]
-    # In the order they came due.
-    assert arrived == [mid for _, mid in due], arrived
+    # In the order they came due: but a delivery that comes back from the
+    # ladder after its slot (a loaded broker: CI's lanes share two cores)
+    # goes when it comes, so a few may pass a neighbour (CONTRACT 7.10).
+    order = {mid: i for i, (_, mid) in enumerate(due)}
+    moved = [(i, mid) for i, mid in enumerate(arrived)
+             if abs(order[mid] - i) > 0]
+    assert len(moved) <= n // 20 and \
+        all(abs(order[mid] - i) <= 2 for i, mid in moved), (moved, arrived)
     at = [t for t, _, _ in got]
     # Over about n / rate seconds, never more than the pace in a second.
     assert span * 0.9 <= at[-1] - at[0] <= span * 1.25 * LATE_SCALE, \

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "broker.h"
+#include "client.h"
 
 static struct broker_confirms c;
 static uint64_t settled[64];
@@ -183,4 +184,68 @@ Test(broker_confirms, closes_are_errors)
 	                 "channel closed by the broker: 404 NOT_FOUND - x");
 	cr_assert_eq(method(0, AMQP_CONNECTION_CLOSE_METHOD, &oc), -1);
 	cr_assert_str_eq(err, "connection closed by the broker: 320 FORCED");
+}
+
+/*
+ * broker_connect_user refuses, before connecting, what PLAIN cannot carry
+ * as given; its reasons never repeat the password.  With no URL to try,
+ * credentials it accepts get as far as the URLs and no further.
+ */
+static struct config nourl;
+
+static const char *
+login_refusal(amqp_bytes_t user, amqp_bytes_t pass)
+{
+	char url[CONFIG_STR_MAX];
+
+	cr_assert_null(broker_connect_user(&nourl, user, pass, 0, url,
+	                                   sizeof(url), err, sizeof(err)));
+	return err;
+}
+
+Test(broker_connect_user, refuses_what_plain_cannot_carry)
+{
+	static char longer[BROKER_CREDENTIAL_MAX + 1];
+	amqp_bytes_t nul_user = {3, "a\0b"}, nul_pass = {10, "sekrit\0xyz"};
+	amqp_bytes_t alice = amqp_cstring_bytes("alice");
+
+	memset(longer, 'a', sizeof(longer));
+	cr_assert_str_eq(login_refusal(nul_user, alice),
+	                 "user name: holds a NUL byte");
+	cr_assert_str_eq(login_refusal(alice, nul_pass),
+	                 "password: holds a NUL byte");
+	cr_assert_null(strstr(err, "sekrit"));
+	cr_assert_str_eq(login_refusal(amqp_empty_bytes, alice),
+	                 "user name: empty");
+	cr_assert_str_eq(
+	    login_refusal((amqp_bytes_t){sizeof(longer), longer}, alice),
+	    "user name: longer than 255 bytes");
+	cr_assert_str_eq(
+	    login_refusal(alice, (amqp_bytes_t){sizeof(longer), longer}),
+	    "password: longer than 255 bytes");
+	/* 255 bytes each, and an empty password, are the broker's to
+	 * judge. */
+	cr_assert_str_eq(
+	    login_refusal((amqp_bytes_t){BROKER_CREDENTIAL_MAX, longer},
+	                  (amqp_bytes_t){BROKER_CREDENTIAL_MAX, longer}),
+	    "no broker URL to connect to");
+	cr_assert_str_eq(login_refusal(alice, amqp_empty_bytes),
+	                 "no broker URL to connect to");
+}
+
+/* client_open_user: the same refusal, and no user taken from it. */
+Test(broker_connect_user, client_open_user_keeps_no_refused_user)
+{
+	static struct client cl;
+	static struct topology topo;
+	amqp_bytes_t nul_user = {3, "a\0b"};
+
+	strcpy(cl.user, "someone");
+	cr_assert_eq(client_open_user(&cl, &nourl, &topo, nul_user,
+	                              amqp_cstring_bytes("pw"), 0),
+	             -1);
+	cr_assert_null(cl.conn);
+	cr_assert_str_eq(cl.user, "");
+	cr_assert_eq(cl.as_user, 1);
+	cr_assert_str_eq(cl.err, "user name: holds a NUL byte");
 }

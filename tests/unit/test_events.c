@@ -389,6 +389,95 @@ Test(events, a_request_published_to_p_becomes_a_cancel_record)
 	cr_assert_eq(events_request(&p, 9000, 1000, &e, &why), -1);
 }
 
+/*
+ * A request built for P (events_request_props) is read back by the daemon
+ * (events_request) as it was asked, through the wire encoding; a
+ * reschedule's time is its x-deliver-at.
+ */
+Test(events, a_request_for_p_reads_back_as_built)
+{
+	static const struct {
+		enum event_kind kind;
+		int target, park;
+		const char *name, *header;
+	} cases[] = {
+	    {EVENT_CANCEL, 0, 0, "order-42", "x-cascade-cancel"},
+	    {EVENT_CANCEL, 0, 1, "0123456789abcdef", "x-cascade-cancel"},
+	    {EVENT_RESCHEDULE, 0, 0, "order-42", "x-cascade-reschedule"},
+	    {EVENT_PAUSE, 0, 0, "nightly", "x-cascade-pause"},
+	    {EVENT_RESUME, 0, 0, "nightly", "x-cascade-resume"},
+	    {EVENT_PAUSE, 1, 0, "orders/eu", "x-cascade-pause-target"},
+	    {EVENT_RESUME, 1, 0, "/jobs", "x-cascade-resume-target"},
+	};
+	amqp_pool_t pool, rd;
+	amqp_basic_properties_t p, wire;
+	struct event e, back;
+	const char *why;
+	char *buf = NULL;
+	size_t len, cap = 0, off;
+	int64_t at;
+
+	init_amqp_pool(&pool, 1024);
+	init_amqp_pool(&rd, 1024);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		e.kind = cases[i].kind;
+		e.target = cases[i].target;
+		e.park = cases[i].park;
+		e.cancel = b(cases[i].name);
+		e.due = e.kind == EVENT_RESCHEDULE ? 1700000090000 : 0;
+		e.requester = b("alice");
+		cr_assert_eq(events_request_props(&e, &pool, &p), 0);
+		cr_assert(events_is_request(&p));
+		cr_assert(headers_find(&p.headers, cases[i].header) != NULL);
+		len = off = 0;
+		cr_assert_eq(events_batch_add(&buf, &len, &cap, &p), 0);
+		cr_assert_eq(events_batch_next((amqp_bytes_t){len, buf}, &off,
+		                               &rd, &wire),
+		             1);
+		cr_assert_eq(events_request(&wire, 9000, 1000, &back, &why), 0,
+		             "case %zu: %s", i, why);
+		cr_assert_eq(back.kind, e.kind, "case %zu", i);
+		cr_assert_eq(back.target, e.target, "case %zu", i);
+		cr_assert_eq(back.park, e.park, "case %zu", i);
+		cr_assert(same(back.cancel, cases[i].name));
+		cr_assert(back.has_requester);
+		cr_assert(same(back.requester, "alice"));
+		cr_assert_eq(back.until, 9000);
+		if (e.kind == EVENT_RESCHEDULE) {
+			const amqp_field_value_t *v =
+			    headers_find(&wire.headers, "x-deliver-at");
+			cr_assert(v != NULL && headers_integer(v, &at) == 1);
+			cr_assert_eq(at, 1700000090000);
+		} else {
+			cr_assert_null(
+			    headers_find(&wire.headers, "x-deliver-at"));
+		}
+		recycle_amqp_pool(&pool);
+		recycle_amqp_pool(&rd);
+	}
+	/* Without a requester, no user-id: the daemon records none. */
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_CANCEL;
+	e.cancel = b("order-42");
+	cr_assert_eq(events_request_props(&e, &pool, &p), 0);
+	cr_assert_not(p._flags & AMQP_BASIC_USER_ID_FLAG);
+	cr_assert_eq(events_request(&p, 9000, 1000, &back, &why), 0);
+	cr_assert_eq(back.requester.len, 0);
+	/* What is not a request, or names nothing, is not built. */
+	e.cancel = amqp_empty_bytes;
+	cr_assert_eq(events_request_props(&e, &pool, &p), -1);
+	e.cancel = b("order-42");
+	e.kind = EVENT_SCHEDULED;
+	cr_assert_eq(events_request_props(&e, &pool, &p), -1);
+	e.kind = EVENT_RESCHEDULE;
+	e.due = -1;
+	cr_assert_eq(events_request_props(&e, &pool, &p), -1);
+	free(buf);
+	empty_amqp_pool(&pool);
+	empty_amqp_pool(&rd);
+}
+
 Test(events, records_of_a_route_carry_its_ids_and_target)
 {
 	amqp_basic_properties_t p;

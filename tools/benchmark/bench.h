@@ -6,11 +6,13 @@
  *   main.c     the command line and the dispatch
  *   run.c      `run`: publish, consume the target, report
  *   forward.c  `forward`: the plain forwarder of mode forward
- *   records.c  `records`: P.series filled as a long repeat leaves it
+ *   records.c  `records`: P.series filled as a long repeat leaves it,
+ *              or P.events as daemons leave it with N messages waiting
  *   queues.c   the queues both declare: the target, the TTL chains
  *   proc.c     CPU and RSS from /proc, finding beam.smp
  *   stats.c    the delay distributions, percentiles, the plot
  *   ids.c      `ids`: the memory a daemon spends per id it holds
+ *   cindex.c   `cindex`: the console's index, its memory and its speed
  */
 #ifndef CASCADE_BENCH_H
 #define CASCADE_BENCH_H
@@ -39,7 +41,10 @@ struct opts {
 	const char *target;
 	const char *target_type; /* quorum (default) or classic */
 	const char *json;
-	const char *stream; /* records: series or cancels */
+	const char *stream;  /* records: series or cancels */
+	const char *kind;    /* records: scheduled (P.events); NULL: stream */
+	unsigned copy_bytes; /* records --kind scheduled: each copy's size */
+	double delivered;    /* records --kind scheduled: fraction ended */
 	const char *plot;
 	uint64_t count;
 	double rate; /* messages/s; 0: as fast as confirms allow */
@@ -66,6 +71,9 @@ int run_measure(const struct opts *o);
 /* ids.c */
 int ids_main(int argc, char *argv[]);
 int cron_main(int argc, char *argv[]);
+
+/* cindex.c */
+int cindex_main(int argc, char *argv[]);
 
 /* forward.c */
 int forward_run(const struct opts *o);

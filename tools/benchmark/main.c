@@ -5,6 +5,9 @@
  *   cascade-bench run [options]      publish, consume the target, report
  *   cascade-bench forward [options]  the plain forwarder (mode forward)
  *   cascade-bench records -n N       P.series as a repeat leaves it
+ *   cascade-bench records --kind scheduled -n N
+ *                                    P.events with N messages scheduled
+ *   cascade-bench cindex [-n N]      the console's index, in memory
  *
  * Each message carries its id and due time in its body, so lateness is
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
@@ -32,12 +35,26 @@ usage(FILE *fp)
 	    "       cascade-bench ids [-n N]   bytes per id held in memory\n"
 	    "       cascade-bench cron [-n N]  CPU per cron call (parse, next, "
 	    "count)\n"
+	    "       cascade-bench cindex [-n N]  the console's index: bytes "
+	    "per message,\n"
+	    "                        time to add N, pages, searches, "
+	    "histogram\n"
 	    "       cascade-bench records [-c FILE] [-p P] [--stream S] -n N\n"
 	    "                        write N series records (one series of "
 	    "every 1s)\n"
 	    "                        into P.S: series (default), or cancels "
 	    "as versions\n"
 	    "                        before P.series wrote them\n"
+	    "       cascade-bench records [-c FILE] [-p P] --kind scheduled "
+	    "-n N\n"
+	    "                        [--copy-bytes B] [--delivered-fraction "
+	    "F] [--seed S]\n"
+	    "                        write N scheduled records into "
+	    "P.events in batches,\n"
+	    "                        as the daemon does; the fraction F "
+	    "of them also\n"
+	    "                        delivered (history), the rest "
+	    "waiting\n"
 	    "\n"
 	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
 	    "  -n, --count N         messages (default 10000)\n"
@@ -96,6 +113,9 @@ main(int argc, char *argv[])
 	    {"dist", required_argument, NULL, 'D'},
 	    {"seed", required_argument, NULL, 'E'},
 	    {"stream", required_argument, NULL, 'Z'},
+	    {"kind", required_argument, NULL, 'K'},
+	    {"copy-bytes", required_argument, NULL, 'C'},
+	    {"delivered-fraction", required_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -108,6 +128,8 @@ main(int argc, char *argv[])
 		return ids_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "cron") == 0)
 		return cron_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cindex") == 0)
+		return cindex_main(argc - 1, argv + 1);
 	if (argc < 2 ||
 	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0 &&
 	     strcmp(argv[1], "records") != 0)) {
@@ -237,6 +259,31 @@ main(int argc, char *argv[])
 				return 2;
 			}
 			o.stream = optarg;
+			break;
+		case 'K':
+			if (strcmp(optarg, "scheduled") != 0) {
+				fprintf(stderr,
+				        "cascade-bench: --kind: scheduled\n");
+				return 2;
+			}
+			o.kind = optarg;
+			break;
+		case 'C':
+			o.copy_bytes = (unsigned)strtoul(optarg, NULL, 10);
+			if (o.copy_bytes > 60000) {
+				fprintf(stderr, "cascade-bench: --copy-bytes: "
+				                "at most 60000\n");
+				return 2;
+			}
+			break;
+		case 'F':
+			o.delivered = strtod(optarg, NULL);
+			if (!(o.delivered >= 0 && o.delivered <= 1)) {
+				fprintf(stderr,
+				        "cascade-bench: "
+				        "--delivered-fraction: 0 to 1\n");
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -16,12 +16,8 @@
 
 #include "ctl.h"
 #include "duration.h"
-#include "envelope.h"
-#include "headers.h"
+#include "request.h"
 #include "when.h"
-
-/* A cancellation of waiting messages holds this long past their due time. */
-#define CANCEL_MARGIN_MS 86400000LL
 
 /* The options and operands of cancel and reschedule. */
 static struct {
@@ -116,113 +112,10 @@ reschedule_operands(int n, char **v)
 	return request_operands("reschedule", n, v);
 }
 
-/* Whether headers key is one a copy gets afresh. */
-static int
-copy_drops(amqp_bytes_t key)
-{
-	return headers_key_is(key, "x-cascade-due") ||
-	       headers_key_is(key, "x-cascade-copied") ||
-	       headers_key_is(key, "x-remaining-delay");
-}
-
-/*
- * Publish w again from its copy, due at due, as a copy made at `at`, into
- * the first shard's return queue: a daemon routes it from there as a
- * message back from a delay level.  0, or -1 with c->err.
- */
-static int
-publish_copy(struct ctl *c, const struct waiting *w, int64_t due, int64_t at)
-{
-	amqp_basic_properties_t props;
-	amqp_bytes_t body;
-	amqp_table_t h;
-	amqp_pool_t pool;
-	const char *why;
-	char user[256];
-	int rc = -1;
-
-	init_amqp_pool(&pool, 4096);
-	if (envelope_decode(w->copy, &pool, &props, &body, &why) < 0) {
-		snprintf(c->err, sizeof(c->err),
-		         "the copy of %.*s in %s does not decode: %s",
-		         (int)w->id.len, (const char *)w->id.bytes,
-		         c->topo.events, why);
-		goto out;
-	}
-	if (headers_filter((props._flags & AMQP_BASIC_HEADERS_FLAG)
-	                       ? &props.headers
-	                       : NULL,
-	                   copy_drops, 2, &pool, &h) < 0) {
-		snprintf(c->err, sizeof(c->err), "out of memory");
-		goto out;
-	}
-	headers_put_i64(&h, "x-cascade-due", due);
-	headers_put_i64(&h, "x-cascade-copied", at);
-	props.headers = h;
-	props._flags |= AMQP_BASIC_HEADERS_FLAG;
-	/* As ctl's user, a control user: the daemons take from a return
-	 * queue only what their own users put there (trust.h). */
-	if (config_broker_user(&c->cfg, user, sizeof(user)) == 0) {
-		props._flags |= AMQP_BASIC_USER_ID_FLAG;
-		props.user_id = amqp_cstring_bytes(user);
-	}
-	rc = session_publish(c, c->topo.ret[0], &props, body);
-out:
-	empty_amqp_pool(&pool);
-	return rc;
-}
-
-/*
- * A reschedule of id to due, recorded at `at`: publish a copy, due then,
- * of each waiting message it names that would come back to a daemon after
- * due (it waits in a delay level or holding queue until its own time),
- * when its scheduled record carries one.  Their cascade ids go into
- * e->superseded, from pool: only messages user (ctl's; empty: none)
- * may change (requests.h).  0, or -1 with c->err.
- */
-static int
-reschedule_copies(struct ctl *c, struct waiting_fold *f, const char *user,
-                  amqp_bytes_t id, int64_t due, struct event *e,
-                  amqp_pool_t *pool)
-{
-	struct waiting **ws;
-	char *ids;
-	size_t len = 0;
-	long n;
-	int rc = 0, control;
-
-	if (user[0] == '\0')
-		return 0;
-	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
-	if ((n = waiting_named(f, id, &ws)) <= 0) {
-		if (n < 0)
-			snprintf(c->err, sizeof(c->err), "out of memory");
-		return n < 0 ? -1 : 0;
-	}
-	if ((ids = amqp_pool_alloc(pool, (size_t)n * 256)) == NULL) {
-		free(ws);
-		snprintf(c->err, sizeof(c->err), "out of memory");
-		return -1;
-	}
-	for (long i = 0; i < n && rc == 0; i++) {
-		const struct waiting *w = ws[i];
-
-		if (!waiting_needs_copy(f, w, due, e->at,
-		                        amqp_cstring_bytes(user), control))
-			continue;
-		if ((rc = publish_copy(c, w, due, e->at)) < 0)
-			break;
-		events_superseded_append(ids, &len, w->id);
-	}
-	e->superseded = (amqp_bytes_t){len, ids};
-	free(ws);
-	return rc;
-}
-
 /*
  * Record a request in P.cancels for each id that names a waiting message
  * (or for every id, with --force).  0 every id recorded, 1 an id named
- * nothing and was not recorded, -1 with c->err.
+ * nothing and was not recorded, -1 with c->cl.err.
  */
 static int
 request_run(struct ctl *c)
@@ -231,19 +124,16 @@ request_run(struct ctl *c)
 	struct event e;
 	amqp_bytes_t *want = NULL;
 	amqp_pool_t pool;
-	char ctl_user[256];
 	int rc = -1, unmatched = 0;
-	int64_t due = 0, last_at = 0;
+	int64_t due = 0, at, last_at = 0;
 	const char *what = opts.reschedule ? "reschedule" : "cancel";
 
 	init_amqp_pool(&pool, 1024);
 	session_fold_init(c, &f);
-	if (config_broker_user(&c->cfg, ctl_user, sizeof(ctl_user)) < 0)
-		ctl_user[0] = '\0';
 	if (opts.reschedule) {
 		/* The copies of the messages these ids name, and no more. */
 		if ((want = calloc((size_t)opts.nids, sizeof(*want))) == NULL) {
-			snprintf(c->err, sizeof(c->err), "out of memory");
+			snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 			goto out;
 		}
 		for (int i = 0; i < opts.nids; i++)
@@ -251,14 +141,15 @@ request_run(struct ctl *c)
 		f.want = want;
 		f.nwant = (size_t)opts.nids;
 	}
-	if (stream_fold(c, &f) < 0 || stream_exists(c, c->topo.cancels) < 0)
+	if (stream_fold(c, &f) < 0 ||
+	    client_stream_exists(&c->cl, c->topo.cancels) < 0)
 		goto out;
 	if (opts.reschedule) {
 		due = opts.has_at ? opts.at : duration_wall_ms() + opts.delay;
 		if (due - duration_wall_ms() > c->cfg.router_max_delay) {
 			char a[32];
 			duration_format(c->cfg.router_max_delay, a, sizeof(a));
-			snprintf(c->err, sizeof(c->err),
+			snprintf(c->cl.err, sizeof(c->cl.err),
 			         "reschedule: the new time is beyond "
 			         "max_delay (%s) from now",
 			         a);
@@ -281,60 +172,45 @@ request_run(struct ctl *c)
 			unmatched = 1;
 			continue;
 		}
-		memset(&e, 0, sizeof(e));
-		e.kind = opts.reschedule ? EVENT_RESCHEDULE : EVENT_CANCEL;
 		/* Each request later than the one before: a copy of the
 		 * next is then never taken for one of this one's. */
-		e.at = duration_wall_ms();
-		if (e.at <= last_at)
-			e.at = last_at + 1;
-		last_at = e.at;
-		e.cancel = m.id;
-		e.park = opts.park;
-		e.due = due;
-		if (due > m.last_due)
-			m.last_due = due;
-		/*
-		 * Until a day after the latest of the messages it matched is
-		 * due (they come by then at the latest, unless a target
-		 * refuses them); before publishing (--force), as long as a
-		 * message may wait.  Not longer: a later message that reuses
-		 * the id is not cancelled.
-		 */
-		e.until = m.n > 0 ? (m.last_due > e.at ? m.last_due : e.at) +
-		                        CANCEL_MARGIN_MS
-		                  : e.at + config_events_max_age(&c->cfg);
+		at = duration_wall_ms();
+		if (at <= last_at)
+			at = last_at + 1;
+		last_at = at;
+		request_event(&e,
+		              opts.reschedule ? EVENT_RESCHEDULE : EVENT_CANCEL,
+		              m.id, opts.park, due, m.n, m.last_due, at,
+		              config_events_max_age(&c->cfg));
 		/* The copies first: once the request is read, the daemons
 		 * drop the instances they supersede.  When one fails, the
 		 * request is still recorded with those that went out, which
 		 * would be delivered twice otherwise. */
 		if (opts.reschedule && m.n > 0 &&
-		    reschedule_copies(c, &f, ctl_user, m.id, due, &e, &pool) <
-		        0) {
-			char why[sizeof(c->err)];
-			snprintf(why, sizeof(why), "%s", c->err);
-			if (e.superseded.len > 0 &&
-			    session_record(c, c->topo.cancels, &e) == 0)
-				(void)session_record(c, c->topo.events, &e);
-			snprintf(c->err, sizeof(c->err), "%s", why);
+		    request_copies(&c->cl, &f, m.id, due, &e, &pool) < 0) {
+			char why[sizeof(c->cl.err)];
+			snprintf(why, sizeof(why), "%s", c->cl.err);
+			if (e.superseded.len > 0)
+				(void)request_record(&c->cl, &e);
+			snprintf(c->cl.err, sizeof(c->cl.err), "%s", why);
 			goto out;
 		}
-		if (session_record(c, c->topo.cancels, &e) < 0)
+		if (client_record(&c->cl, c->topo.cancels, &e) < 0)
 			goto out;
 		/* Folded in: a second id naming the same message sees the
 		 * copy this request made. */
-		if (opts.reschedule && ctl_user[0] != '\0') {
+		if (opts.reschedule && c->cl.user[0] != '\0') {
 			struct event own = e;
-			own.writer = amqp_cstring_bytes(ctl_user);
+			own.writer = amqp_cstring_bytes(c->cl.user);
 			if (waiting_fold_event(&f, &own) < 0) {
-				snprintf(c->err, sizeof(c->err),
+				snprintf(c->cl.err, sizeof(c->cl.err),
 				         "out of memory");
 				goto out;
 			}
 		}
 		/* A copy in P.events, for list's "cancel pending": list does
 		 * not read P.cancels, which every daemon replays. */
-		if (session_record(c, c->topo.events, &e) < 0)
+		if (client_record(&c->cl, c->topo.events, &e) < 0)
 			goto out;
 		if (m.n == 0)
 			printf("%s: recorded; no waiting message has it yet\n",
@@ -371,7 +247,7 @@ reschedule_run(struct ctl *c)
 {
 	/* Options come after operands (main.c): checked here. */
 	if (opts.has_delay == opts.has_at) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "reschedule: give the new time with --delay D or "
 		         "--at T (one of them)");
 		return -1;

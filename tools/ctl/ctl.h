@@ -1,7 +1,8 @@
 /*
  * cascade-ctl's private declarations: the broker session every command
- * shares (session.c, stream.c), the command table's entry (main.c), each
- * command's entry points, and the output helpers (format.c).
+ * shares (session.c, stream.c, over the library's client.h), the command
+ * table's entry (main.c), each command's entry points, and the output
+ * helpers (format.c).
  *
  * Everything cascade-ctl learns comes from the broker (passive
  * queue.declare, basic.get, and the streams P.events and P.cancels; status
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "broker.h"
+#include "client.h"
 #include "config.h"
 #include "events.h"
 #include "ladder.h"
@@ -25,27 +27,20 @@
 
 #define PROG "cascade-ctl"
 #define ERRORS_LIMIT 100 /* messages `errors` shows by default */
-#define CONFIRM_MS 30000 /* how long a publish may wait for its confirm */
-#define WORN 10          /* x-delivery-count worth a warning: see session_get */
-#define KEY_MAX 256      /* shortstr: routing keys, exchange names */
+#define WORN 10          /* x-delivery-count worth a warning: see client_get */
+#define KEY_MAX CLIENT_KEY_MAX
 
 /*
  * The session: the configuration read, the topology it names, and one
- * connection, for one command.  Each command keeps its own options in its
- * own file.
+ * connection (client.h), for one command.  Each command keeps its own
+ * options in its own file.
  */
 struct ctl {
 	struct config cfg;
 	struct ladder ladder;
 	struct topology topo;
-	amqp_connection_state_t conn;
-	int64_t now;              /* Unix ms, read once at start */
-	char url[CONFIG_STR_MAX]; /* the broker URL connected to */
-	/* requeue: BROKER_CH_WORK; list and cancel: BROKER_CH_PUB */
-	struct broker_confirms confirms;
-	char unroutable[1024];   /* what the last basic.return said */
-	int64_t most_deliveries; /* highest x-delivery-count seen */
-	char err[8192];
+	int64_t now;      /* Unix ms, read once at start */
+	struct client cl; /* its err says why a command failed */
 };
 
 /* One queue as a passive declare saw it. */
@@ -123,74 +118,30 @@ int ctl_check_ids(const char *cmd, int n, char **v, const char *what);
 
 /*
  * Read the config (path, or NULL: the defaults and the environment), name
- * the topology and connect, keeping the URL connected to in c->url.  -1
- * having said why on stderr.
+ * the topology and connect (client_open).  -1 having said why on stderr.
  */
 int session_open(struct ctl *c, const char *path);
 /* A clean close: the broker has handled every ack and nack first. */
 void session_close(struct ctl *c);
-/*
- * Drop the connection, which the AMQP library can no longer read, and
- * connect again to c->url, with the same channels open.  -1 with c->err
- * (c->conn is then NULL: only session_close may follow).
- */
-int session_reconnect(struct ctl *c);
-
-/*
- * Passive declare of q->name on ch: its counts, or q->missing when the
- * broker has no such queue (404, which closes the channel: it is opened
- * again).  Returns -1 with c->err on any other failure.
- */
+/* client_inspect of q->name on ch into q; -1 with c->cl.err. */
 int session_inspect(struct ctl *c, amqp_channel_t ch, struct qinfo *q);
-/* The error queue's message count; -1 with c->err when it is missing. */
-int session_error_count(struct ctl *c, uint32_t *count);
-/* A passive declare of cascade's exchange P; -1 with c->err. */
-int session_exchange_exists(struct ctl *c);
-/*
- * One message from the error queue on BROKER_CH_WORK, unacked: 1 and
- * *tag, *rk (KEY_MAX bytes), *m; 0 when the queue is empty; -1 with
- * c->err.  The caller destroys *m.
- */
-int session_get(struct ctl *c, uint64_t *tag, char *rk, amqp_message_t *m);
-/*
- * Give back every unacked message up to tag, and wait (bounded) until the
- * error queue shows the held ones ready again.  -1 with c->err.
- */
+/* client_give_back, its warning on stderr.  -1 with c->cl.err. */
 int session_give_back(struct ctl *c, uint64_t tag, uint64_t held);
-/*
- * Append e to stream (exchange "", routing key the stream) on
- * BROKER_CH_PUB and wait for the broker's confirm.  -1 with c->err.
- */
-int session_record(struct ctl *c, const char *stream, const struct event *e);
-/*
- * Publish props and body to queue through the default exchange, with a
- * publisher confirm.  -1 with c->err.
- */
-int session_publish(struct ctl *c, const char *queue,
-                    const amqp_basic_properties_t *props, amqp_bytes_t body);
 /*
  * A fold of P.events that judges requests as the daemons do (requests.h):
  * by the config's control_users and the broker user ctl logs in as.
  */
 void session_fold_init(struct ctl *c, struct waiting_fold *f);
 
-/* What a parked message says: its x-delivery-count (1 with *n, else 0),
- * its message-id (or empty), whether its routing key was lost. */
-int session_delivery_count(const amqp_basic_properties_t *p, int64_t *n);
-amqp_bytes_t session_message_id(const amqp_basic_properties_t *p);
-int session_rk_unknown(const struct ctl *c, const struct park_target *t);
-
 /*
- * stream.c: reading P.events and P.cancels.
+ * stream.c: reading P.events.
  */
 
-/* Whether stream name exists; -1 with c->err when not, or on an error. */
-int stream_exists(struct ctl *c, const char *name);
 /*
  * Fold P.events from its first record up to a marker written (and
  * confirmed) first: what the stream held at one moment.  A message the
  * AMQP library cannot decode costs the connection: it is connected again
- * and reads on past it, and says so on stderr.  -1 with c->err.
+ * and reads on past it, and says so on stderr.  -1 with c->cl.err.
  */
 int stream_fold(struct ctl *c, struct waiting_fold *f);
 
@@ -201,8 +152,6 @@ int stream_fold(struct ctl *c, struct waiting_fold *f);
 #define NAME_TEXT (KEY_MAX * 4 + 8)      /* an id or key, printable */
 #define TARGET_TEXT (NAME_TEXT * 2 + 16) /* exchange/key */
 
-/* A shortstr into a C string of KEY_MAX bytes. */
-void format_key(amqp_bytes_t b, char *out);
 /* b for a terminal column: control bytes and backslashes escaped. */
 void format_name(amqp_bytes_t b, char *out, size_t size);
 /* "exchange/key", the default exchange as amq.default (as --target). */
@@ -221,25 +170,6 @@ void format_json_repeat(const struct waiting *w);
  * time is not present.
  */
 void format_json_time(const char *key, int present, int64_t ms);
-
-/*
- * http.c: the daemon's /metrics and the management API (dlx.c).
- */
-
-/*
- * GET path from host:port into a malloc'd string: the body after the
- * headers, the status code in *status.  auth, when not NULL, is the
- * base64 of "user:password" (basic authentication).  At most max bytes of
- * answer are read; each connect and read gives up after HTTP_TIMEOUT_S.
- * NULL with why when there is no HTTP answer.
- */
-#define HTTP_TIMEOUT_S 2
-char *http_get(const char *host, const char *port, const char *path,
-               const char *auth, size_t max, int *status, char *why,
-               size_t whysize);
-/* GET /metrics from listen ([metrics] listen) into a malloc'd string;
- * NULL with why. */
-char *http_metrics(const char *listen, char *why, size_t whysize);
 
 /*
  * dlx.c: the broker's dead-letter re-send timeout, from the management

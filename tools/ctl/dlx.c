@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "httpget.h"
 #include "headers.h"
 #include "mgmt.h"
 
@@ -46,7 +47,7 @@ dlx_confirm_timeout(const struct ctl *c, const char *url, int64_t *ms,
 	{
 		struct amqp_connection_info info;
 		char copy[CONFIG_STR_MAX];
-		snprintf(copy, sizeof(copy), "%s", c->url);
+		snprintf(copy, sizeof(copy), "%s", c->cl.url);
 		if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK) {
 			snprintf(why, whysize, "bad broker URL");
 			return -1;
@@ -81,15 +82,15 @@ dlx_confirm_timeout(const struct ctl *c, const char *url, int64_t *ms,
 	}
 	EVP_EncodeBlock((unsigned char *)auth, (const unsigned char *)userpass,
 	                (int)n);
-	text = http_get(m.host, m.port, m.path, auth, MGMT_MAX, &status, why,
-	                whysize);
+	text = httpget_fetch(m.host, m.port, m.path, auth, MGMT_MAX, &status,
+	                     why, whysize);
 	if (text == NULL) {
 		snprintf(reason, sizeof(reason), "%.120s", why);
 		snprintf(why, whysize, "no management API at %s: %s", m.shown,
 		         reason);
 		return -1;
 	}
-	vf = headers_find(amqp_get_server_properties(c->conn), "version");
+	vf = headers_find(amqp_get_server_properties(c->cl.conn), "version");
 	if (vf != NULL && headers_string(vf, &vb) == 0 && vb.len < 32) {
 		unsigned major = 0, minor = 0;
 		snprintf(vbuf, sizeof(vbuf), "RabbitMQ %.*s", (int)vb.len,

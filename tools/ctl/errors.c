@@ -42,7 +42,7 @@ errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
             const struct park_target *t)
 {
 	const amqp_basic_properties_t *p = &m->properties;
-	amqp_bytes_t id = session_message_id(p);
+	amqp_bytes_t id = client_message_id(p);
 	char due[WHEN_TEXT_MAX], body[BODY_PREVIEW * ESCAPE_MAX_FACTOR + 8];
 	int64_t n;
 
@@ -57,7 +57,7 @@ errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	else
 		printf("   target:     default exchange ([router] "
 		       "default_target_exchange)");
-	if (session_rk_unknown(c, t))
+	if (client_rk_unknown(&c->cl, t))
 		printf(", routing key not recorded\n");
 	else
 		printf(", routing key '%.*s'\n", (int)t->routing_key.len,
@@ -72,7 +72,7 @@ errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 		when_format(t->due, due, sizeof(due));
 		printf("   due:        %s\n", due);
 	}
-	if (session_delivery_count(p, &n) && n > 0)
+	if (client_delivery_count(p, &n) && n > 0)
 		printf("   handed out: %" PRId64 " time%s before "
 		       "(x-delivery-count)\n",
 		       n, n == 1 ? "" : "s");
@@ -86,7 +86,7 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
             const struct park_target *t)
 {
 	const amqp_basic_properties_t *p = &m->properties;
-	amqp_bytes_t id = session_message_id(p), head;
+	amqp_bytes_t id = client_message_id(p), head;
 	int64_t n;
 
 	if (i > 1)
@@ -97,7 +97,7 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	json_write_or_null(stdout, t->has_exchange, t->exchange.bytes,
 	                   t->exchange.len);
 	printf(",\"routing_key\":");
-	json_write_or_null(stdout, !session_rk_unknown(c, t),
+	json_write_or_null(stdout, !client_rk_unknown(&c->cl, t),
 	                   t->routing_key.bytes, t->routing_key.len);
 	printf(",\"queue\":");
 	json_write_or_null(stdout, t->retry_gave_up, t->queue.bytes,
@@ -106,7 +106,7 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	json_write_or_null(stdout, p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG,
 	                   id.bytes, id.len);
 	format_json_time("due", t->has_due, t->due);
-	if (session_delivery_count(p, &n))
+	if (client_delivery_count(p, &n))
 		printf(",\"delivery_count\":%" PRId64, n);
 	else
 		printf(",\"delivery_count\":null");
@@ -130,7 +130,7 @@ errors_run(struct ctl *c)
 	char rk[KEY_MAX];
 	int got, rc = 0;
 
-	if (session_error_count(c, &total) < 0)
+	if (client_error_count(&c->cl, &total) < 0)
 		return -1;
 	if (opts.json) {
 		printf("{\"queue\":");
@@ -141,7 +141,7 @@ errors_run(struct ctl *c)
 		       total, total == 1 ? "" : "s");
 	}
 	while (shown < limit) {
-		got = session_get(c, &tag, rk, &m);
+		got = client_get(&c->cl, &tag, rk, &m);
 		if (got < 0) {
 			rc = -1;
 			break;

@@ -16,16 +16,6 @@
 #include "when.h"
 
 void
-format_key(amqp_bytes_t b, char *out)
-{
-	size_t n = b.len < KEY_MAX - 1 ? b.len : KEY_MAX - 1;
-
-	if (n > 0)
-		memcpy(out, b.bytes, n);
-	out[n] = '\0';
-}
-
-void
 format_name(amqp_bytes_t b, char *out, size_t size)
 {
 	escape_bytes(b.bytes, b.len, SIZE_MAX, ESCAPE_NAME, out, size);

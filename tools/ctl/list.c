@@ -221,7 +221,7 @@ list_run(struct ctl *c)
 	if (stream_fold(c, &f) < 0)
 		goto out;
 	if (waiting_select(&f, &opts.filter, c->now, &r) < 0) {
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		goto out;
 	}
 	/* Overdue counts as due within the minute, as in /metrics. */

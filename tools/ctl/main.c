@@ -12,16 +12,19 @@
  *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
  *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
  *   cascade-ctl -c cascade.ini pause|resume [--target EXCHANGE[/KEY]] [ID...]
+ *   cascade-ctl -c cascade.ini console [--listen HOST:PORT]
  *
  * This file is the grammar and the dispatch: the command table, the
  * common options (-c, -h), and the session's life around one command.
  * Each command is a file of its own with its own options (ctl.h).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "duration.h"
@@ -98,6 +101,10 @@ usage(FILE *fp)
 	    "  resume ID...        resume it: its next occurrence after now "
 	    "is delivered,\n"
 	    "                      with what it missed\n"
+	    "  console             serve the browser console "
+	    "(cascade-console) on\n"
+	    "                      --listen HOST:PORT (default [console] "
+	    "listen)\n"
 	    "\n"
 	    "options:\n"
 	    "  -c, --config FILE   cascade's config: broker URL, prefix, "
@@ -303,6 +310,47 @@ out:
 	return NULL;
 }
 
+/*
+ * cascade-ctl [-c FILE] console [--listen HOST:PORT]: the console is a
+ * program of its own (it serves until stopped, with threads), installed
+ * beside this one: run it in our place with the same options.
+ */
+static void
+main_console(int argc, char *argv[])
+{
+	char self[4096], path[4096 + 32], *slash, **args;
+	ssize_t n;
+	int cmd = 0, k = 0;
+
+	for (int i = 1; i < argc && cmd == 0; i++) {
+		if (strcmp(argv[i], "-c") == 0 ||
+		    strcmp(argv[i], "--config") == 0)
+			i++;
+		else if (argv[i][0] != '-')
+			cmd = i;
+	}
+	if (cmd == 0 || strcmp(argv[cmd], "console") != 0)
+		return;
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) < 0) {
+		perror(PROG ": /proc/self/exe");
+		exit(1);
+	}
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	snprintf(path, sizeof(path), "%.*s/cascade-console",
+	         slash != NULL ? (int)(slash - self) : 1,
+	         slash != NULL ? self : ".");
+	if ((args = calloc((size_t)argc + 1, sizeof(*args))) == NULL)
+		exit(1);
+	args[k++] = path;
+	for (int i = 1; i < argc; i++)
+		if (i != cmd)
+			args[k++] = argv[i];
+	execv(path, args);
+	fprintf(stderr, PROG ": cannot run %s: %s\n", path, strerror(errno));
+	exit(1);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -311,6 +359,7 @@ main(int argc, char *argv[])
 	const char *path = NULL;
 	int rc;
 
+	main_console(argc, argv);
 	/* Before any record is decoded (stackroom.h). */
 	(void)stackroom_raise(STACKROOM_BYTES);
 	config_defaults(&c.cfg);
@@ -322,8 +371,8 @@ main(int argc, char *argv[])
 	rc = cmd->run(&c);
 	fflush(stdout);
 	if (rc < 0)
-		fprintf(stderr, PROG ": %s\n", c.err);
-	if (c.most_deliveries >= WORN)
+		fprintf(stderr, PROG ": %s\n", c.cl.err);
+	if (c.cl.most_deliveries >= WORN)
 		fprintf(stderr,
 		        PROG ": warning: parked messages were handed out up to "
 		             "%" PRId64 " times (x-delivery-count); from "
@@ -331,7 +380,7 @@ main(int argc, char *argv[])
 		             "its delivery-limit (default 20), and before 4.3 "
 		             "every look with errors counts: give %s a "
 		             "delivery-limit policy or a dead-letter target\n",
-		        c.most_deliveries, c.topo.error);
+		        c.cl.most_deliveries, c.topo.error);
 	session_close(&c);
 	return rc < 0 ? cmd->error_status : rc;
 }

@@ -14,6 +14,7 @@
 
 #include "ctl.h"
 #include "duration.h"
+#include "request.h"
 
 #define PAUSE_TARGETS_MAX 64
 
@@ -81,14 +82,9 @@ pause_record(struct ctl *c, const char *name, int target)
 {
 	struct event e;
 
-	memset(&e, 0, sizeof(e));
-	e.kind = opts.resume ? EVENT_RESUME : EVENT_PAUSE;
-	e.at = duration_wall_ms();
-	e.until = e.at + config_events_max_age(&c->cfg);
-	e.cancel = amqp_cstring_bytes(name);
-	e.target = target;
-	if (session_record(c, c->topo.cancels, &e) < 0 ||
-	    session_record(c, c->topo.events, &e) < 0)
+	request_pause_event(&e, opts.resume, amqp_cstring_bytes(name), target,
+	                    duration_wall_ms(), config_events_max_age(&c->cfg));
+	if (request_record(&c->cl, &e) < 0)
 		return -1;
 	printf("%s%s: %s\n", target ? "target " : "", name,
 	       opts.resume ? "resumed" : "paused");
@@ -100,25 +96,23 @@ static int
 pause_run_all(struct ctl *c)
 {
 	const char *cmd = opts.resume ? "resume" : "pause";
-	char user[256];
 
 	if (opts.nids == 0 && opts.ntargets == 0) {
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%s: name a series (its message-id or id) or "
 		         "--target EXCHANGE[/KEY]",
 		         cmd);
 		return -1;
 	}
 	if (opts.ntargets > 0 &&
-	    (config_broker_user(&c->cfg, user, sizeof(user)) < 0 ||
-	     !config_control_user(&c->cfg, amqp_cstring_bytes(user)))) {
-		snprintf(c->err, sizeof(c->err),
+	    !config_control_user(&c->cfg, amqp_cstring_bytes(c->cl.user))) {
+		snprintf(c->cl.err, sizeof(c->cl.err),
 		         "%s --target: only [events] control_users may pause "
 		         "or resume a target",
 		         cmd);
 		return -1;
 	}
-	if (stream_exists(c, c->topo.cancels) < 0)
+	if (client_stream_exists(&c->cl, c->topo.cancels) < 0)
 		return -1;
 	for (int i = 0; i < opts.nids; i++)
 		if (pause_record(c, opts.ids[i], 0) < 0)

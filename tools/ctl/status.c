@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "httpget.h"
 #include "duration.h"
 #include "json.h"
 #include "mgmt.h"
@@ -95,7 +96,7 @@ status_targets(const struct ctl *c)
 	const char *mode = NULL;
 
 	if (listen[0] != '\0')
-		text = http_metrics(listen, why, sizeof(why));
+		text = httpget_metrics(listen, why, sizeof(why));
 	if (text != NULL) {
 		mode = prom_wait_mode(text);
 		n = prom_targets_parse(text, t, TARGETS_SHOWN);
@@ -270,7 +271,7 @@ status_run(struct ctl *c)
 
 	levels = calloc(all, sizeof(*levels));
 	if (levels == NULL) {
-		snprintf(c->err, sizeof(c->err), "out of memory");
+		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		return -1;
 	}
 	rets = levels + nlevels;

@@ -1,7 +1,7 @@
 /*
- * http: a small HTTP/1.0 client for the daemon's /metrics and the
- * broker's management API (dlx.c).  Every connect and read has a timeout:
- * status never hangs on a listener that does not answer.
+ * httpget: a small HTTP/1.0 client (include/httpget.h).  Every connect
+ * and read has a timeout: a caller never hangs on a listener that does
+ * not answer.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -12,15 +12,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "httpget.h"
 #include "listen.h"
 
 #define METRICS_MAX (3 * 1024 * 1024) /* the daemon sends up to 2 MiB */
 
 static int
-http_connect(const struct addrinfo *ai)
+httpget_connect(const struct addrinfo *ai)
 {
-	struct timeval tv = {HTTP_TIMEOUT_S, 0};
+	struct timeval tv = {HTTPGET_TIMEOUT_S, 0};
 	int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), e;
 
 	if (fd < 0)
@@ -37,8 +37,9 @@ http_connect(const struct addrinfo *ai)
 }
 
 char *
-http_get(const char *host, const char *port, const char *path, const char *auth,
-         size_t max, int *status, char *why, size_t whysize)
+httpget_fetch(const char *host, const char *port, const char *path,
+              const char *auth, size_t max, int *status, char *why,
+              size_t whysize)
 {
 	char req[2048];
 	struct addrinfo hints, *res = NULL, *ai;
@@ -56,14 +57,14 @@ http_get(const char *host, const char *port, const char *path, const char *auth,
 	/* Every address in turn: "localhost" can be ::1 first, with the
 	 * server on 127.0.0.1 only. */
 	for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
-		if ((fd = http_connect(ai)) < 0)
+		if ((fd = httpget_connect(ai)) < 0)
 			err = errno;
 	freeaddrinfo(res);
 	if (fd < 0) {
 		/* connect gives up after SO_SNDTIMEO with EINPROGRESS */
 		if (err == EINPROGRESS || err == EAGAIN || err == ETIMEDOUT)
 			snprintf(why, whysize, "no answer within %d s",
-			         HTTP_TIMEOUT_S);
+			         HTTPGET_TIMEOUT_S);
 		else
 			snprintf(why, whysize, "%s", strerror(err));
 		return NULL;
@@ -86,7 +87,7 @@ http_get(const char *host, const char *port, const char *path, const char *auth,
 	if (len == 0) {
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			snprintf(why, whysize, "no answer within %d s",
-			         HTTP_TIMEOUT_S);
+			         HTTPGET_TIMEOUT_S);
 		else
 			snprintf(why, whysize, "no answer");
 		goto fail;
@@ -107,7 +108,7 @@ fail:
 }
 
 char *
-http_metrics(const char *listen, char *why, size_t whysize)
+httpget_metrics(const char *listen, char *why, size_t whysize)
 {
 	char host[256], port[16], *text;
 	const char *perr;
@@ -124,8 +125,8 @@ http_metrics(const char *listen, char *why, size_t whysize)
 		         "took (msg=metrics_listening)");
 		return NULL;
 	}
-	text = http_get(host, port, "/metrics", NULL, METRICS_MAX, &status, why,
-	                whysize);
+	text = httpget_fetch(host, port, "/metrics", NULL, METRICS_MAX, &status,
+	                     why, whysize);
 	if (text == NULL) {
 		char detail[128];
 		snprintf(detail, sizeof(detail), "%.120s", why);

@@ -1,0 +1,122 @@
+/*
+ * The console's login rate limits (docs/console-design.md, section 3):
+ * failed logins counted by (client address, user), by address and in all,
+ * so that guessing passwords through the console is slow, without an
+ * account lockout that would let anyone lock out an operator.
+ *
+ *   per (address, user)  5 failures in 5 minutes
+ *   per address         20 failures in 1 minute
+ *   in all              60 failures in 1 minute
+ *
+ * Sliding windows, kept exactly: each counter holds the times of its
+ * latest failures (5, 20 or 60 of them), and a login is refused while the
+ * oldest of those is still inside its window, that is while the limit's
+ * number of failures all fall in the last window.  A failure at t counts
+ * until t + window (exclusive), so the wait returned is exact, not a
+ * bucket's end.  A refused attempt is not a failure (the caller does not
+ * try the broker, and does not call ratelimit_fail), so a client that
+ * keeps knocking is refused only until its window passes.  A successful
+ * login clears its (address, user) failures but not its address's or the
+ * global ones, so one valid account does not reset the limit for others.
+ *
+ * The (address, user) and address counters live in one table of at most
+ * max_entries, the least recently failed leaving first (counted in
+ * evicted, and in evicted_live when it still held a failure inside its
+ * window).  The global limit bounds how fast entries are made (300 a
+ * minute, two entries each), so the default 4,096 takes about 7 minutes
+ * to turn over: longer than any window, and an attacker cannot flush a
+ * counter by filling the table.  It is high enough that people logging in
+ * never meet it (the console counts each attempt before asking the
+ * broker, and clears a success's (address, user) failures only).
+ *
+ * Keys are bounded, never refused: an address is its first
+ * RATELIMIT_ADDR_MAX bytes (NUL-terminated, read no further), a user name
+ * its first RATELIMIT_USER_MAX bytes (any bytes, NUL included).  Keys
+ * that differ only after the bound share a counter, which is only ever
+ * stricter.  The table's hash is not keyed: chosen names can make one
+ * chain of the whole table, a scan of at most max_entries.
+ *
+ * Pure code: times are passed in (Unix ms), no locks, no I/O.
+ */
+#ifndef CASCADE_RATELIMIT_H
+#define CASCADE_RATELIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RATELIMIT_DEFAULT_ENTRIES 4096
+/* The most ratelimit_init takes (indexes are 32 bits). */
+#define RATELIMIT_MAX_ENTRIES (1u << 24)
+/* INET6_ADDRSTRLEN is 46; a zone or a proxy's form gets some room. */
+#define RATELIMIT_ADDR_MAX 64
+/* A broker user name is at most 255 bytes (AMQP shortstr). */
+#define RATELIMIT_USER_MAX 255
+
+#define RATELIMIT_USER_FAILS 5
+#define RATELIMIT_USER_WINDOW_MS INT64_C(300000)
+#define RATELIMIT_ADDR_FAILS 20
+#define RATELIMIT_ADDR_WINDOW_MS INT64_C(60000)
+#define RATELIMIT_GLOBAL_FAILS 300
+#define RATELIMIT_GLOBAL_WINDOW_MS INT64_C(60000)
+
+struct ratelimit_entry; /* private to ratelimit.c */
+
+struct ratelimit {
+	struct ratelimit_entry *e; /* max slots, allocated once */
+	uint32_t *bucket;          /* hash chains' heads; nbucket of them */
+	uint32_t nbucket;          /* a power of two */
+	uint32_t free;             /* unused slots, chained */
+	uint32_t lru_head;         /* most recently failed */
+	uint32_t lru_tail;         /* least: the next to leave */
+	size_t n;                  /* entries in the table */
+	size_t max;
+	int64_t global[RATELIMIT_GLOBAL_FAILS]; /* ring of the latest */
+	unsigned global_head;                   /* the oldest, when full */
+	unsigned global_count;
+	uint64_t evicted;      /* entries removed to make room */
+	uint64_t evicted_live; /* of those, still counting a failure */
+};
+
+/*
+ * An empty table of at most max_entries (2 .. RATELIMIT_MAX_ENTRIES; 0
+ * means RATELIMIT_DEFAULT_ENTRIES).  Returns 0, or -1 (a bad size, or out
+ * of memory) with rl left so that ratelimit_free is harmless.
+ */
+int ratelimit_init(struct ratelimit *rl, size_t max_entries);
+
+void ratelimit_free(struct ratelimit *rl);
+
+/*
+ * Whether a login by user (user_len bytes) from addr may be tried at now:
+ * 0 when it may, else the milliseconds until it may (1 .. the longest
+ * window), for Retry-After (rounded up to seconds).  The longest wait of
+ * the three limits.  Changes nothing.  addr NULL is "", user NULL with
+ * user_len 0 is "".
+ */
+int64_t ratelimit_check(const struct ratelimit *rl, const char *addr,
+                        const char *user, size_t user_len, int64_t now);
+
+/*
+ * A login by user from addr failed at now: one failure on each of the
+ * three counters.  Never fails: a full table makes room.
+ */
+void ratelimit_fail(struct ratelimit *rl, const char *addr, const char *user,
+                    size_t user_len, int64_t now);
+
+/*
+ * A login by user from addr succeeded: its (address, user) failures are
+ * forgotten.  The address's and the global ones stay.
+ */
+void ratelimit_success(struct ratelimit *rl, const char *addr, const char *user,
+                       size_t user_len);
+
+/*
+ * A login counted as a failure before it was tried (ratelimit_fail, so
+ * that attempts made at once cannot all pass ratelimit_check) that did
+ * not fail: take back its count from the address and the global limits,
+ * and clear the (address, user) failures as ratelimit_success does.
+ */
+void ratelimit_refund(struct ratelimit *rl, const char *addr, const char *user,
+                      size_t user_len);
+
+#endif

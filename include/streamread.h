@@ -1,0 +1,92 @@
+/*
+ * streamread: reading a stream (P.events, events.h) from its first record
+ * up to a marker of our own, written and confirmed first, so that every
+ * record written before the reading began is read; and reading on past any
+ * message the AMQP library cannot decode.  In the library so that
+ * cascade-ctl and the console read the streams the same way, trusting the
+ * same writers (trust.h).
+ *
+ * What each record means is the caller's: a callback gets them in order.
+ * cascade-ctl stops at the marker; the console follows the stream on, live.
+ */
+#ifndef CASCADE_STREAMREAD_H
+#define CASCADE_STREAMREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "events.h"
+
+/* How often on_tick is called, and a stop asked for is seen, at most. */
+#define STREAMREAD_TICK_MS 1000
+
+/* Zeroed, then the caller's part set. */
+struct streamread {
+	/* Set by the caller. */
+	const char *name;   /* the stream */
+	const char *tag;    /* our consumer tag */
+	const char *marker; /* the marker's prefix: PREFIX-<pid>-<hex> */
+	/*
+	 * Each record but our marker, in stream order: 0, 1 to stop the
+	 * reading, or -1 having said why in err.  Each callback is called
+	 * with arg, on the reading's thread.
+	 */
+	int (*on_event)(void *arg, const struct event *e, char *err,
+	                size_t size);
+	void *arg;
+	/*
+	 * 1: read on past the marker, each record as it comes, until a
+	 * callback says 1 (the console follows P.events live).  0: stop at
+	 * the marker (cascade-ctl).
+	 */
+	int follow;
+	/* Optional: once, when our marker is read (caught up): 0, 1 to
+	 * stop, or -1 with err. */
+	int (*on_reached)(void *arg, char *err, size_t size);
+	/*
+	 * Optional: about every STREAMREAD_TICK_MS, whether records come or
+	 * not: 0, 1 to stop, or -1 with err.  The way for another thread to
+	 * stop a reading: set a flag (atomic) that this reads.  Progress
+	 * ("catching up: N records") can be shown from here too.
+	 */
+	int (*on_tick)(void *arg, char *err, size_t size);
+	/*
+	 * Set by a caller running s again after streamread_run failed on a
+	 * lost connection (having connected again): the reading goes on
+	 * after the last offset it read, with the marker it wrote, so no
+	 * record is handed over twice and none is missed.  Not after a stop
+	 * or a callback's error: the rest of that stream message's batch
+	 * would be skipped.
+	 */
+	int again;
+
+	/* Set by the reading. */
+	int reached;      /* our marker was read: every record before it was */
+	int stopped;      /* a callback said 1 */
+	uint64_t records; /* records handed to on_event */
+	/* Undecodable messages read past (each cost a connection), and the
+	 * offset of the first. */
+	int64_t skipped, first_skipped;
+	/* Stream messages skipped, written by a user neither cascade's own
+	 * nor a control user (trust.h), and the first such writer. */
+	uint64_t untrusted;
+	char untrusted_writer[256];
+
+	/* The reading's own. */
+	char token[64]; /* the marker we wrote */
+	struct events_resume resume;
+};
+
+/*
+ * Read s->name from its first record up to a marker of ours, on
+ * BROKER_CH_WORK of cl, which is closed at the end: what comes after the
+ * marker is not read, unless s->follow, when the reading goes on until a
+ * callback says 1.  0 at the marker or a stop (s->stopped); -1 with
+ * cl->err (the callback's reason, or the broker's); s->reached says
+ * whether the marker was read.  Before the marker, 30 s without a record
+ * is an error; after it, a quiet stream is not.
+ */
+int streamread_run(struct client *cl, struct streamread *s);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * fetch: a waiting message's copy, read again from P.events at the
+ * offset of its scheduled record, rather than kept in memory for every
+ * message (docs/console-design.md 4).  A connection of its own each
+ * time, as the console's user: a detail page is rare, and so nothing is
+ * shared between the threads that answer.
+ */
+#include "amqp_compat.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console.h"
+#include "headers.h"
+#include "streamread.h"
+
+struct fetch {
+	struct streamread s;
+	uint64_t offset;
+	amqp_bytes_t id;
+	amqp_bytes_t *out;
+	int found;
+};
+
+static int
+fetch_event(void *arg, const struct event *e, char *err, size_t size)
+{
+	struct fetch *f = arg;
+
+	(void)err;
+	(void)size;
+	/* The record is in the stream message at the offset: past it,
+	 * it is not there (the stream's retention took it). */
+	if (f->s.resume.last > (int64_t)f->offset)
+		return 1;
+	if (e->kind != EVENT_SCHEDULED || e->id.len != f->id.len ||
+	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
+		return 0;
+	f->found = 1;
+	if (e->copy.len > 0) {
+		if ((f->out->bytes = malloc(e->copy.len)) == NULL)
+			return -1;
+		memcpy(f->out->bytes, e->copy.bytes, e->copy.len);
+		f->out->len = e->copy.len;
+	}
+	return 1;
+}
+
+int
+fetch_copy(struct console *c, uint64_t offset, amqp_bytes_t id,
+           amqp_bytes_t *out, char *err, size_t size)
+{
+	struct client cl;
+	struct fetch f;
+	int rc;
+
+	*out = amqp_empty_bytes;
+	memset(&cl, 0, sizeof(cl));
+	memset(&f, 0, sizeof(f));
+	if (client_open(&cl, &c->cfg, &c->topo) < 0) {
+		snprintf(err, size, "%s", cl.err);
+		return -1;
+	}
+	f.offset = offset;
+	f.id = id;
+	f.out = out;
+	f.s.name = c->topo.events;
+	f.s.tag = "cascade-console.fetch";
+	f.s.marker = "console-fetch";
+	f.s.on_event = fetch_event;
+	f.s.arg = &f;
+	/* No marker: read from the offset on, as after a lost connection. */
+	f.s.again = 1;
+	events_resume_init(&f.s.resume);
+	f.s.resume.last = (int64_t)offset - 1;
+	snprintf(f.s.token, sizeof(f.s.token), "-");
+	rc = streamread_run(&cl, &f.s);
+	if (rc < 0)
+		snprintf(err, size, "%s", cl.err);
+	client_close(&cl);
+	if (rc < 0)
+		return -1;
+	return f.found ? 0 : 1;
+}

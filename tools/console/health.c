@@ -1,0 +1,206 @@
+/*
+ * health: the console's own state (caught up, records read, sessions,
+ * the index's counts and caps) and each daemon's, from the /metrics
+ * addresses in [console] metrics ([metrics] listen when empty): waiting
+ * mode, connected, held, overdue, and (for control users) the targets
+ * refusing deliveries, as cascade-ctl status shows them.
+ */
+#include "amqp_compat.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console.h"
+#include "duration.h"
+#include "httpget.h"
+#include "prom.h"
+
+#define HEALTH_DAEMONS 16
+#define HEALTH_TARGETS 20
+
+/* The sum (or, max set, the largest) of metric name's samples in text. */
+static double
+health_sample(const char *text, const char *name, int max)
+{
+	size_t n = strlen(name);
+	double v = 0;
+	const char *p = text;
+
+	while ((p = strstr(p, name)) != NULL) {
+		const char *eol = strchr(p, '\n'), *sp;
+		int at_start = p == text || p[-1] == '\n';
+		if (at_start && (p[n] == ' ' || p[n] == '{')) {
+			size_t len =
+			    eol != NULL ? (size_t)(eol - p) : strlen(p);
+			char line[512];
+			snprintf(line, sizeof(line), "%.*s",
+			         (int)(len < 511 ? len : 511), p);
+			if ((sp = strrchr(line, ' ')) != NULL) {
+				double x = strtod(sp + 1, NULL);
+				v = max ? (x > v ? x : v) : v + x;
+			}
+		}
+		p += n;
+	}
+	return v;
+}
+
+static void
+health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
+              int first)
+{
+	struct prom_target t[HEALTH_TARGETS];
+	char why[256];
+	char *text = httpget_metrics(listen, why, sizeof(why));
+	const char *mode;
+	double held, overdue, connected;
+	size_t n;
+
+	if (json) {
+		if (!first)
+			hbuf_lit(b, ",");
+		hbuf_lit(b, "{\"metrics\":");
+	} else
+		hbuf_lit(b, "<tr><td data-label=Daemon>");
+	if (json)
+		html_json(b, listen, strlen(listen));
+	else
+		html_text(b, listen, strlen(listen));
+	if (text == NULL) {
+		if (json) {
+			hbuf_lit(b, ",\"error\":");
+			html_json(b, why, strlen(why));
+			hbuf_lit(b, "}");
+		} else {
+			hbuf_lit(b, "</td><td colspan=5 class=error>");
+			html_text(b, why, strlen(why));
+			hbuf_lit(b, "</td></tr>");
+		}
+		return;
+	}
+	mode = prom_wait_mode(text);
+	held = health_sample(text, "cascade_held_messages", 0);
+	overdue = health_sample(text, "cascade_overdue_seconds", 1);
+	connected = health_sample(text, "cascade_connected", 1);
+	n = prom_targets_parse(text, t, HEALTH_TARGETS);
+	if (json) {
+		hbuf_lit(b, ",\"mode\":");
+		html_json_or_null(b, mode != NULL, mode,
+		                  mode != NULL ? strlen(mode) : 0);
+		hbuf_printf(
+		    b,
+		    ",\"connected\":%s,\"held\":%.0f,\"overdue_s\":%.3f,"
+		    "\"refusing\":[",
+		    connected > 0 ? "true" : "false", held, overdue);
+	} else {
+		hbuf_printf(b,
+		            "</td><td data-label=Mode>%s</td><td "
+		            "data-label=Connected>%s</td><td data-label=Held>"
+		            "%.0f</td><td data-label=Overdue>%.1f s</td><td "
+		            "data-label=Refusing>",
+		            mode != NULL ? mode : "?",
+		            connected > 0 ? "yes" : "no", held, overdue);
+	}
+	for (size_t i = 0, k = 0; i < n && a->control; i++) {
+		if (t[i].refusals <= 0 && t[i].backoff <= 0)
+			continue;
+		if (json) {
+			if (k++ > 0)
+				hbuf_lit(b, ",");
+			hbuf_lit(b, "{\"exchange\":");
+			html_json(b, t[i].exchange, strlen(t[i].exchange));
+			hbuf_lit(b, ",\"routing_key\":");
+			html_json(b, t[i].routing_key,
+			          strlen(t[i].routing_key));
+			hbuf_printf(b, ",\"refusals\":%.0f,\"backoff_s\":%.1f}",
+			            t[i].refusals, t[i].backoff);
+		} else {
+			html_text(b, t[i].exchange, strlen(t[i].exchange));
+			hbuf_lit(b, "/");
+			html_text(b, t[i].routing_key,
+			          strlen(t[i].routing_key));
+			hbuf_printf(b, " (%.0f) ", t[i].refusals);
+		}
+	}
+	if (json)
+		hbuf_lit(b, "]}");
+	else
+		hbuf_lit(b, "</td></tr>");
+	free(text);
+}
+
+void
+page_health(struct ask *a, struct answer *r)
+{
+	struct console *c = a->c;
+	struct cindex_stats st;
+	struct hbuf *b = &r->body;
+	char list[CONFIG_STR_MAX], *save = NULL, *tok;
+	uint64_t records, untrusted, version, req_refused;
+	int64_t live;
+	int caught, first = 1;
+	size_t sessions;
+
+	pthread_mutex_lock(&c->lock);
+	st = cindex_stats(&c->ix);
+	records = c->records;
+	untrusted = c->untrusted;
+	req_refused = c->requests_refused;
+	version = atomic_load(&c->version);
+	caught = c->caught_up;
+	live = c->live_ms;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->sess_lock);
+	sessions = c->sessions.n;
+	pthread_mutex_unlock(&c->sess_lock);
+	snprintf(list, sizeof(list), "%s",
+	         c->cfg.console_metrics[0] != '\0' ? c->cfg.console_metrics
+	                                           : c->cfg.metrics_listen);
+	if (r->json) {
+		answer_json_start(r);
+		hbuf_printf(
+		    b,
+		    "{\"console\":{\"caught_up\":%s,\"records\":%" PRIu64
+		    ",\"version\":%" PRIu64 ",\"live_age_ms\":%" PRId64
+		    ",\"sessions\":%zu,\"untrusted_skipped\":%" PRIu64
+		    ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
+		    ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
+		    ",\"requests_refused\":%" PRIu64 "},\"daemons\":[",
+		    caught ? "true" : "false", records, version, a->now - live,
+		    sessions, untrusted, st.waiting, st.ended, st.refused,
+		    st.arena_bytes, req_refused);
+	} else {
+		page_head(a, r, "Health", NULL);
+		hbuf_printf(
+		    b,
+		    "<main><h1>Health</h1><h2>This console</h2><dl "
+		    "class=record id=console-state><dt>P.events</dt><dd>%s, "
+		    "%" PRIu64 " records read, last %" PRId64
+		    " ms ago</dd><dt>Waiting</dt><dd id=health-waiting>%" PRIu64
+		    "</dd><dt>Index</dt><dd>%" PRIu64 " arena bytes; %" PRIu64
+		    " refused at its caps; %" PRIu64
+		    " ends held</dd><dt>Sessions</dt><dd>%zu</dd>"
+		    "<dt>Records skipped</dt><dd>%" PRIu64
+		    " from writers neither cascade's nor control users"
+		    "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
+		    "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
+		    "<th>Held</th><th>Overdue</th><th>Refusing "
+		    "targets</th></tr></thead><tbody>",
+		    caught ? "caught up" : "catching up", records,
+		    a->now - live, st.waiting, st.arena_bytes, st.refused,
+		    st.ended, sessions, untrusted);
+	}
+	if (list[0] != '\0')
+		for (tok = strtok_r(list, ", \t", &save); tok != NULL;
+		     tok = strtok_r(NULL, ", \t", &save)) {
+			health_daemon(a, b, tok, r->json, first);
+			first = 0;
+		}
+	if (r->json) {
+		hbuf_lit(b, "]}\n");
+		return;
+	}
+	hbuf_lit(b, "</tbody></table></main>");
+	page_foot(r);
+}

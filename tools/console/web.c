@@ -1,0 +1,1054 @@
+/*
+ * web: libmicrohttpd, a thread per connection (each with the stack room
+ * rabbitmq-c 0.11 needs to decode hostile headers), the one gate every
+ * request passes (webgate.h), sessions and logins, and the routing of
+ * paths to pages and actions.  Every answer gets the same security
+ * headers (docs/CONTRACT.md 7.11).
+ */
+#include "amqp_compat.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "console.h"
+#include "console_assets.h"
+#include "duration.h"
+#include "escape.h"
+#include "form.h"
+#include "listen.h"
+#include "log.h"
+#include "webgate.h"
+
+#define WEB_FIELDS 16
+#define WEB_POLLS_MAX 64
+
+static const char web_csp[] =
+    "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self'; connect-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'";
+
+/* One HTTP request's state across MHD's calls. */
+struct creq {
+	char *body;
+	size_t len;
+	int too_large;
+};
+
+static atomic_int web_polls;
+
+/* Routes. */
+enum route_who { WHO_ANYONE, WHO_SESSION };
+struct webroute {
+	const char *path;   /* exact, or a prefix ending in '/' with a tail */
+	const char *suffix; /* after the id: NULL none, "" the id alone */
+	enum webgate_class class;
+	enum route_who who;
+	void (*fn)(struct ask *, struct answer *);
+};
+
+static void route_root(struct ask *a, struct answer *r);
+static void route_login(struct ask *a, struct answer *r);
+static void route_logout(struct ask *a, struct answer *r);
+static void route_healthz(struct ask *a, struct answer *r);
+static void route_changes(struct ask *a, struct answer *r);
+static void route_asset(struct ask *a, struct answer *r);
+static void route_target_pause(struct ask *a, struct answer *r);
+static void route_target_resume(struct ask *a, struct answer *r);
+static void route_series_pause(struct ask *a, struct answer *r);
+static void route_series_resume(struct ask *a, struct answer *r);
+
+static const struct webroute routes[] = {
+    {"/", NULL, WEBGATE_READ, WHO_ANYONE, route_root},
+    {"/login", NULL, WEBGATE_FORM, WHO_ANYONE, route_login},
+    {"/logout", NULL, WEBGATE_ACTION, WHO_SESSION, route_logout},
+    {"/healthz", NULL, WEBGATE_READ, WHO_ANYONE, route_healthz},
+    {"/changes", NULL, WEBGATE_READ, WHO_SESSION, route_changes},
+    {"/favicon.svg", NULL, WEBGATE_READ, WHO_ANYONE, route_asset},
+    {"/assets/", "", WEBGATE_READ, WHO_ANYONE, route_asset},
+    {"/waiting", NULL, WEBGATE_READ, WHO_SESSION, page_waiting},
+    {"/waiting/", "", WEBGATE_READ, WHO_SESSION, page_message},
+    {"/waiting/", "/cancel", WEBGATE_ACTION, WHO_SESSION, act_cancel},
+    {"/waiting/", "/reschedule", WEBGATE_ACTION, WHO_SESSION, act_reschedule},
+    {"/series", NULL, WEBGATE_READ, WHO_SESSION, page_series},
+    {"/series/", "/pause", WEBGATE_ACTION, WHO_SESSION, route_series_pause},
+    {"/series/", "/resume", WEBGATE_ACTION, WHO_SESSION, route_series_resume},
+    {"/targets/pause", NULL, WEBGATE_ACTION, WHO_SESSION, route_target_pause},
+    {"/targets/resume", NULL, WEBGATE_ACTION, WHO_SESSION, route_target_resume},
+    {"/parked", NULL, WEBGATE_READ, WHO_SESSION, page_parked},
+    {"/parked/requeue", NULL, WEBGATE_ACTION, WHO_SESSION, act_requeue},
+    {"/health", NULL, WEBGATE_READ, WHO_SESSION, page_health},
+};
+
+/* The route for path, with the id of a prefix route in a->rest. */
+static const struct webroute *
+web_route(struct ask *a, const char *path)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct webroute *rt = &routes[i];
+		size_t pl = strlen(rt->path), sl, tail;
+		const char *id;
+
+		if (rt->suffix == NULL) {
+			if (strcmp(path, rt->path) == 0)
+				return rt;
+			continue;
+		}
+		if (strncmp(path, rt->path, pl) != 0)
+			continue;
+		id = path + pl;
+		tail = strlen(id);
+		sl = strlen(rt->suffix);
+		if (tail <= sl || strcmp(id + tail - sl, rt->suffix) != 0)
+			continue;
+		/* the id is one segment */
+		if (memchr(id, '/', tail - sl) != NULL)
+			continue;
+		a->rest = id;
+		a->rest_len = tail - sl;
+		return rt;
+	}
+	return NULL;
+}
+
+static const char *
+web_header(struct MHD_Connection *conn, const char *name)
+{
+	return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+static const char *
+web_cookie_name(const struct console *c)
+{
+	return c->secure ? "__Host-cascade_session" : "cascade_session";
+}
+
+/* The Bearer token of an Authorization header, or NULL. */
+static const char *
+web_bearer(struct MHD_Connection *conn)
+{
+	const char *h = web_header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	return h + 7;
+}
+
+static int
+web_wants_json(struct MHD_Connection *conn)
+{
+	const char *accept = web_header(conn, MHD_HTTP_HEADER_ACCEPT);
+	const char *fmt =
+	    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
+
+	if (fmt != NULL)
+		return strcmp(fmt, "json") == 0;
+	return accept != NULL && strstr(accept, "application/json") != NULL;
+}
+
+static void
+web_client_ip(struct MHD_Connection *conn, char *out, size_t size)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+	snprintf(out, size, "?");
+	if (sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+		          out, (socklen_t)size);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6,
+		          &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+		          (socklen_t)size);
+}
+
+/* Whether a and b are the same string, in time that does not depend on
+ * where they differ (a CSRF token). */
+static int
+web_same(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+	unsigned char d = 0;
+
+	if (strlen(a) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+/* Sessions: a reference to a session's connection, and its release. */
+static void
+csess_close(struct csess *cs)
+{
+	client_close(&cs->cl);
+	pthread_mutex_destroy(&cs->mu);
+	free(cs);
+}
+
+/* A connection left the store (under sess_lock): closed now, or by the
+ * last request using it; *later is set to close it after the unlock. */
+static void
+csess_gone(void *conn, struct csess **later)
+{
+	struct csess *cs = conn;
+
+	*later = NULL;
+	if (cs == NULL)
+		return;
+	cs->dead = 1;
+	if (cs->refs == 0)
+		*later = cs;
+}
+
+static void
+csess_put(struct console *c, struct csess *cs)
+{
+	int close_it;
+
+	if (cs == NULL)
+		return;
+	pthread_mutex_lock(&c->sess_lock);
+	close_it = --cs->refs == 0 && cs->dead;
+	pthread_mutex_unlock(&c->sess_lock);
+	if (close_it)
+		csess_close(cs);
+}
+
+/* Expired sessions out, their connections closed. */
+static void
+web_sweep(struct console *c, int64_t now)
+{
+	for (;;) {
+		struct csess *later = NULL;
+		void *conn = NULL;
+		int found;
+
+		pthread_mutex_lock(&c->sess_lock);
+		found = websession_expire(&c->sessions, now, &conn);
+		if (found)
+			csess_gone(conn, &later);
+		pthread_mutex_unlock(&c->sess_lock);
+		if (!found)
+			return;
+		if (later != NULL)
+			csess_close(later);
+	}
+}
+
+/* The session the request names, referenced into a; why when none. */
+static void
+web_session(struct ask *a, const char *token, const char **why)
+{
+	struct console *c = a->c;
+	struct websession *s;
+
+	*why = "no session";
+	if (token == NULL)
+		return;
+	pthread_mutex_lock(&c->sess_lock);
+	s = websession_touch(&c->sessions, token, strlen(token), a->now, why);
+	if (s != NULL && atomic_load(&((struct csess *)s->conn)->broken))
+		*why = "the broker closed this session's connection: log in "
+		       "again";
+	else if (s != NULL && !((struct csess *)s->conn)->dead) {
+		a->s = s;
+		snprintf(a->user, sizeof(a->user), "%s", s->user);
+		a->control = s->control;
+		memcpy(a->csrf, s->csrf, sizeof(a->csrf));
+		a->cs = s->conn;
+		a->cs->refs++;
+	}
+	pthread_mutex_unlock(&c->sess_lock);
+}
+
+/* The answer, with the headers every one has, queued. */
+static enum MHD_Result
+web_send(struct MHD_Connection *conn, struct answer *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char num[32];
+
+	if (r->body.full) {
+		hbuf_free(&r->body);
+		hbuf_init(&r->body, 4096);
+		r->status = 500;
+		r->type = "text/plain; charset=utf-8";
+		hbuf_lit(&r->body, "answer too large\n");
+	}
+	resp = MHD_create_response_from_buffer(
+	    r->body.n, r->body.p != NULL ? r->body.p : (char *)"",
+	    MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        r->type != NULL ? r->type
+	                                        : "text/html; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Security-Policy", web_csp);
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+	                        r->cache ? "max-age=31536000, immutable"
+	                                 : "no-store");
+	if (r->location[0] != '\0')
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION,
+		                        r->location);
+	if (r->cookie[0] != '\0')
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE,
+		                        r->cookie);
+	if (r->cookie2[0] != '\0')
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE,
+		                        r->cookie2);
+	if (r->allow[0] != '\0')
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	if (r->retry_after > 0) {
+		snprintf(num, sizeof(num), "%d", r->retry_after);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, num);
+	}
+	ret = MHD_queue_response(conn, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result
+web_answer(void *cls, struct MHD_Connection *conn, const char *url,
+           const char *method, const char *version, const char *upload,
+           size_t *upload_size, void **con_cls)
+{
+	struct console *c = cls;
+	struct creq *q = *con_cls;
+	struct form_field fields[WEB_FIELDS];
+	char empty[1] = "";
+	struct webgate_request g;
+	struct webgate_config gc;
+	struct answer r;
+	struct ask a;
+	const struct webroute *rt;
+	const char *cookie, *bearer, *why, *token = NULL;
+	/* Why there is no session; what is wrong with the body, if anything */
+	const char *sess_why = "no session", *bad_code = NULL, *bad_why = NULL;
+	int bad_status = 0;
+	char origin[320];
+	enum webgate_verdict v;
+	enum MHD_Result ret;
+
+	(void)version;
+	if (q == NULL) {
+		if ((q = calloc(1, sizeof(*q))) == NULL)
+			return MHD_NO;
+		*con_cls = q;
+		return MHD_YES;
+	}
+	if (*upload_size != 0) {
+		if (!q->too_large &&
+		    q->len + *upload_size <= CONSOLE_BODY_MAX) {
+			char *p = realloc(q->body, q->len + *upload_size + 1);
+			if (p == NULL)
+				return MHD_NO;
+			q->body = p;
+			memcpy(q->body + q->len, upload, *upload_size);
+			q->len += *upload_size;
+			q->body[q->len] = '\0';
+		} else {
+			q->too_large = 1;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+
+	memset(&a, 0, sizeof(a));
+	memset(&r, 0, sizeof(r));
+	a.c = c;
+	a.conn = conn;
+	a.method = method;
+	a.path = url;
+	a.now = duration_wall_ms();
+	hbuf_init(&r.body, CONSOLE_ANSWER_MAX);
+	r.status = 200;
+	r.json = web_wants_json(conn);
+	web_client_ip(conn, a.client_ip, sizeof(a.client_ip));
+	web_sweep(c, a.now);
+
+	rt = web_route(&a, url);
+	cookie = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND,
+	                                     web_cookie_name(c));
+	bearer = web_bearer(conn);
+	memset(&g, 0, sizeof(g));
+	g.method = method;
+	g.host = web_header(conn, MHD_HTTP_HEADER_HOST);
+	g.origin = web_header(conn, "Origin");
+	g.referer = web_header(conn, MHD_HTTP_HEADER_REFERER);
+	g.class = rt != NULL ? rt->class : WEBGATE_READ;
+	g.auth = cookie != NULL && bearer != NULL ? WEBGATE_AUTH_BOTH
+	         : cookie != NULL                 ? WEBGATE_AUTH_COOKIE
+	         : bearer != NULL                 ? WEBGATE_AUTH_BEARER
+	                                          : WEBGATE_AUTH_NONE;
+	token = bearer != NULL ? bearer : cookie;
+
+	/* A POST's body: a form, of bounded size, each field once.  What
+	 * is wrong with it is said after the gate's Host and method. */
+	if (strcmp(method, "POST") == 0 && rt != NULL &&
+	    rt->class != WEBGATE_READ) {
+		const char *ct = web_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+		if (q->too_large) {
+			bad_status = 413;
+			bad_code = "too_large";
+			bad_why = "a body over 16 KiB";
+		} else if (q->len > 0 &&
+		           (ct == NULL ||
+		            strncasecmp(ct, "application/x-www-form-urlencoded",
+		                        33) != 0)) {
+			bad_status = 415;
+			bad_code = "not_a_form";
+			bad_why = "POST bodies are "
+			          "application/x-www-form-urlencoded";
+		} else if (form_parse(q->body != NULL ? q->body : empty, q->len,
+		                      fields, WEB_FIELDS, &a.nform,
+		                      &bad_why) < 0) {
+			/* form_parse writes a NUL at body[len]: never a
+			 * literal */
+			bad_status = 400;
+			bad_code = "bad_request";
+			a.nform = 0; /* partly decoded: not to be read */
+		} else {
+			a.form = fields;
+		}
+	}
+
+	/* Our origin as this request reached us: with a public_url, its;
+	 * else that of the Host it named, when the Host is one of ours
+	 * (localhost, 127.0.0.1, [::1] and the listen address alike). */
+	snprintf(origin, sizeof(origin), "%s", c->origin);
+	if (c->cfg.console_public_url[0] == '\0' && g.host != NULL)
+		for (size_t i = 0; i < c->nhosts; i++)
+			if (strcasecmp(g.host, c->hosts[i]) == 0)
+				snprintf(origin, sizeof(origin), "http://%s",
+				         c->hosts[i]);
+	if (g.auth != WEBGATE_AUTH_BOTH)
+		web_session(&a, token, &sess_why);
+	if (strcmp(method, "POST") == 0) {
+		const char *given = ask_field(&a, "csrf");
+		if (given == NULL)
+			given = web_header(conn, "X-CSRF-Token");
+		if (rt != NULL && rt->fn == route_login) {
+			/* The login form's double submit: the pre cookie
+			 * and the form's copy of it.  A JSON login sets no
+			 * cookie and so needs neither (no browser carries
+			 * what it answers to another site). */
+			const char *pre = MHD_lookup_connection_value(
+			    conn, MHD_COOKIE_KIND, "cascade_pre");
+			const char *field = ask_field(&a, "pre");
+			if (r.json && cookie == NULL &&
+			    (g.origin == NULL ||
+			     strcasecmp(g.origin, origin) == 0))
+				g.auth = WEBGATE_AUTH_BEARER;
+			g.csrf_ok = pre != NULL && field != NULL &&
+			            strlen(pre) == WEBSESSION_HEX_SIZE - 1 &&
+			            strcmp(pre, field) == 0;
+		} else {
+			/* Against the copy taken under the lock: a.s may
+			 * leave the store meanwhile. */
+			g.csrf_ok = a.s != NULL && given != NULL &&
+			            web_same(given, a.csrf);
+		}
+	}
+	gc.origin = origin;
+	gc.hosts = c->hosts;
+	gc.nhosts = c->nhosts;
+	v = webgate_judge(&g, &gc, &why);
+	if (v != WEBGATE_PASS && v != WEBGATE_BAD_HOST &&
+	    v != WEBGATE_BAD_METHOD && bad_status != 0) {
+		answer_error(&a, &r, bad_status, bad_code, bad_why);
+		goto send;
+	}
+	/* A POST that names no session at all is a 401, as a GET is: the
+	 * CSRF check is for a request the browser sent with our cookie. */
+	if ((v == WEBGATE_NO_CSRF || v == WEBGATE_BAD_ORIGIN) &&
+	    (g.auth == WEBGATE_AUTH_NONE ||
+	     (g.auth == WEBGATE_AUTH_COOKIE && a.s == NULL)) &&
+	    rt != NULL && rt->who == WHO_SESSION) {
+		answer_error(&a, &r, 401, "no_session", sess_why);
+		goto send;
+	}
+	if (v != WEBGATE_PASS) {
+		if (v == WEBGATE_BAD_METHOD && rt != NULL)
+			snprintf(r.allow, sizeof(r.allow), "%s",
+			         webgate_allow(rt->class));
+		answer_error(&a, &r, webgate_status(v),
+		             v == WEBGATE_BAD_HOST     ? "bad_host"
+		             : v == WEBGATE_BAD_METHOD ? "method"
+		             : v == WEBGATE_BOTH_AUTH  ? "bad_request"
+		                                       : "forbidden",
+		             why);
+		goto send;
+	}
+	if (bad_status != 0) {
+		answer_error(&a, &r, bad_status, bad_code, bad_why);
+		goto send;
+	}
+	if (rt == NULL) {
+		answer_error(&a, &r, 404, "not_found", "no such page");
+		goto send;
+	}
+	if (rt->who == WHO_SESSION && a.s == NULL) {
+		if (!r.json && strcmp(method, "GET") == 0) {
+			struct hbuf loc;
+			hbuf_init(&loc, sizeof(r.location) - 1);
+			hbuf_lit(&loc, "/login?next=");
+			html_url(&loc, url, strlen(url));
+			r.status = 303;
+			snprintf(r.location, sizeof(r.location), "%s",
+			         loc.full ? "/login" : loc.p);
+			hbuf_free(&loc);
+			hbuf_lit(&r.body, "log in first\n");
+			r.type = "text/plain; charset=utf-8";
+		} else {
+			answer_error(&a, &r, 401, "no_session", sess_why);
+		}
+		goto send;
+	}
+	rt->fn(&a, &r);
+send:
+	ret = web_send(conn, &r);
+	hbuf_free(&r.body);
+	csess_put(c, a.cs);
+	return ret;
+}
+
+static void
+web_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+              enum MHD_RequestTerminationCode toe)
+{
+	struct creq *q = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (q != NULL) {
+		free(q->body);
+		free(q);
+		*con_cls = NULL;
+	}
+}
+
+/* Routes kept here: they are about sessions and the server itself. */
+static void
+route_root(struct ask *a, struct answer *r)
+{
+	(void)a;
+	r->status = 303;
+	snprintf(r->location, sizeof(r->location), "/waiting");
+	r->type = "text/plain; charset=utf-8";
+	hbuf_lit(&r->body, "see /waiting\n");
+}
+
+static void
+web_hex(const unsigned char *b, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/*
+ * Is next a path of ours to send a browser to after its login: '/', then
+ * only the bytes of a path and query (no second '/' first, no '\\', no
+ * blank or control byte, which browsers drop from a URL), at most 512?
+ */
+static int
+web_local_path(const char *next)
+{
+	size_t n;
+
+	if (next == NULL || next[0] != '/' || next[1] == '/' || next[1] == '\\')
+		return 0;
+	n = strspn(next, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                 "0123456789/-._~?=&%+");
+	return next[n] == '\0' && n <= 512;
+}
+
+static void
+login_form(struct ask *a, struct answer *r, int status, const char *message)
+{
+	unsigned char raw[WEBSESSION_TOKEN_BYTES];
+	char pre[WEBSESSION_HEX_SIZE];
+	const char *next = ask_arg(a, "next");
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		answer_error(a, r, 500, "internal", "no random bytes");
+		return;
+	}
+	web_hex(raw, sizeof(raw), pre);
+	snprintf(r->cookie, sizeof(r->cookie),
+	         "cascade_pre=%s; Path=/login; HttpOnly; SameSite=Strict%s",
+	         pre, a->c->secure ? "; Secure" : "");
+	r->status = status;
+	page_head(a, r, "Log in", NULL);
+	hbuf_lit(&r->body, "<main class=login><h1>Log in to cascade</h1>"
+	                   "<p>Your RabbitMQ user name and password: the "
+	                   "console connects to the broker as you.</p>");
+	if (message != NULL) {
+		hbuf_lit(&r->body, "<p class=error>");
+		html_text(&r->body, message, strlen(message));
+		hbuf_lit(&r->body, "</p>");
+	}
+	hbuf_lit(&r->body, "<form method=post action=\"/login");
+	if (web_local_path(next)) {
+		hbuf_lit(&r->body, "?next=");
+		html_url(&r->body, next, strlen(next));
+	}
+	hbuf_lit(&r->body, "\"><input type=hidden name=pre value=\"");
+	hbuf_raw(&r->body, pre, strlen(pre));
+	hbuf_lit(&r->body,
+	         "\"><label>User <input name=user id=user "
+	         "autocomplete=username required></label>"
+	         "<label>Password <input name=password id=password "
+	         "type=password autocomplete=current-password></label>"
+	         "<button type=submit id=login>Log in</button></form></main>");
+	page_foot(r);
+}
+
+static void
+route_login(struct ask *a, struct answer *r)
+{
+	struct console *c = a->c;
+	const char *user, *password, *next;
+	struct csess *cs, *later = NULL;
+	struct websession *s;
+	char token[WEBSESSION_HEX_SIZE], err[512];
+	char who[ESCAPE_MAX_FACTOR * 64 + 4];
+	void *evicted = NULL;
+	int64_t wait, expires = 0;
+	int control;
+
+	if (strcmp(a->method, "POST") != 0) {
+		login_form(a, r, 200, NULL);
+		return;
+	}
+	user = ask_field(a, "user");
+	password = ask_field(a, "password");
+	if (user == NULL || password == NULL || user[0] == '\0') {
+		answer_error(a, r, 400, "bad_request",
+		             "user and password are needed");
+		return;
+	}
+	/* Counted as a failure before the broker is asked, so that logins
+	 * made at once cannot all pass the check; a success clears it. */
+	pthread_mutex_lock(&c->sess_lock);
+	wait =
+	    ratelimit_check(&c->rl, a->client_ip, user, strlen(user), a->now);
+	if (wait == 0)
+		ratelimit_fail(&c->rl, a->client_ip, user, strlen(user),
+		               a->now);
+	pthread_mutex_unlock(&c->sess_lock);
+	if (wait > 0) {
+		r->retry_after = (int)((wait + 999) / 1000);
+		answer_error(a, r, 429, "rate_limited",
+		             "too many failed logins: try again later");
+		return;
+	}
+	if ((cs = calloc(1, sizeof(*cs))) == NULL) {
+		answer_error(a, r, 500, "internal", "out of memory");
+		return;
+	}
+	pthread_mutex_init(&cs->mu, NULL);
+	if (client_open_user(&cs->cl, &c->cfg, &c->topo,
+	                     amqp_cstring_bytes(user),
+	                     amqp_cstring_bytes(password), 0) < 0) {
+		/* A refused login (the broker's close) or a broker that
+		 * did not answer: only the first counts as a failure. */
+		int refused = strstr(cs->cl.err, "login") != NULL;
+		snprintf(err, sizeof(err), "%.500s", cs->cl.err);
+		pthread_mutex_destroy(&cs->mu);
+		free(cs);
+		if (refused) {
+			escape_bytes(user, strlen(user), 64, ESCAPE_QUOTED, who,
+			             sizeof(who));
+			log_info("console_login_failed", " user=\"%s\" from=%s",
+			         who, a->client_ip);
+			if (r->json)
+				answer_error(a, r, 401, "no_session",
+				             "wrong user name or password");
+			else
+				login_form(a, r, 401,
+				           "Wrong user name or password.");
+		} else {
+			/* Not the user's fault: the broker did not answer. */
+			pthread_mutex_lock(&c->sess_lock);
+			ratelimit_refund(&c->rl, a->client_ip, user,
+			                 strlen(user));
+			pthread_mutex_unlock(&c->sess_lock);
+			answer_error(a, r, 502, "broker", err);
+		}
+		return;
+	}
+	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
+	pthread_mutex_lock(&c->sess_lock);
+	ratelimit_refund(&c->rl, a->client_ip, user, strlen(user));
+	if (websession_trim_user(&c->sessions, user, strlen(user),
+	                         CONSOLE_USER_SESSIONS, &evicted)) {
+		csess_gone(evicted, &later);
+		if (later != NULL) {
+			pthread_mutex_unlock(&c->sess_lock);
+			csess_close(later);
+			pthread_mutex_lock(&c->sess_lock);
+			later = NULL;
+		}
+		evicted = NULL;
+	}
+	s = websession_create(&c->sessions, user, strlen(user), control, cs,
+	                      a->now, token, &evicted, err, sizeof(err));
+	if (s != NULL)
+		expires = websession_expires(&c->sessions, s);
+	if (evicted != NULL)
+		csess_gone(evicted, &later);
+	pthread_mutex_unlock(&c->sess_lock);
+	if (later != NULL)
+		csess_close(later);
+	if (s == NULL) {
+		csess_close(cs);
+		answer_error(a, r, 500, "internal", err);
+		return;
+	}
+	escape_bytes(user, strlen(user), 64, ESCAPE_QUOTED, who, sizeof(who));
+	log_info("console_login", " user=\"%s\" control=%d from=%s", who,
+	         control, a->client_ip);
+	if (r->json) {
+		answer_json_start(r);
+		hbuf_lit(&r->body, "{\"token\":\"");
+		hbuf_raw(&r->body, token, strlen(token));
+		hbuf_lit(&r->body, "\",\"user\":");
+		html_json(&r->body, user, strlen(user));
+		hbuf_printf(&r->body,
+		            ",\"control\":%s,\"expires_ms\":%" PRId64 "}\n",
+		            control ? "true" : "false", expires);
+		return;
+	}
+	snprintf(r->cookie, sizeof(r->cookie),
+	         "%s=%s; Path=/; HttpOnly; SameSite=Strict%s",
+	         web_cookie_name(c), token, c->secure ? "; Secure" : "");
+	snprintf(r->cookie2, sizeof(r->cookie2),
+	         "cascade_pre=; Path=/login; Max-Age=0");
+	next = ask_arg(a, "next");
+	r->status = 303;
+	snprintf(r->location, sizeof(r->location), "%s",
+	         web_local_path(next) ? next : "/waiting");
+	r->type = "text/plain; charset=utf-8";
+	hbuf_lit(&r->body, "logged in\n");
+}
+
+static void
+route_logout(struct ask *a, struct answer *r)
+{
+	struct console *c = a->c;
+	const char *cookie = MHD_lookup_connection_value(
+	    a->conn, MHD_COOKIE_KIND, web_cookie_name(c));
+	const char *token = web_bearer(a->conn);
+	struct csess *later = NULL;
+	void *conn;
+	int found;
+
+	if (token == NULL)
+		token = cookie;
+	pthread_mutex_lock(&c->sess_lock);
+	conn = websession_remove(&c->sessions, token, strlen(token), &found);
+	csess_gone(conn, &later);
+	pthread_mutex_unlock(&c->sess_lock);
+	/* Our own reference keeps it open until the answer is sent. */
+	(void)later;
+	a->s = NULL;
+	if (r->json) {
+		answer_json_start(r);
+		hbuf_lit(&r->body, "{\"ok\":true}\n");
+		return;
+	}
+	snprintf(r->cookie, sizeof(r->cookie),
+	         "%s=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict%s",
+	         web_cookie_name(c), c->secure ? "; Secure" : "");
+	r->status = 303;
+	snprintf(r->location, sizeof(r->location), "/login");
+	r->type = "text/plain; charset=utf-8";
+	hbuf_lit(&r->body, "logged out\n");
+}
+
+static void
+route_healthz(struct ask *a, struct answer *r)
+{
+	struct console *c = a->c;
+	uint64_t records;
+	int ok;
+
+	pthread_mutex_lock(&c->lock);
+	ok = c->caught_up;
+	records = c->records;
+	pthread_mutex_unlock(&c->lock);
+	r->type = "text/plain; charset=utf-8";
+	if (ok) {
+		hbuf_lit(&r->body, "ok\n");
+		return;
+	}
+	r->status = 503;
+	hbuf_printf(&r->body, "catching up: %" PRIu64 " records read\n",
+	            records);
+}
+
+static void
+route_changes(struct ask *a, struct answer *r)
+{
+	struct console *c = a->c;
+	const char *after = ask_arg(a, "after");
+	uint64_t v = 0, now_v;
+	struct timespec ts;
+	char *end;
+
+	if (after != NULL) {
+		errno = 0;
+		v = strtoull(after, &end, 10);
+		if (errno != 0 || end == after || *end != '\0') {
+			answer_error(a, r, 400, "bad_request",
+			             "after is a version number");
+			return;
+		}
+	}
+	if (atomic_fetch_add(&web_polls, 1) >= WEB_POLLS_MAX) {
+		atomic_fetch_sub(&web_polls, 1);
+		answer_error(a, r, 503, "not_ready", "too many waiting");
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += CONSOLE_POLL_MS / 1000;
+	pthread_mutex_lock(&c->lock);
+	while (atomic_load(&c->version) <= v && !atomic_load(&c->stop))
+		if (pthread_cond_timedwait(&c->changed, &c->lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	now_v = atomic_load(&c->version);
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_sub(&web_polls, 1);
+	answer_json_start(r);
+	hbuf_printf(&r->body, "{\"version\":%" PRIu64 "}\n", now_v);
+}
+
+static void
+route_asset(struct ask *a, struct answer *r)
+{
+	const char *name = a->rest != NULL ? a->rest : "favicon.svg";
+	size_t len = a->rest != NULL ? a->rest_len : strlen(name);
+
+	for (size_t i = 0; i < console_nassets; i++) {
+		const struct console_asset *as = &console_assets[i];
+		const char *dot = strrchr(as->name, '.');
+		size_t stem = (size_t)(dot - as->name), hl = strlen(as->hash);
+		char want[128];
+
+		/* console.<hash>.js for console.js; the favicon by name */
+		if (a->rest == NULL) {
+			if (strcmp(as->name, name) != 0)
+				continue;
+		} else {
+			if (snprintf(want, sizeof(want), "%.*s.%s%s", (int)stem,
+			             as->name, as->hash,
+			             dot) >= (int)sizeof(want))
+				continue;
+			if (len != stem + 1 + hl + strlen(dot) ||
+			    memcmp(want, name, len) != 0)
+				continue;
+			r->cache = 1;
+		}
+		r->type = as->type;
+		hbuf_raw(&r->body, as->data, as->len);
+		return;
+	}
+	answer_error(a, r, 404, "not_found", "no such asset");
+}
+
+static void
+route_target_pause(struct ask *a, struct answer *r)
+{
+	act_target(a, r, 0);
+}
+
+static void
+route_target_resume(struct ask *a, struct answer *r)
+{
+	act_target(a, r, 1);
+}
+
+static void
+route_series_pause(struct ask *a, struct answer *r)
+{
+	act_series(a, r, 0);
+}
+
+static void
+route_series_resume(struct ask *a, struct answer *r)
+{
+	act_series(a, r, 1);
+}
+
+static void web_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void
+web_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[256];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\r\n")] = '\0';
+	/* A client that went away says so here: debug, not to be flooded. */
+	log_debug("console_http_error", " reason=\"%s\"", line);
+}
+
+/* The Host values we answer to, and our origin (webgate.h). */
+static void
+web_hosts(struct console *c, const char *host)
+{
+	const char *pub = c->cfg.console_public_url;
+	int v6 = strchr(host, ':') != NULL;
+
+	c->nhosts = 0;
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]),
+	         v6 ? "[%.250s]:%d" : "%.250s:%d", host, c->port);
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "127.0.0.1:%d",
+	         c->port);
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "localhost:%d",
+	         c->port);
+	snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "[::1]:%d",
+	         c->port);
+	if (pub[0] != '\0') {
+		const char *h = strstr(pub, "://") + 3;
+		size_t n = strcspn(h, "/");
+		snprintf(c->hostbuf[c->nhosts++], sizeof(c->hostbuf[0]), "%.*s",
+		         (int)(n < 250 ? n : 250), h);
+		snprintf(c->origin, sizeof(c->origin), "%.*s",
+		         (int)(h - pub + (ptrdiff_t)n), pub);
+	} else {
+		snprintf(c->origin, sizeof(c->origin), "http://%.280s",
+		         c->hostbuf[0]);
+	}
+	for (size_t i = 0; i < c->nhosts; i++)
+		c->hosts[i] = c->hostbuf[i];
+}
+
+/*
+ * A listening socket on addr, its port in *port: bound before the server
+ * starts, so that the Host and Origin it accepts are known before the
+ * first request.  -1 with errno.
+ */
+static int
+web_listen(const struct addrinfo *ai, int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd, one = 1;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*port = ss.ss_family == AF_INET6
+	            ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+	            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+int
+web_start(struct console *c, char *err, size_t size)
+{
+	struct addrinfo hints, *ai = NULL;
+	char host[256], port[16];
+	const char *why;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
+	                 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	int rc, fd;
+
+	if (listen_parse(c->listen, host, sizeof(host), port, sizeof(port),
+	                 &why) < 0) {
+		snprintf(err, size, "%s: %s", c->listen, why);
+		return -1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
+	rc = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
+	if (rc != 0) {
+		snprintf(err, size, "%s: %s", c->listen, gai_strerror(rc));
+		return -1;
+	}
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	fd = web_listen(ai, &c->port);
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(err, size, "cannot listen on %s: %s", c->listen,
+		         strerror(errno));
+		return -1;
+	}
+	web_hosts(c, host[0] != '\0' ? host : "127.0.0.1");
+	c->mhd = MHD_start_daemon(
+	    flags, 0, NULL, NULL, web_answer, c, MHD_OPTION_EXTERNAL_LOGGER,
+	    web_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONSOLE_CONNECTIONS,
+	    /* one address may not take every connection (and thread) */
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)CONSOLE_PER_IP,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(64u << 20),
+	    MHD_OPTION_NOTIFY_COMPLETED, web_completed, c, MHD_OPTION_END);
+	if (c->mhd == NULL) {
+		close(fd);
+		snprintf(err, size, "cannot serve on %s", c->listen);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+web_close_conn(void *conn)
+{
+	struct csess *cs = conn;
+
+	/* The server is stopped: no request holds it any more. */
+	csess_close(cs);
+}
+
+void
+web_stop(struct console *c)
+{
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+	if (c->mhd != NULL)
+		MHD_stop_daemon(c->mhd);
+	c->mhd = NULL;
+	/* Every session's connection closed, as at logout. */
+	websession_free(&c->sessions, web_close_conn);
+}
