@@ -11,10 +11,12 @@ import plan
 from faults import kill_fast_daemons
 from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
 
-# Modules whose fixtures start brokers (or, test_console, a daemon and a
-# console) of their own for the module: under pytest-xdist (make's
-# TEST_JOBS) each runs in one worker, which starts them once.
-ONE_WORKER = ("test_console", "test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
+# Modules whose fixtures start brokers of their own for the module: under
+# pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
+# them once.  (test_console is not one: its daemon and console start in a
+# second or two, so each worker starting its own beats running it all in
+# one.)
+ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
               "test_trust", "test_trust_records")
 
 
