@@ -165,6 +165,9 @@ static const struct {
     EXACT("x-remaining-delay", HEADER_DELAY),
     EXACT("x-delay", HEADER_DELAY),
     EXACT("x-deliver-at", HEADER_DELAY),
+    /* Tanzu RabbitMQ's and RabbitMQ 4.4's, from AMQP 1.0 annotations */
+    EXACT("x-opt-delivery-time", HEADER_DELAY),
+    EXACT("x-opt-delivery-delay", HEADER_DELAY),
     EXACT("x-target-exchange", HEADER_TARGET),
     EXACT("x-target-routing-key", HEADER_TARGET),
     /* set by the broker on dead-lettering and quorum-queue delivery */

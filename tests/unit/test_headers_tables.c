@@ -23,6 +23,8 @@ Test(headers_is_routing, publisher_routing_headers)
 	cr_assert(routing("x-remaining-delay"));
 	cr_assert(routing("x-delay"));
 	cr_assert(routing("x-deliver-at"));
+	cr_assert(routing("x-opt-delivery-time"));
+	cr_assert(routing("x-opt-delivery-delay"));
 	cr_assert(routing("x-target-exchange"));
 	cr_assert(routing("x-target-routing-key"));
 }
