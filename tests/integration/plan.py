@@ -26,6 +26,7 @@ LADDER = ("3.10.8", "4.0.5", "4.3.6")
 NEWEST = ("4.3.6", "native")
 ONCE = ("4.3.6",)
 HOST = ("3.10.8",)
+AMQP10 = ("4.0.5", "4.3.6")
 
 # module, or module::test (a test's own line wins over its module's):
 # (runs, why)
@@ -41,6 +42,12 @@ PLAN = {
     "test_console_browser": (HOST, "the pages in chromium: they do not "
                              "vary by broker, and the Debian roots would "
                              "need some 400 MB more for a browser"),
+    "test_publishers": (ONCE, "which header decides is cascade's own "
+                        "logic; waiting changes nothing"),
+    "test_publishers::test_an_amqp10_publisher_gets_its_delay_and_its_"
+    "message_intact": (AMQP10, "RabbitMQ 4's AMQP 1.0 (/exchanges/ "
+                       "addresses, annotations made headers) in 4.0 and "
+                       "4.3; the waiting mode changes nothing"),
     "test_ctl": (EVERY, "passive declares (403 or 404), stream reading and "
                  "requeue through each broker"),
     "test_ctl::test_requeue_keeps_a_due_time_still_ahead": (
