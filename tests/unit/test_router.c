@@ -618,3 +618,28 @@ Test(router, opt_delivery_delay_is_a_delay)
 		expect_park(&r, "x-opt-delivery-delay");
 	}
 }
+
+Test(router, a_double_delay_is_truncated_as_the_plugin_did)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	/* Brighter's x-delay: TimeSpan.TotalMilliseconds, a double */
+	tb_add(&t, "x-delay", AMQP_FIELD_KIND_F64)->value.f64 = 90000.9;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 90000);
+	t.e[0].value.value.f64 = 1e300;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-delay");
+	t.e[0].value.value.f64 = 0.0 / 0.0;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-delay");
+	t.n = 0;
+	tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_F32)->value.f32 =
+	    1500.5f;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 1500);
+}
