@@ -53,6 +53,18 @@ def test_a_time_wins_over_every_delay(client, daemon):
     assert [p.message_id for _, p, _ in got] == ["o-1"], got
 
 
+def test_a_double_x_delay_as_brighter_sends_it(client, daemon):
+    """Brighter writes x-delay as a double (TimeSpan.TotalMilliseconds):
+    truncated to whole ms, as the plugin took it."""
+    q = client.queue()
+    t0 = time.time()
+    client.publish(daemon.prefix, q, b"dbl", {"x-delay": 1200.9},
+                   message_id="f-1")
+    got = client.collect(q, 1, timeout=1.2 + LATE)
+    assert [p.message_id for _, p, _ in got] == ["f-1"], got
+    assert got[0][0] >= t0 + 1.2 - SLACK, got[0][0] - t0
+
+
 def amqp10(broker):
     """A blocking Qpid Proton connection to the broker as its URL's user,
     or a skip before RabbitMQ 4.0 (whose AMQP 1.0 has no /exchanges/
