@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cascade: see README.md.  `make` builds, `make check` runs every test,
 # `make test` the fast tier.
 PREFIX ?= /usr/local
