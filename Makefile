@@ -57,7 +57,7 @@ LIB := $(BUILD)/libcascade.a
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
 	run deps deps-browser \
-	fuzz install \
+	fuzz install deb \
 	uninstall \
 	format format-check clean
 
@@ -326,6 +326,17 @@ install: all
 		echo "install -m 644 conf/cascade.ini $$ini"; \
 		install -m 644 conf/cascade.ini $$ini; \
 	fi
+
+# `make deb`: a Debian package of the daemon and its tools, built by
+# dpkg-buildpackage from tools/deb/debian/ in a staging tree under
+# $(BUILD)/deb/, against this system's libraries, and clean under lintian
+# (tools/deb/build).  Out: $(BUILD)/cascade_$(DEB_VERSION)_ARCH.deb.
+# `tools/debian-root SUITE run make deb` builds Debian 13's or 14's.
+DEB_VERSION ?= 0.1.0-1
+deb:
+	@tools/install-deps
+	@tools/install-deps --deb
+	tools/deb/build $(BUILD) $(DEB_VERSION)
 
 # Leaves the config unless it is the unchanged default.
 uninstall:
