@@ -57,7 +57,7 @@ LIB := $(BUILD)/libcascade.a
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
 	run deps deps-browser \
-	fuzz install deb \
+	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
 
@@ -337,6 +337,15 @@ deb:
 	@tools/install-deps
 	@tools/install-deps --deb
 	tools/deb/build $(BUILD) $(DEB_VERSION)
+
+# The package built for Debian 12 (here), 13 and 14 (the roots), each
+# installed with apt into a fresh copy of a bare root of its release, its
+# cascade --check run and one delayed message carried by the installed
+# daemon and cascade-publish (tools/deb/test; as root, about two minutes).
+# DEB_SUITES: which releases.
+DEB_SUITES ?= bookworm trixie forky
+test-deb:
+	tools/deb/test $(DEB_SUITES)
 
 # Leaves the config unless it is the unchanged default.
 uninstall:
