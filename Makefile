@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cascade: see README.md.  `make` builds, `make check` runs every test,
 # `make test` the fast tier.
 PREFIX ?= /usr/local
@@ -56,7 +57,7 @@ LIB := $(BUILD)/libcascade.a
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
 	run deps deps-browser \
-	fuzz install \
+	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
 
@@ -325,6 +326,26 @@ install: all
 		echo "install -m 644 conf/cascade.ini $$ini"; \
 		install -m 644 conf/cascade.ini $$ini; \
 	fi
+
+# `make deb`: a Debian package of the daemon and its tools, built by
+# dpkg-buildpackage from tools/deb/debian/ in a staging tree under
+# $(BUILD)/deb/, against this system's libraries, and clean under lintian
+# (tools/deb/build).  Out: $(BUILD)/cascade_$(DEB_VERSION)_ARCH.deb.
+# `tools/debian-root SUITE run make deb` builds Debian 13's or 14's.
+DEB_VERSION ?= 0.1.0-1
+deb:
+	@tools/install-deps
+	@tools/install-deps --deb
+	tools/deb/build $(BUILD) $(DEB_VERSION)
+
+# The package built for Debian 12 (here), 13 and 14 (the roots), each
+# installed with apt into a fresh copy of a bare root of its release, its
+# cascade --check run and one delayed message carried by the installed
+# daemon and cascade-publish (tools/deb/test; as root, about two minutes).
+# DEB_SUITES: which releases.
+DEB_SUITES ?= bookworm trixie forky
+test-deb:
+	tools/deb/test $(DEB_SUITES)
 
 # Leaves the config unless it is the unchanged default.
 uninstall:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * AMQP header tables: reading delays and names from any field type, and
  * copying a table while dropping entries.  Pure code on rabbitmq-c's types.

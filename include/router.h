@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The routing decision for one message, and the properties it is published
  * with.  Pure code: the daemon feeds it a delivery and the clock, and carries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Header tables: typed reads, filtered copies, equality. */
 #include "headers.h"
 

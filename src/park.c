@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parked messages: their target, and the properties to send them back. */
 #include "park.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The routing decision (router.h); the properties it publishes with are
  * router_props.c's. */
 #include "router_int.h"

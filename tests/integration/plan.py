@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The test plan: on which runs of `make check` each integration test runs,
 and why (docs/development.md, "The test plan", shows this table).
 

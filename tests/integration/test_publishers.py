@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The publishers users come from (issue 39): Tanzu RabbitMQ's and
 RabbitMQ 4.4's delay headers over AMQP 0-9-1, and an AMQP 1.0 publisher
 (Qpid Proton) sending to /exchanges/P with the message annotations

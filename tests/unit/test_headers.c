@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Header values: delays and times of any field type, integers, strings. */
 #include "amqp_compat.h"
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Header tables: which headers route, lookup, filtering, equality; the
  * size of properties as rabbitmq-c encodes them, UTF-8 names, and the one

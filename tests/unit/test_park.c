@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sending parked messages back (cascade-ctl requeue).  Most tests park a
  * message with the router's own code, as the daemon does, requeue it, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Routing decisions: router_decide on a message from ingress and from the
  * return queue (delays, times, targets, what is parked), and the names of
