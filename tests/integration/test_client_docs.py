@@ -141,7 +141,7 @@ def build(client, source, tmp):
     with open(path, "w") as f:
         f.write(source)
     exe = os.path.join(tmp, "snippet")
-    r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-o", exe, path,
+    r = subprocess.run(["cc", "-Wall", "-Werror", "-o", exe, path,
                         "-lrabbitmq"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
