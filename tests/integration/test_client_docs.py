@@ -15,7 +15,8 @@ substitutes its own values for the spellings the page lists (its table
   1h                           1s (the repeat: first in 1 s, then every 1 s)
 
 and runs the program: python3 for pika, kombu and Qpid Proton; node for
-amqplib (0.10, installed from npm once into BUILD/node); Go's amqp091-go
+amqplib (0.10, installed from npm once into build/node, which the Debian
+roots share); Go's amqp091-go
 from Debian's golang-github-rabbitmq-amqp091-go-dev (built offline with
 GO111MODULE=off, GOPATH=/usr/share/gocode); rabbitmq-c compiled with cc
 (with <amqp.h> and <amqp_tcp_socket.h> for rabbitmq-c before 0.12, as the
@@ -87,7 +88,10 @@ def npm_amqplib():
     if not shutil.which("node") or not shutil.which("npm"):
         pytest.skip("no node and npm here (tools/install-deps lists nodejs "
                     "and npm)")
-    prefix = os.path.join(BUILD, "node")
+    # Under the repository's build/, whatever BUILD is: the Debian roots
+    # (tools/debian-root) see the same directory, so one install serves
+    # them all (amqplib is JavaScript only).
+    prefix = os.path.join(ROOT, "build", "node")
     os.makedirs(prefix, exist_ok=True)
     with open(os.path.join(prefix, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -95,7 +99,7 @@ def npm_amqplib():
                                           "amqplib")):
             r = subprocess.run(
                 ["npm", "install", "--prefix", prefix, "--cache",
-                 os.path.join(BUILD, "npm-cache"), "--no-audit", "--no-fund",
+                 os.path.join(ROOT, "build", "npm-cache"), "--no-audit", "--no-fund",
                  "--ignore-scripts", AMQPLIB],
                 capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr
