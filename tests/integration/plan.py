@@ -37,6 +37,13 @@ PLAN = {
     "test_cli": (ONCE, "the command line and config: no broker behaviour"),
     "test_clients": (LADDER, "real clients' publishes as each broker and "
                      "rabbitmq-c take them; waiting changes nothing"),
+    "test_client_docs": (LADDER, "docs/clients.md's snippets through "
+                         "pika, kombu, amqplib, amqp091-go and rabbitmq-c "
+                         "as each broker and rabbitmq-c take them; waiting "
+                         "changes nothing"),
+    "test_client_docs::test_a_qpid_proton_snippet_does_what_the_page_"
+    "says": (AMQP10, "the page's Qpid Proton snippets: RabbitMQ 4's AMQP "
+             "1.0 in 4.0 and 4.3"),
     "test_console": (EVERY, "the console over each broker's streams, "
                      "logins and user-ids, each rabbitmq-c and "
                      "libmicrohttpd; its actions ride each waiting mode"),
