@@ -56,7 +56,7 @@ LIB := $(BUILD)/libcascade.a
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
-	run deps deps-browser \
+	run deps deps-clients deps-browser \
 	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
@@ -120,7 +120,7 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_sort.o \
 # the unit tests, the alert rules' tests and the integration tests that need
 # one broker, but the browser's (test-browser: its packages are some 400 MB
 # that this tier does without; make check runs it).
-test: deps
+test: deps deps-clients
 	$(MAKE) unit test-alerts integration
 
 # What CI runs (.ci/run): every run of the test plan (docs/development.md,
@@ -129,12 +129,12 @@ test: deps
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps deps-browser
+check: deps deps-clients deps-browser
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps deps-browser
+check-full: deps deps-clients deps-browser
 	tools/check --full
 
 unit: $(UNIT_BINS)
@@ -270,6 +270,11 @@ deps:
 
 deps-browser:
 	@tools/install-deps --browser
+
+# The clients docs/clients.md's snippets are run with (some 500 MB):
+# make test and make check need them, make run does not.
+deps-clients:
+	@tools/install-deps --clients
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
