@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/clients.md's snippets, run with the real clients: the page cannot
 drift from what works.
 
@@ -39,6 +40,10 @@ import uuid
 import pytest
 
 from helpers import BUILD, LATE_SCALE, ROOT, broker_version
+
+# Some 40 s of real clients (builds, npm, waits): make test-slow, which
+# make check runs on every broker of the plan; make test stays fast.
+pytestmark = pytest.mark.slow
 
 DOC = os.path.join(ROOT, "docs", "clients.md")
 LATE = 3.0 * LATE_SCALE
