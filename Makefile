@@ -307,7 +307,8 @@ SBINDIR ?= $(PREFIX)/sbin
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8
+MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8 \
+	conf/cascade-publish.8
 INSTALL_SED := sed -e 's|/usr/sbin/cascade|$(SBINDIR)/cascade|g' \
 	-e 's|/etc/cascade/|$(SYSCONFDIR)/cascade/|g'
 
@@ -322,6 +323,8 @@ install: all
 	$(INSTALL_SED) conf/cascade-ctl.8 > $(DESTDIR)$(MANDIR)/man8/cascade-ctl.8
 	$(INSTALL_SED) conf/cascade-console.8 > \
 		$(DESTDIR)$(MANDIR)/man8/cascade-console.8
+	$(INSTALL_SED) conf/cascade-publish.8 > \
+		$(DESTDIR)$(MANDIR)/man8/cascade-publish.8
 	chmod 644 $(DESTDIR)$(UNITDIR)/cascade.service \
 		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%)
 	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \

@@ -17,7 +17,8 @@ from helpers import BUILD, ROOT
 
 BUILD_ARG = os.environ.get("CASCADE_BUILD", "build")
 TOOLS = ("cascade-publish", "cascade-bench", "cascade-ctl")
-MANPAGES = ("cascade.8", "cascade-ctl.8", "cascade-console.8")
+MANPAGES = ("cascade.8", "cascade-ctl.8", "cascade-console.8",
+            "cascade-publish.8")
 
 
 def clean_env():
@@ -335,7 +336,7 @@ def contract_section(number):
 @pytest.mark.parametrize("tool,section,page", [
     ("cascade", "6.1", "cascade.8"),
     ("cascade-ctl", "6.2", "cascade-ctl.8"),
-    ("cascade-publish", "6.3", None),
+    ("cascade-publish", "6.3", "cascade-publish.8"),
     ("cascade-console", "6.4", "cascade-console.8"),
 ])
 def test_help_contract_and_man_page_name_the_same_options(tool, section,
