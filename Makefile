@@ -56,7 +56,7 @@ LIB := $(BUILD)/libcascade.a
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
-	run deps deps-clients deps-browser \
+	run deps deps-clients deps-browser node-clients \
 	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
@@ -129,12 +129,12 @@ test: deps deps-clients
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps deps-clients deps-browser
+check: deps deps-clients deps-browser node-clients
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps deps-clients deps-browser
+check-full: deps deps-clients deps-browser node-clients
 	tools/check --full
 
 unit: $(UNIT_BINS)
@@ -275,6 +275,17 @@ deps-browser:
 # make test and make check need them, make run does not.
 deps-clients:
 	@tools/install-deps --clients
+
+# amqplib for test_client_docs (the version it names), from npm into
+# build/node, on this machine before any lane starts: the Debian roots
+# share that directory, and npm inside them cannot verify this machine's
+# registry certificate chain.  The test installs it itself when run alone.
+node-clients: deps-clients
+	@test -d build/node/node_modules/amqplib || \
+		npm install --prefix build/node --cache build/npm-cache \
+		--no-audit --no-fund --ignore-scripts \
+		"$$(sed -n 's/^AMQPLIB = "\(.*\)"$$/\1/p' \
+		tests/integration/test_client_docs.py)"
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
