@@ -101,6 +101,11 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 			router_park(r, PARK_bad_header, "%s: %s", name, why);
 			return -1;
 		}
+		/* An AMQP 1.0 timestamp annotation reaches us in whole
+		 * seconds, its milliseconds cut off (RabbitMQ's to_091): the
+		 * end of that second, so that it is never early. */
+		if (i == 1 && v->kind == AMQP_FIELD_KIND_TIMESTAMP)
+			r->due += 999;
 		ms = r->due > now ? r->due - now : 0;
 	} else {
 		if (headers_delay(v, &ms, &why) < 0) {

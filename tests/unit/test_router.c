@@ -646,3 +646,18 @@ Test(router, a_double_delay_is_truncated_as_the_plugin_did)
 	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
 	cr_assert_eq(r.due, NOW + 1500);
 }
+
+Test(router, an_amqp10_timestamp_is_never_early)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	/* RabbitMQ hands a 1.0 timestamp over in seconds, ms cut off: the
+	 * end of that second */
+	tb_add(&t, "x-opt-delivery-time", AMQP_FIELD_KIND_TIMESTAMP)
+	    ->value.u64 = (uint64_t)(NOW / 1000 + 10);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, (NOW / 1000 + 10) * 1000 + 999);
+}
