@@ -215,6 +215,11 @@ const struct cseries *console_series(struct console *c,
  * it; -1 when none (the index locked). */
 int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
 
+/* slots[0..n) in the index's order, due then first seen (the index
+ * locked): for the few rows a search by name or the series gather.  -1
+ * out of memory (slots as they were). */
+int console_sort_slots(struct console *c, uint32_t *slots, uint32_t n);
+
 /* The handlers. */
 void page_waiting(struct ask *a, struct answer *r);
 void page_message(struct ask *a, struct answer *r);
