@@ -99,7 +99,7 @@ struct console {
 	size_t ring_next, ring_n;
 	atomic_uint_least64_t version; /* written under lock; read anywhere */
 	int caught_up;
-	uint64_t records, untrusted, skipped;
+	uint64_t records, untrusted;
 	int64_t live_ms; /* wall time of the last record or tick */
 	char reader_err[512];
 
@@ -108,17 +108,10 @@ struct console {
 	struct websession_store sessions;
 	struct ratelimit rl;
 
-	/* The console's own second connection (fetch by offset, P.error,
-	 * status): under svc_lock, opened when first needed. */
-	pthread_mutex_t svc_lock;
-	struct client svc;
-	int svc_open;
-
 	/* The web side. */
 	void *mhd;
 	int port;
-	int secure;     /* public_url is https */
-	char base[256]; /* public_url's path, no trailing slash; "" */
+	int secure; /* public_url is https */
 	char origin[300];
 	char hostbuf[6][300];
 	const char *hosts[6];
@@ -131,8 +124,6 @@ struct console {
 /* reader.c */
 int reader_start(struct console *c);
 void reader_stop(struct console *c);
-/* A change to show: the version moves on and the long-polls wake. */
-void console_changed(struct console *c);
 
 /* web.c */
 int web_start(struct console *c, char *err, size_t size);
