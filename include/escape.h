@@ -36,4 +36,8 @@ enum escape_style {
 size_t escape_bytes(const void *s, size_t n, size_t max,
                     enum escape_style style, char *out, size_t size);
 
+/* The value of hexadecimal digit c (either case), or -1: for decoding
+ * %XX escapes (form bodies, management URLs). */
+int escape_hex_value(char c);
+
 #endif

@@ -113,6 +113,20 @@ int64_t websession_expires(const struct websession_store *st,
                            const struct websession *s);
 
 /*
+ * A new token: 32 random bytes from the kernel, as 64 hex digits (a
+ * session's, its CSRF token, the login form's pre-session one).  0, or
+ * -1 when the kernel gave none.
+ */
+int websession_new_token(char hex[WEBSESSION_HEX_SIZE]);
+
+/*
+ * 1 when given (len bytes) is token, compared in constant time; else 0
+ * (also for NULL, or a length not a token's).
+ */
+int websession_token_eq(const char *given, size_t len,
+                        const char token[WEBSESSION_HEX_SIZE]);
+
+/*
  * 1 when given (len bytes, from a form field or X-CSRF-Token) is s's CSRF
  * token, compared in constant time; else 0.
  */

@@ -62,3 +62,15 @@ escape_bytes(const void *s, size_t n, size_t max, enum escape_style style,
 	out[o] = '\0';
 	return o;
 }
+
+int
+escape_hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -8,19 +8,8 @@
 
 #include <string.h>
 
+#include "escape.h"
 #include "json.h"
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /*
  * Decode s[0..len) over itself; the decoded length in *out.  -1 with *why
@@ -38,8 +27,9 @@ decode(char *s, size_t len, size_t *out, const char **why)
 			i++;
 		} else if (c == '%') {
 			int hi, lo;
-			if (len - i < 3 || (hi = hexval(s[i + 1])) < 0 ||
-			    (lo = hexval(s[i + 2])) < 0) {
+			if (len - i < 3 ||
+			    (hi = escape_hex_value(s[i + 1])) < 0 ||
+			    (lo = escape_hex_value(s[i + 2])) < 0) {
 				*why = "a % not followed by two hex digits";
 				return -1;
 			}

@@ -11,17 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int
-mgmt_hex_digit(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
+#include "escape.h"
 
 /* Percent-decode s[0..n) into out; -1 on a bad escape or no room. */
 static int
@@ -32,11 +22,11 @@ mgmt_url_decode(const char *s, size_t n, char *out, size_t size)
 	for (size_t i = 0; i < n; i++) {
 		int ch = (unsigned char)s[i];
 		if (ch == '%') {
-			if (i + 2 >= n || mgmt_hex_digit(s[i + 1]) < 0 ||
-			    mgmt_hex_digit(s[i + 2]) < 0)
+			if (i + 2 >= n || escape_hex_value(s[i + 1]) < 0 ||
+			    escape_hex_value(s[i + 2]) < 0)
 				return -1;
-			ch = mgmt_hex_digit(s[i + 1]) * 16 +
-			     mgmt_hex_digit(s[i + 2]);
+			ch = escape_hex_value(s[i + 1]) * 16 +
+			     escape_hex_value(s[i + 2]);
 			i += 2;
 		}
 		if (ch == 0 || o + 1 >= size)

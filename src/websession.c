@@ -89,6 +89,30 @@ to_hex(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int
+websession_new_token(char hex[WEBSESSION_HEX_SIZE])
+{
+	unsigned char raw[WEBSESSION_TOKEN_BYTES];
+
+	if (random_bytes(raw, sizeof(raw)) != 0) {
+		OPENSSL_cleanse(raw, sizeof(raw));
+		return -1;
+	}
+	to_hex(raw, sizeof(raw), hex);
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return 0;
+}
+
+int
+websession_token_eq(const char *given, size_t len,
+                    const char token[WEBSESSION_HEX_SIZE])
+{
+	/* The length is no secret: every token is 64 digits. */
+	if (given == NULL || len != 2 * WEBSESSION_TOKEN_BYTES)
+		return 0;
+	return CRYPTO_memcmp(token, given, len) == 0;
+}
+
 static int
 hexval(char c)
 {
@@ -173,7 +197,7 @@ websession_create(struct websession_store *st, const char *user, size_t len,
                   char token_hex[WEBSESSION_HEX_SIZE], void **evicted,
                   char *err, size_t errlen)
 {
-	unsigned char raw[WEBSESSION_TOKEN_BYTES], csrf[WEBSESSION_TOKEN_BYTES];
+	char csrf_hex[WEBSESSION_HEX_SIZE];
 	unsigned char hash[32];
 	struct websession *s;
 
@@ -184,30 +208,30 @@ websession_create(struct websession_store *st, const char *user, size_t len,
 		         "a user name is 1 to 255 bytes without NUL");
 		return NULL;
 	}
-	if (random_bytes(raw, sizeof(raw)) != 0 ||
-	    random_bytes(csrf, sizeof(csrf)) != 0) {
-		OPENSSL_cleanse(raw, sizeof(raw));
+	if (websession_new_token(token_hex) != 0 ||
+	    websession_new_token(csrf_hex) != 0) {
+		OPENSSL_cleanse(token_hex, WEBSESSION_HEX_SIZE);
 		snprintf(err, errlen, "no random bytes from the kernel");
 		return NULL;
 	}
-	to_hex(raw, sizeof(raw), token_hex);
-	OPENSSL_cleanse(raw, sizeof(raw));
 	if (token_hash(token_hex, 2 * WEBSESSION_TOKEN_BYTES, hash) != 0) {
 		OPENSSL_cleanse(token_hex, WEBSESSION_HEX_SIZE);
+		OPENSSL_cleanse(csrf_hex, sizeof(csrf_hex));
 		snprintf(err, errlen, "SHA-256 failed");
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
 		OPENSSL_cleanse(token_hex, WEBSESSION_HEX_SIZE);
+		OPENSSL_cleanse(csrf_hex, sizeof(csrf_hex));
 		snprintf(err, errlen, "out of memory for a session");
 		return NULL;
 	}
 	memcpy(s->hash, hash, sizeof(hash));
 	memcpy(s->user, user, len);
 	s->control = control != 0;
-	to_hex(csrf, sizeof(csrf), s->csrf);
-	OPENSSL_cleanse(csrf, sizeof(csrf));
+	memcpy(s->csrf, csrf_hex, sizeof(csrf_hex));
+	OPENSSL_cleanse(csrf_hex, sizeof(csrf_hex));
 	s->created = now;
 	s->used = now;
 	s->conn = conn;
@@ -267,10 +291,7 @@ websession_expire(struct websession_store *st, int64_t now, void **conn)
 int
 websession_csrf_ok(const struct websession *s, const char *given, size_t len)
 {
-	/* The length is no secret: every token is 64 digits. */
-	if (given == NULL || len != 2 * WEBSESSION_TOKEN_BYTES)
-		return 0;
-	return CRYPTO_memcmp(s->csrf, given, len) == 0;
+	return websession_token_eq(given, len, s->csrf);
 }
 
 int

@@ -100,7 +100,7 @@ struct console {
 	size_t ring_next, ring_n;
 	atomic_uint_least64_t version; /* written under lock; read anywhere */
 	int caught_up;
-	uint64_t records, untrusted, skipped;
+	uint64_t records, untrusted;
 	int64_t live_ms; /* wall time of the last record or tick */
 	char reader_err[512];
 
@@ -109,17 +109,10 @@ struct console {
 	struct websession_store sessions;
 	struct ratelimit rl;
 
-	/* The console's own second connection (fetch by offset, P.error,
-	 * status): under svc_lock, opened when first needed. */
-	pthread_mutex_t svc_lock;
-	struct client svc;
-	int svc_open;
-
 	/* The web side. */
 	void *mhd;
 	int port;
-	int secure;     /* public_url is https */
-	char base[256]; /* public_url's path, no trailing slash; "" */
+	int secure; /* public_url is https */
 	char origin[300];
 	char hostbuf[6][300];
 	const char *hosts[6];
@@ -132,8 +125,6 @@ struct console {
 /* reader.c */
 int reader_start(struct console *c);
 void reader_stop(struct console *c);
-/* A change to show: the version moves on and the long-polls wake. */
-void console_changed(struct console *c);
 
 /* web.c */
 int web_start(struct console *c, char *err, size_t size);
@@ -215,6 +206,11 @@ const struct cseries *console_series(struct console *c,
 /* The slot of the waiting message whose cascade id is id, when a may see
  * it; -1 when none (the index locked). */
 int64_t console_find(struct console *c, struct ask *a, amqp_bytes_t id);
+
+/* slots[0..n) in the index's order, due then first seen (the index
+ * locked): for the few rows a search by name or the series gather.  -1
+ * out of memory (slots as they were). */
+int console_sort_slots(struct console *c, uint32_t *slots, uint32_t n);
 
 /* The handlers. */
 void page_waiting(struct ask *a, struct answer *r);

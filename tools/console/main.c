@@ -106,7 +106,6 @@ console_setup(struct console *c, const char *path, const char *listen)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	pthread_mutex_init(&c->sess_lock, NULL);
-	pthread_mutex_init(&c->svc_lock, NULL);
 	idmap_init(&c->series);
 	requests_init(&c->req);
 	if (cindex_init(&c->ix, 0, 0) < 0 ||

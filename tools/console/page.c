@@ -8,6 +8,7 @@
 #include "amqp_compat.h"
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <microhttpd.h>
@@ -48,6 +49,43 @@ ask_field(const struct ask *a, const char *name)
 
 /* The slot of the waiting message whose cascade id is id, visible to a;
  * -1 when none (the index locked). */
+/* A slot with the keys of the index's order, for sorting a few. */
+struct page_key {
+	int64_t due, seen;
+	uint32_t slot;
+};
+
+static int
+page_key_cmp(const void *pa, const void *pb)
+{
+	const struct page_key *a = pa, *b = pb;
+
+	if (a->due != b->due)
+		return a->due < b->due ? -1 : 1;
+	if (a->seen != b->seen)
+		return a->seen < b->seen ? -1 : 1;
+	return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+int
+console_sort_slots(struct console *c, uint32_t *slots, uint32_t n)
+{
+	struct page_key *k = malloc(((size_t)n + 1) * sizeof(*k));
+
+	if (k == NULL)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct cindex_row row;
+		cindex_row(&c->ix, slots[i], &row);
+		k[i] = (struct page_key){row.due, row.seen, slots[i]};
+	}
+	qsort(k, n, sizeof(*k), page_key_cmp);
+	for (uint32_t i = 0; i < n; i++)
+		slots[i] = k[i].slot;
+	free(k);
+	return 0;
+}
+
 int64_t
 console_find(struct console *c, struct ask *a, amqp_bytes_t id)
 {

@@ -29,7 +29,8 @@ struct reader {
 	    pruned_ms; /* monotonic, when lapsed requests were last let go */
 };
 
-void
+/* A change to show: the version moves on and the long-polls wake. */
+static void
 console_changed(struct console *c)
 {
 	atomic_fetch_add(&c->version, 1);
@@ -293,7 +294,6 @@ reader_tick(void *arg, char *err, size_t size)
 		r->pruned_ms = duration_mono_ms();
 	}
 	c->untrusted = r->s.untrusted;
-	c->skipped = (uint64_t)r->s.skipped;
 	pthread_mutex_unlock(&c->lock);
 	return atomic_load(&c->stop) ? 1 : 0;
 }

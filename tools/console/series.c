@@ -34,22 +34,9 @@ series_one(amqp_bytes_t key, void *value, void *ctx)
 	return 0;
 }
 
-static struct console *series_sort_c;
-
-static int
-series_cmp(const void *pa, const void *pb)
-{
-	struct cindex_row a, b;
-
-	cindex_row(&series_sort_c->ix, *(const uint32_t *)pa, &a);
-	cindex_row(&series_sort_c->ix, *(const uint32_t *)pb, &b);
-	return a.due < b.due ? -1 : a.due > b.due;
-}
-
 void
 page_series(struct ask *a, struct answer *r)
 {
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	struct console *c = a->c;
 	struct series_walk w;
 	struct hbuf *b = &r->body;
@@ -71,10 +58,12 @@ page_series(struct ask *a, struct answer *r)
 		return;
 	}
 	idmap_each(&c->series, series_one, &w);
-	pthread_mutex_lock(&sort_lock);
-	series_sort_c = c;
-	qsort(w.slots, w.n, sizeof(*w.slots), series_cmp);
-	pthread_mutex_unlock(&sort_lock);
+	if (console_sort_slots(c, w.slots, w.n) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		free(w.slots);
+		answer_error(a, r, 500, "internal", "out of memory");
+		return;
+	}
 	if (r->json) {
 		answer_json_start(r);
 		hbuf_printf(b,

@@ -130,23 +130,6 @@ waiting_bucket(struct cindex_histogram *h, int64_t due, int64_t now)
 		h->later++;
 }
 
-struct named_row {
-	int64_t due, seen;
-	uint32_t slot;
-};
-
-static int
-named_cmp(const void *pa, const void *pb)
-{
-	const struct named_row *a = pa, *b = pb;
-
-	if (a->due != b->due)
-		return a->due < b->due ? -1 : 1;
-	if (a->seen != b->seen)
-		return a->seen < b->seen ? -1 : 1;
-	return a->slot < b->slot ? -1 : a->slot > b->slot;
-}
-
 /*
  * The rows of an exact search: every message the text names (a cascade
  * id or a message-id, which any number may share) that the user may see
@@ -161,17 +144,11 @@ waiting_named(struct console *c, struct ask *a, const struct wq *w,
 	amqp_bytes_t text = amqp_cstring_bytes(w->text);
 	uint32_t total = cindex_named(&c->ix, text, NULL, 0), n, k = 0;
 	uint32_t *slots;
-	struct named_row *rows;
 
 	memset(h, 0, sizeof(*h));
 	*out = NULL;
-	slots = malloc(((size_t)total + 1) * sizeof(*slots));
-	rows = malloc(((size_t)total + 1) * sizeof(*rows));
-	if (slots == NULL || rows == NULL) {
-		free(slots);
-		free(rows);
+	if ((slots = malloc(((size_t)total + 1) * sizeof(*slots))) == NULL)
 		return -1;
-	}
 	n = cindex_named(&c->ix, text, slots, total);
 	for (uint32_t i = 0; i < n && i < total; i++) {
 		struct cindex_row row;
@@ -186,15 +163,13 @@ waiting_named(struct console *c, struct ask *a, const struct wq *w,
 			continue;
 		if (w->q.target != NULL && !wq_target(w->q.target, &row))
 			continue;
-		rows[k].due = row.due;
-		rows[k].seen = row.seen;
-		rows[k++].slot = slots[i];
+		slots[k++] = slots[i];
 		waiting_bucket(h, row.due, a->now);
 	}
-	qsort(rows, k, sizeof(*rows), named_cmp);
-	for (uint32_t i = 0; i < k; i++)
-		slots[i] = rows[i].slot;
-	free(rows);
+	if (console_sort_slots(c, slots, k) < 0) {
+		free(slots);
+		return -1;
+	}
 	*out = slots;
 	return k;
 }

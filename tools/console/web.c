@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,21 +173,6 @@ web_client_ip(struct MHD_Connection *conn, char *out, size_t size)
 		inet_ntop(AF_INET6,
 		          &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
 		          (socklen_t)size);
-}
-
-/* Whether a and b are the same string, in time that does not depend on
- * where they differ (a CSRF token). */
-static int
-web_same(const char *a, const char *b)
-{
-	size_t n = strlen(b);
-	unsigned char d = 0;
-
-	if (strlen(a) != n)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
 }
 
 /* Sessions: a reference to a session's connection, and its release. */
@@ -458,14 +442,16 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 			    (g.origin == NULL ||
 			     strcasecmp(g.origin, origin) == 0))
 				g.auth = WEBGATE_AUTH_BEARER;
-			g.csrf_ok = pre != NULL && field != NULL &&
-			            strlen(pre) == WEBSESSION_HEX_SIZE - 1 &&
-			            strcmp(pre, field) == 0;
+			g.csrf_ok =
+			    pre != NULL && field != NULL &&
+			    strlen(pre) == WEBSESSION_HEX_SIZE - 1 &&
+			    websession_token_eq(field, strlen(field), pre);
 		} else {
 			/* Against the copy taken under the lock: a.s may
 			 * leave the store meanwhile. */
-			g.csrf_ok = a.s != NULL && given != NULL &&
-			            web_same(given, a.csrf);
+			g.csrf_ok =
+			    a.s != NULL && given != NULL &&
+			    websession_token_eq(given, strlen(given), a.csrf);
 		}
 	}
 	gc.origin = origin;
@@ -558,18 +544,6 @@ route_root(struct ask *a, struct answer *r)
 	hbuf_lit(&r->body, "see /waiting\n");
 }
 
-static void
-web_hex(const unsigned char *b, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /*
  * Is next a path of ours to send a browser to after its login: '/', then
  * only the bytes of a path and query (no second '/' first, no '\\', no
@@ -590,15 +564,13 @@ web_local_path(const char *next)
 static void
 login_form(struct ask *a, struct answer *r, int status, const char *message)
 {
-	unsigned char raw[WEBSESSION_TOKEN_BYTES];
 	char pre[WEBSESSION_HEX_SIZE];
 	const char *next = ask_arg(a, "next");
 
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+	if (websession_new_token(pre) != 0) {
 		answer_error(a, r, 500, "internal", "no random bytes");
 		return;
 	}
-	web_hex(raw, sizeof(raw), pre);
 	snprintf(r->cookie, sizeof(r->cookie),
 	         "cascade_pre=%s; Path=/login; HttpOnly; SameSite=Strict%s",
 	         pre, a->c->secure ? "; Secure" : "");
