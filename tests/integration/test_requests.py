@@ -244,6 +244,7 @@ def recorded(d, names):
     return len(got & set(names))
 
 
+@pytest.mark.slow
 def test_a_burst_of_reschedule_requests_leaves_plain_messages_on_time(
         client, daemon_factory):
     """1,000 requests, each waiting for a reading of P.events, behind a

@@ -27,6 +27,7 @@ def own_headers(props):
     return sorted(h for h in props.headers or {} if h.startswith("x-cascade-"))
 
 
+@pytest.mark.slow
 def test_a_six_field_cron_every_2s_delivers_on_the_boundary_numbered(
         client, daemon_factory):
     d = daemon_factory(ladder(*SHORT))
@@ -236,6 +237,7 @@ def check_paced(got, due, n, rate, span):
         assert t >= d - SLACK, (mid, t - d)
 
 
+@pytest.mark.slow
 def test_a_target_paced_at_20_a_second_gets_200_in_10_s_in_due_order(
         client, daemon_factory):
     q = "q-pace-" + uid("")[-8:]

@@ -247,6 +247,7 @@ def test_parked_copy_too_large_names_the_dropped_headers(client,
     assert_connection_kept(d)
 
 
+@pytest.mark.slow
 def test_deeply_nested_headers_do_not_stall_the_others(client,
                                                        daemon_factory):
     limit = sys.getrecursionlimit()
