@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cascade: see README.md.  `make` builds, `make check` runs every test,
 # `make test` the fast tier.
 PREFIX ?= /usr/local
@@ -55,8 +56,8 @@ LIB := $(BUILD)/libcascade.a
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	test-soak test-browser check check-calls \
-	run deps deps-browser \
-	fuzz install \
+	run deps deps-clients deps-browser node-clients \
+	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
 
@@ -119,7 +120,7 @@ $(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_sort.o \
 # the unit tests, the alert rules' tests and the integration tests that need
 # one broker, but the browser's (test-browser: its packages are some 400 MB
 # that this tier does without; make check runs it).
-test: deps
+test: deps deps-clients
 	$(MAKE) unit test-alerts integration
 
 # What CI runs (.ci/run): every run of the test plan (docs/development.md,
@@ -128,12 +129,12 @@ test: deps
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps deps-browser
+check: deps deps-clients deps-browser node-clients
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps deps-browser
+check-full: deps deps-clients deps-browser node-clients
 	tools/check --full
 
 unit: $(UNIT_BINS)
@@ -270,6 +271,22 @@ deps:
 deps-browser:
 	@tools/install-deps --browser
 
+# The clients docs/clients.md's snippets are run with (some 500 MB):
+# make test and make check need them, make run does not.
+deps-clients:
+	@tools/install-deps --clients
+
+# amqplib for test_client_docs (the version it names), from npm into
+# build/node, on this machine before any lane starts: the Debian roots
+# share that directory, and npm inside them cannot verify this machine's
+# registry certificate chain.  The test installs it itself when run alone.
+node-clients: deps-clients
+	@test -d build/node/node_modules/amqplib || \
+		npm install --prefix build/node --cache build/npm-cache \
+		--no-audit --no-fund --ignore-scripts \
+		"$$(sed -n 's/^AMQPLIB = "\(.*\)"$$/\1/p' \
+		tests/integration/test_client_docs.py)"
+
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
 FUZZERS := duration config headers records zone cron form
@@ -301,7 +318,8 @@ SBINDIR ?= $(PREFIX)/sbin
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8
+MANPAGES := conf/cascade.8 conf/cascade-ctl.8 conf/cascade-console.8 \
+	conf/cascade-publish.8
 INSTALL_SED := sed -e 's|/usr/sbin/cascade|$(SBINDIR)/cascade|g' \
 	-e 's|/etc/cascade/|$(SYSCONFDIR)/cascade/|g'
 
@@ -316,6 +334,8 @@ install: all
 	$(INSTALL_SED) conf/cascade-ctl.8 > $(DESTDIR)$(MANDIR)/man8/cascade-ctl.8
 	$(INSTALL_SED) conf/cascade-console.8 > \
 		$(DESTDIR)$(MANDIR)/man8/cascade-console.8
+	$(INSTALL_SED) conf/cascade-publish.8 > \
+		$(DESTDIR)$(MANDIR)/man8/cascade-publish.8
 	chmod 644 $(DESTDIR)$(UNITDIR)/cascade.service \
 		$(MANPAGES:conf/%=$(DESTDIR)$(MANDIR)/man8/%)
 	@ini=$(DESTDIR)$(SYSCONFDIR)/cascade/cascade.ini; \
@@ -325,6 +345,26 @@ install: all
 		echo "install -m 644 conf/cascade.ini $$ini"; \
 		install -m 644 conf/cascade.ini $$ini; \
 	fi
+
+# `make deb`: a Debian package of the daemon and its tools, built by
+# dpkg-buildpackage from tools/deb/debian/ in a staging tree under
+# $(BUILD)/deb/, against this system's libraries, and clean under lintian
+# (tools/deb/build).  Out: $(BUILD)/cascade_$(DEB_VERSION)_ARCH.deb.
+# `tools/debian-root SUITE run make deb` builds Debian 13's or 14's.
+DEB_VERSION ?= 0.1.0-1
+deb:
+	@tools/install-deps
+	@tools/install-deps --deb
+	tools/deb/build $(BUILD) $(DEB_VERSION)
+
+# The package built for Debian 12 (here), 13 and 14 (the roots), each
+# installed with apt into a fresh copy of a bare root of its release, its
+# cascade --check run and one delayed message carried by the installed
+# daemon and cascade-publish (tools/deb/test; as root, about two minutes).
+# DEB_SUITES: which releases.
+DEB_SUITES ?= bookworm trixie forky
+test-deb:
+	tools/deb/test $(DEB_SUITES)
 
 # Leaves the config unless it is the unchanged default.
 uninstall:

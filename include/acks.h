@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batched acknowledgements.  Deliveries on one channel carry increasing
  * tags; a message is settled when its next publish is confirmed, in any

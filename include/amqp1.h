@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An AMQP 1.0 consumer of quorum queues, for RabbitMQ 4.3's holding queues
  * (docs/how-it-works.md, "Native waiting"): Qpid Proton-C's connection

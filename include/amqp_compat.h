@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rabbitmq-c's headers under the name each version wants: 0.14 and later
  * (Debian 13 has 0.15) moved them to <rabbitmq-c/...> and warn on the old

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Connecting to RabbitMQ and the blocking set-up that happens before the
  * event loop takes over; and, for the tools, which have no event loop,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's index of what waits (docs/console-design.md, section 2):
  * the records of P.events (events.h) folded as waiting.h folds them, but

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client: one blocking broker connection for a program without an event
  * loop (cascade-ctl, and the console's workers to come, docs/console-

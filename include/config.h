@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The configuration file: one table of every key with its type, default and
  * bounds (CONFIG_KEYS below) generates the struct, the defaults, the parser

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cron expressions, and the instants they name in a time zone.  Pure code
  * (the zone is read by zone.h).

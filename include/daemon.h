@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The running daemon: one libev loop that consumes ingress and return,
  * routes each delivery and acks it once its next publish is confirmed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Durations as people write them: "250ms", "2s", "15m", "2h", "3d", or a bare
  * integer in a default unit; and the two clocks, in milliseconds.  No I/O.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A message kept whole inside the body of another: how a message waits in
  * a holding queue (docs/how-it-works.md, "Native waiting").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bytes from the broker (bodies, ids, exchange names) made safe for a
  * terminal line: one escaper with two styles, so that cascade-ctl's errors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What waits in cascade, recorded in two RabbitMQ streams (durable,
  * replicated, no plugin: RabbitMQ 3.9 and later):

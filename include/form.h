@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * application/x-www-form-urlencoded bodies, the console's POSTs
  * (docs/console-design.md, section 4).  Parsed here rather than by

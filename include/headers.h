@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * AMQP header tables: reading delays and names from any field type, and
  * copying a table while dropping entries.  Pure code on rabbitmq-c's types.
@@ -15,9 +16,11 @@ const amqp_field_value_t *headers_find(const amqp_table_t *t, const char *key);
 const amqp_table_t *headers_of(const amqp_basic_properties_t *props);
 
 /*
- * A delay: an integer of any AMQP width, signed or unsigned, in ms, or a
- * string ("5000", "250ms", "90s", "15m", "2h", "3d").  Returns 0, or -1 with
- * a reason ("must be an integer or a string ...") in *why.
+ * A delay: an integer of any AMQP width, signed or unsigned, in ms; a
+ * float or double, truncated towards zero (as the delayed-message plugin
+ * took it); or a string ("5000", "250ms", "90s", "15m", "2h", "3d").
+ * Returns 0, or -1 with a reason ("must be an integer or a number ...")
+ * in *why.
  */
 int headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why);
 
@@ -38,7 +41,8 @@ int headers_string(const amqp_field_value_t *v, amqp_bytes_t *out);
 enum header_class {
 	HEADER_OTHER,        /* the publisher's own */
 	HEADER_DISTRIBUTION, /* CC, BCC */
-	HEADER_DELAY,        /* x-remaining-delay, x-delay, x-deliver-at */
+	HEADER_DELAY,        /* x-remaining-delay, x-delay, x-deliver-at,
+	                        x-opt-delivery-time, x-opt-delivery-delay */
 	HEADER_TARGET,       /* x-target-exchange, x-target-routing-key */
 	HEADER_BROKER,       /* x-death, x-*-death-*, x-delivery-count,
 	                      * x-acquired-count */

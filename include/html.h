@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's answers as they are written (docs/console-design.md,
  * section 3): a growing buffer with a cap, and the only ways bytes from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small HTTP server for /metrics and /healthz, on libmicrohttpd driven from
  * the daemon's libev loop (one thread: the handler reads the daemon's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * httpget: a small HTTP/1.0 GET client, for a daemon's /metrics (status,
  * and the console's Health page to come) and the broker's management API.

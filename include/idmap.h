@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A hash map from byte strings (message ids) to pointers: open addressing,
  * FNV-1a, a power-of-two table at most half full.  Keys are copied, each

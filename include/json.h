@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JSON strings from arbitrary bytes, for the log's JSON lines and
  * cascade-ctl's --json output: one escaper, so both say the same of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ladder of delay queues: level k has TTL resolution * factor^k.  Pure
  * arithmetic, no I/O, so every edge case is unit-tested without a broker.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * [metrics] listen's HOST:PORT, apart from the HTTP server (httpd.h) so
  * that what reads the configuration (every tool) does not link

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A message the daemon holds: a delivery (or a basic.return) assembled from
  * its method, content-header and body frames, its route, and its publish.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the daemon counts, and the Prometheus text exposition of it.  Pure:
  * the daemon bumps the counters, fills the gauges when asked, and the HTTP

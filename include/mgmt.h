@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * RabbitMQ's management API, the pure parts: where it is (an http:// URL
  * taken apart), and what /api/config/effective says (the app env as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The publishes of one channel in confirm mode, and what waits for it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pacing a target: at most so many deliveries a second to one exchange (any
  * routing key) or one exchange and routing key, across every daemon that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Parked messages (P.error): where one was going, and the properties to send
  * it back through cascade's exchange once the cause of its parking is fixed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The next publish of a routed message, given which destinations refuse
  * (targets.h).  The router says where a message goes; the plan checks that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The daemon's /metrics text (Prometheus exposition format, metrics.h)
  * read back: the per-target samples cascade-ctl status shows.  Pure code;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's login rate limits (docs/console-design.md, section 3):
  * failed logins counted by (client address, user), by address and in all,

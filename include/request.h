@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request: the records that ask the daemons to change what waits (cancel,
  * reschedule, pause, resume: docs/CONTRACT.md 7.3, 7.5, 7.10), built and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request state a daemon (or cascade-ctl list) holds, read from
  * P.cancels and P.series (events.h): each kind of it in one id map, with

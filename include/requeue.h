@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requeue: sending parked messages back through cascade's exchange with
  * their target and due time restored (park.h), each one leaving P.error

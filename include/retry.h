@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Retry policies for work queues that dead-letter rejected messages into
  * P.retry: how many times a message goes back and after which delays.  Pure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The routing decision for one message, and the properties it is published
  * with.  Pure code: the daemon feeds it a delivery and the clock, and carries
@@ -229,8 +230,9 @@ int router_series_skip(const struct router_params *p, struct route *r,
                        int64_t now);
 
 /*
- * The delay headers of a first sight (x-deliver-at, x-remaining-delay,
- * x-delay) into r->due, from now.  0, or -1 with r parked (bad header,
+ * The delay headers of a first sight (x-deliver-at, x-opt-delivery-time,
+ * x-remaining-delay, x-opt-delivery-delay, x-delay: the first present)
+ * into r->due, from now.  0, or -1 with r parked (bad header,
  * beyond max_delay).
  */
 int router_read_due(const struct router_params *p, const amqp_table_t *h,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Schedules: when each occurrence of a repeat (x-cascade-every, first,
  * times, until, catch-up) is due, which one a late delivery delivers, and

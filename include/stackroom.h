@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Room on the main thread's stack for the decoders cascade does not own.
  * rabbitmq-c 0.11 (Debian 12) decodes nested header tables recursively

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * streamread: reading a stream (P.events, events.h) from its first record
  * up to a marker of our own, written and confirmed first, so that every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Backpressure per destination.  A destination is an exchange and a routing
  * key: a delivery's target, or one of cascade's delay queues (exchange "",

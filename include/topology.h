@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The broker objects cascade owns (docs/CONTRACT.md section 3): their
  * names, and declaring them with exactly the arguments listed there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Who wrote what cascade reads back from the broker.  RabbitMQ refuses a
  * message whose user-id is not the publishing connection's user, so the

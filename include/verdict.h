@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The verdict on a message: what becomes of it, decided once.  Pure code.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef CASCADE_VERSION_H
 #define CASCADE_VERSION_H
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The messages still waiting, as the stream P.events tells them
  * (events.h): its records folded into one table, filtered and sorted the

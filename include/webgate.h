@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one check every console request passes before any handler runs
  * (docs/console-design.md, section 3): the Host against DNS rebinding,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's sessions (docs/console-design.md, section 3): who is
  * logged in, kept in memory only.  A session is named by a random 32-byte

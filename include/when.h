@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Points in time as people write them on a command line, and as the tools
  * print them: ISO 8601 in UTC with milliseconds.  The clock is an

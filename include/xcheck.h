@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Does a target exchange exist?  Answered by a passive exchange.declare on
  * a channel of its own (a 404 closes that channel, not the one that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Time zones for schedules in an IANA zone ("Europe/Berlin"): for any
  * instant, the UTC offset in force and the span over which it holds.

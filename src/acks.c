@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Batched acks: one multiple=true ack for the settled run at the front. */
 #include "acks.h"
 

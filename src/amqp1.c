@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An AMQP 1.0 consumer on Qpid Proton-C's connection driver (amqp1.h): the
  * connection.  A TCP socket of our own, TLS as the 0-9-1 connection has

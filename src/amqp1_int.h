@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The AMQP 1.0 consumer's private header: the connection struct every
  * src/amqp1*.c file shares, and the functions they call across files.

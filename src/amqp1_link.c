@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The AMQP 1.0 consumer's links and deliveries (amqp1.h): one receiving
  * link per holding queue, attached with the credit granted so far, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An AMQP 1.0 message read from a delivery's bytes (amqp1_parse, amqp1.h):
  * its sections decoded one by one with Qpid Proton-C's codec, keeping the

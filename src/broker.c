@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection set-up (socket, login, channels); the tools' confirms. */
 #include "broker.h"
 

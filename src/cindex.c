@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cindex: the console's index of what waits (cindex.h): storage and fold. */
 #include "cindex_int.h"
 

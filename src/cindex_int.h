@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the files of the console's index (cindex.h) share: reaching an
  * entry by slot, a string in the arena, the order's comparison and seek.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cindex: the interned targets and users of the index (cindex_int.h). */
 #include "cindex_int.h"
 

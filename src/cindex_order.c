@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cindex: the due order of the index, sorted blocks (cindex_int.h). */
 #include "cindex_int.h"
 

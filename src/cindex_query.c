@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cindex: pages, searches and counts over the index (cindex.h). */
 #include "cindex_int.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client: one blocking broker connection, for cascade-ctl and whatever
  * else asks the broker what cascade-ctl asks (include/client.h).  A

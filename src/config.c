@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The INI file, read with inih: each key handed to config_set (the key
  * table, config_keys.c), each error reported with its file, line and key,

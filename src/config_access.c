@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the rest of cascade asks of a loaded config: the broker's URLs, one
  * at a time or masked for logs, and its users; whether an exchange is an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The config's private header: what its three files share.  Not part of
  * the library's API (include/config.h is); only src/config*.c include it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The key table: every key of CONFIG_KEYS in config.h, with its section,
  * kind, bounds, default and place in struct config, as data; and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The daemon: one libev loop on one connection with four channels
  * (broker.h).  BROKER_CH_WORK consumes the ingress, return and retry

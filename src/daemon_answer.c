@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the broker answers to publishes, and what is published again
  * because of it: a confirm takes a message to its next step (a claim

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The connection: connect (topology, consume), say ready, and the one path
  * every failure takes, daemon_fail -> on_teardown -> on_reconnect.  All

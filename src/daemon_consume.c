@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * From reading the streams to consuming: basic.consume of every queue
  * that holds messages once P.cancels and P.series are read (or at once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Seeing and cancelling what waits (events.h, requests.h): the records the
  * daemon writes in P.events, the cancellation requests published to the

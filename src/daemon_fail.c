@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one way the daemon gives its connection up: daemon_fail says why,
  * once, marks it broken, stops the watchers that use it, and arms the

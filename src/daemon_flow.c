@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The life of a complete delivery: what it is (a return, a record, a
  * redelivery the guard parks), its route (router.h) and shard, then one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Native waiting, for RabbitMQ 4.3 and later ([topology] mode = native or
  * auto).  A message with at most [topology] native_window left waits in its

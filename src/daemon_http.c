@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP handlers (httpd.h serves them): /metrics fills the gauges from
  * the daemon's state and renders metrics.h's exposition; /healthz says

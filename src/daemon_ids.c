@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request state held in memory from P.cancels and P.series
  * (requests.h: requests, claims, series) and its cap, [events]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The daemon's private header: the one struct every src/daemon*.c file
  * shares, and the functions they call across files.  Not part of the

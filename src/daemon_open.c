@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What comes back from cascade's own queues, checked and opened before it
  * is judged: put there by a daemon (trust_hop: its user-id is a daemon's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a publish carries besides the message's own properties and body,
  * built from the message alone: the record a request, a claim or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Publishing, and what comes back of it.  Every hop, delivery, park and
  * cancellation record goes out here on BROKER_CH_PUB with confirms and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The replay of P.cancels and P.series after each connect: each is read
  * from its first record to a marker of the daemon's own before the queues

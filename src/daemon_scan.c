@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A reschedule published to P that moves messages earlier (CONTRACT
  * section 7.5), done as cascade-ctl reschedule does it.

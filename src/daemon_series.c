@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Repeats (schedule.h, requests.h, docs/CONTRACT.md 7.8): a copy made
  * stale by a crash or a duplicate delivery is dropped, missed occurrences

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A complete message, sorted by what it is, from the 0-9-1 frames
  * (daemon_wire) or a holding queue over AMQP 1.0 (daemon_hold): a record

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Frames in.  The daemon reads frames itself from an ev_io watcher on the
  * socket (rabbitmq-c's consume call blocks), assembles deliveries and

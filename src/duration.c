@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Duration parsing and formatting shared by the config, the headers and
  * the tools: one units table for both directions.

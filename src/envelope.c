@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A message kept whole inside another's body: see envelope.h. */
 #include "envelope.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* escape: bytes for a terminal line, in one of two styles (escape.h). */
 #include "escape.h"
 

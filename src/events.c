@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records of what waits, and the cancellations a daemon holds: events.h. */
 #include "events.h"
 

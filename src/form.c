@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Form bodies, decoded in place: a decoded field is never longer than
  * its encoding, so it can be written over it, and the separator after it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Header tables: typed reads, filtered copies, equality. */
 #include "headers.h"
 
@@ -85,8 +86,23 @@ headers_delay(const amqp_field_value_t *v, int64_t *ms, const char **why)
 		*why = "out of range";
 		return -1;
 	}
+	/* A float or double, truncated towards zero, as the delayed-message
+	 * plugin took it: Brighter sends x-delay as a double.  Checked
+	 * against the range before the conversion, which is undefined
+	 * outside it (NaN compares false and is refused with it). */
+	if (v->kind == AMQP_FIELD_KIND_F32 || v->kind == AMQP_FIELD_KIND_F64) {
+		double d = v->kind == AMQP_FIELD_KIND_F32 ? (double)v->value.f32
+		                                          : v->value.f64;
+		if (!(d > -9.2e18 && d < 9.2e18)) {
+			*why = "out of range";
+			return -1;
+		}
+		*ms = (int64_t)d;
+		return 0;
+	}
 	if (headers_string(v, &s) < 0) {
-		*why = "must be an integer (ms) or a string such as 90s";
+		*why = "must be an integer or a number (ms), or a string such "
+		       "as 90s";
 		return -1;
 	}
 	if (memchr(s.bytes, '\0', s.len) != NULL) {
@@ -165,6 +181,9 @@ static const struct {
     EXACT("x-remaining-delay", HEADER_DELAY),
     EXACT("x-delay", HEADER_DELAY),
     EXACT("x-deliver-at", HEADER_DELAY),
+    /* Tanzu RabbitMQ's and RabbitMQ 4.4's, from AMQP 1.0 annotations */
+    EXACT("x-opt-delivery-time", HEADER_DELAY),
+    EXACT("x-opt-delivery-delay", HEADER_DELAY),
     EXACT("x-target-exchange", HEADER_TARGET),
     EXACT("x-target-routing-key", HEADER_TARGET),
     /* set by the broker on dead-lettering and quorum-queue delivery */

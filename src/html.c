@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The console's escapes, each over a growing buffer that stops at a cap. */
 #include "html.h"
 

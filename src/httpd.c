@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libmicrohttpd in "external polling" mode with its own epoll set: libev
  * watches that one descriptor, and a timer covers MHD's connection timeouts.

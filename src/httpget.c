@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * httpget: a small HTTP/1.0 client (include/httpget.h).  Every connect
  * and read has a timeout: a caller never hangs on a listener that does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Byte-string keys to pointers: see idmap.h. */
 #include "idmap.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON strings from bytes: escapes, and U+FFFD for what is not UTF-8. */
 #include "json.h"
 

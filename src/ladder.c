@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ladder arithmetic: level TTLs, the level for a delay, the hop plan. */
 #include "ladder.h"
 

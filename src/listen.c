@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* [metrics] listen's HOST:PORT (listen.h). */
 #include "listen.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One line per event on stderr, key=value fields, levels checked first. */
 #include "log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cascade: per-message delay for any AMQP publisher on a stock RabbitMQ. */
 #include <getopt.h>
 #include <inttypes.h>

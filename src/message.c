@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Messages the daemon holds, recycled: see message.h. */
 #include "message.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mgmt: the management API's URL and the app env it shows (mgmt.h).  What
  * is in Erlang strings and quoted atoms is no structure: the readers skip

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The publishes of one confirm-mode channel: see outbox.h. */
 #include "outbox.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pacing a target across daemons: see pace.h. */
 #include "pace.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parked messages: their target, and the properties to send them back. */
 #include "park.h"
 
@@ -97,6 +98,20 @@ park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
 		park_dead_lettered(h, t);
 }
 
+/* Whether h holds any delay header (CONTRACT section 1). */
+static int
+park_has_delay(const amqp_table_t *h)
+{
+	enum header_class c;
+
+	for (int i = 0; h != NULL && i < h->num_entries; i++) {
+		(void)headers_fate(h->entries[i].key, HEADER_REQUEUE, &c);
+		if (c == HEADER_DELAY)
+			return 1;
+	}
+	return 0;
+}
+
 /* Whether header key of a parked message stays in the requeued one. */
 static int
 park_keeps(const struct park_target *t, amqp_bytes_t key)
@@ -152,9 +167,7 @@ park_requeue_props(const amqp_basic_properties_t *in,
 		headers_put_bytes(&tab, "x-target-routing-key", t.routing_key);
 	if (t.has_due)
 		headers_put_i64(&tab, "x-deliver-at", t.due);
-	else if (t.retry_gave_up && headers_find(h, "x-deliver-at") == NULL &&
-	         headers_find(h, "x-remaining-delay") == NULL &&
-	         headers_find(h, "x-delay") == NULL)
+	else if (t.retry_gave_up && !park_has_delay(h))
 		headers_put_i64(&tab, "x-remaining-delay", 0);
 	cc = headers_find(h, "x-cascade-cc");
 	if (cc != NULL)

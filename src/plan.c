@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The next publish of a routed message: see plan.h. */
 #include "plan.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* prom: the per-target samples of the daemon's /metrics (prom.h). */
 #include "prom.h"
 

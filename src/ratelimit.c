@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's login rate limits: rings of failure times, in a table of
  * fixed slots allocated once, found by a chained hash and ordered by a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request: building and writing the records that cancel, reschedule,
  * pause and resume (include/request.h).

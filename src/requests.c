@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request state, every kind in one map (requests.h): the map's
  * entries by kind, their counts, the one prune, the trust check (who asks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the files of the request state (requests.h) share: the key of an
  * id in a kind and the map's access by it, and a few helpers of the

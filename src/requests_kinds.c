@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What each kind of request state says (requests.h): the requests held
  * by id and which messages they change, the claims on unique ids and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pauses (requests.h): which series and targets are paused, by whom.  A
  * pause's key is the kind's byte, then 'S' and a series' id or

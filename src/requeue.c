@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requeue: parked messages back through P, as their owners
  * (include/requeue.h).  Publishes go on their own channel, for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Retry policies: parsing their keys and computing delays. */
 #include "retry.h"
 

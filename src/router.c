@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The routing decision (router.h); the properties it publishes with are
  * router_props.c's. */
 #include "router_int.h"
@@ -52,40 +53,61 @@ router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
 	return 1;
 }
 
+/*
+ * The delay headers, in the order they are read (CONTRACT section 1): the
+ * first present decides.  Times before delays, as Tanzu RabbitMQ's
+ * delayed queues read the three they share (x-opt-delivery-time, then
+ * x-opt-delivery-delay, then x-delay); ours before the others of each
+ * kind.  An AMQP 1.0 publisher's message annotations reach us as headers
+ * of the same names (RabbitMQ's mc_amqpl).
+ */
+static const struct {
+	const char *name;
+	int absolute; /* Unix ms (headers_epoch_ms), else a delay */
+} router_delays[] = {
+    {"x-deliver-at", 1},      {"x-opt-delivery-time", 1},
+    {"x-remaining-delay", 0}, {"x-opt-delivery-delay", 0},
+    {"x-delay", 0},
+};
+
 /* Read the publisher's delay headers into r->due; 0, or -1 after parking. */
 int
 router_read_due(const struct router_params *p, const amqp_table_t *h,
                 int64_t now, struct route *r)
 {
-	static const char *const delays[] = {"x-remaining-delay", "x-delay"};
-	const amqp_field_value_t *v;
-	const char *why;
+	const amqp_field_value_t *v = NULL;
+	const char *why, *name = NULL;
 	int64_t ms;
+	size_t i;
 	char a[32], b[32];
 
-	v = headers_find(h, "x-deliver-at");
-	if (v != NULL) {
-		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, PARK_bad_header, "x-deliver-at: %s",
-			            why);
-			return -1;
-		}
-		ms = r->due > now ? r->due - now : 0;
-	} else {
-		const char *name = NULL;
-		for (size_t i = 0; i < 2 && v == NULL; i++)
-			v = headers_find(h, name = delays[i]);
+	for (i = 0; i < sizeof(router_delays) / sizeof(router_delays[0]); i++)
+		if ((v = headers_find(h, name = router_delays[i].name)) != NULL)
+			break;
+	if (v == NULL) {
 		/* A cron series needs none: its expression says when. */
-		if (v == NULL && headers_find(h, "x-cascade-cron") != NULL) {
+		if (headers_find(h, "x-cascade-cron") != NULL) {
 			r->due = now;
 			return 0;
 		}
-		if (v == NULL) {
-			router_park(r, PARK_bad_header,
-			            "missing delay header (x-remaining-delay"
-			            ", x-delay or x-deliver-at)");
+		router_park(r, PARK_bad_header,
+		            "missing delay header (x-remaining-delay, x-delay, "
+		            "x-deliver-at, x-opt-delivery-time or "
+		            "x-opt-delivery-delay)");
+		return -1;
+	}
+	if (router_delays[i].absolute) {
+		if (headers_epoch_ms(v, &r->due, &why) < 0) {
+			router_park(r, PARK_bad_header, "%s: %s", name, why);
 			return -1;
 		}
+		/* An AMQP 1.0 timestamp annotation reaches us in whole
+		 * seconds, its milliseconds cut off (RabbitMQ's to_091): the
+		 * end of that second, so that it is never early. */
+		if (i == 1 && v->kind == AMQP_FIELD_KIND_TIMESTAMP)
+			r->due += 999;
+		ms = r->due > now ? r->due - now : 0;
+	} else {
 		if (headers_delay(v, &ms, &why) < 0) {
 			router_park(r, PARK_bad_header, "%s: %s", name, why);
 			return -1;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the router's files share: router.c reads a message's route,
  * router_repeat.c its repeat (x-cascade-every or x-cascade-cron) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The names of parkings and sources, and parking a route with its reason
  * (router.h): what every file of the router, and the verdict, call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The properties a message is published with, for its route (router.h,
  * router_props): which of the publisher's headers stay, cascade's own state

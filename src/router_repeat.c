@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A repeat's route (router_int.h): its headers read and checked, which
  * occurrence a delivery delivers, and its next copy.  Two kinds share the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Repeats' schedules: when each occurrence is due (schedule.h). */
 #include "schedule.h"
 

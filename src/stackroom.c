@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Room on the main thread's stack: stackroom.h. */
 #include "stackroom.h"
 

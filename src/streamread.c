@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * streamread: reading a stream up to a marker of ours, and past what the
  * AMQP library cannot decode (include/streamread.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backpressure per destination: see targets.h. */
 #include "targets.h"
 

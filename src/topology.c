@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Exchange and queue declarations: docs/CONTRACT.md section 3. */
 #include "topology.h"
 

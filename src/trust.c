@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who wrote what cascade reads back: trust.h. */
 #include "trust.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The verdict on a message (verdict.h): its rules, in their order. */
 #include "verdict.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* waiting: P.events folded into the messages still waiting (waiting.h). */
 #include "waiting.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's request gate: header checks only, in the order that
  * gives the most telling refusal first (a rebinding attempt is a wrong

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's session store: tokens from the kernel, kept only as their
  * SHA-256; a linear store (tens of sessions, each with a broker

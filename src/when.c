@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * when: command-line times in, ISO 8601 out.  The date is checked against
  * the calendar here, not left to timegm, which silently turns 2026-02-31

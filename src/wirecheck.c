@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bounds on AMQP 0-9-1 properties before rabbitmq-c decodes them. */
 #include "wirecheck.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Does a target exchange exist: see xcheck.h. */
 #include "xcheck.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The tz database reader (zone.h): TZif files by RFC 8536, the POSIX TZ
  * string of their footer, and the span of an offset across both.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Zones loaded once and kept, for the daemon (zone.h). */
 #include "zone.h"
 

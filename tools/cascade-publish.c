@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-publish: publish one delayed message, or one per line of stdin,
  * to cascade's exchange, with publisher confirms.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: a whole config file from any bytes. */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer: cron_parse on any bytes (a header's); what parses steps
  * forward, strictly, from an instant the input picks, in UTC and in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: duration_parse on any bytes; format round-trips what parses. */
 #include <stddef.h>
 #include <stdint.h>

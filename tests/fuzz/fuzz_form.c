@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer: form_parse on any bytes, in a buffer of exactly len + 1 so
  * ASan sees any write past the byte the parser may use; what parses must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer: a header table as the broker would send it, decoded by
  * rabbitmq-c, then routed from each source and turned into the properties

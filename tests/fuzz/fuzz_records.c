@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer: a body from a stream or a holding queue, as anyone who can
  * write there could forge it, read the three ways cascade reads one: as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer: zone_parse on any bytes; bytes that do not start "TZif" are
  * also tried as the footer of a minimal image, to reach the POSIX TZ

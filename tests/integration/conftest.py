@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration fixtures: a private RabbitMQ for the session and the real
 daemon from a temp config, started and awaited on its `ready` line."""
 import os

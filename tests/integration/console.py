@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the console tests (test_console.py) share: build/cascade-console
 started from a daemon's configuration on a port the kernel picks, and a
 stdlib HTTP client of it, as a script (a Bearer token from the JSON login)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The fault suite's harness (test_faults.py, test_shards.py's cluster
 test, and the tests that kill or restart a daemon or a node of their own):
 brokers of a test's own and clusters of them, daemons that reconnect fast,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the integration tests share besides fixtures (those are in
 conftest.py): the paths of the build; the broker, daemon and client
 wrappers; waiting, and how late a slow build may be; scraping /metrics;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The test plan: on which runs of `make check` each integration test runs,
 and why (docs/development.md, "The test plan", shows this table).
 
@@ -26,6 +27,7 @@ LADDER = ("3.10.8", "4.0.5", "4.3.6")
 NEWEST = ("4.3.6", "native")
 ONCE = ("4.3.6",)
 HOST = ("3.10.8",)
+AMQP10 = ("4.0.5", "4.3.6")
 
 # module, or module::test (a test's own line wins over its module's):
 # (runs, why)
@@ -35,12 +37,25 @@ PLAN = {
     "test_cli": (ONCE, "the command line and config: no broker behaviour"),
     "test_clients": (LADDER, "real clients' publishes as each broker and "
                      "rabbitmq-c take them; waiting changes nothing"),
+    "test_client_docs": (LADDER, "docs/clients.md's snippets through "
+                         "pika, kombu, amqplib, amqp091-go and rabbitmq-c "
+                         "as each broker and rabbitmq-c take them; waiting "
+                         "changes nothing"),
+    "test_client_docs::test_a_qpid_proton_snippet_does_what_the_page_"
+    "says": (AMQP10, "the page's Qpid Proton snippets: RabbitMQ 4's AMQP "
+             "1.0 in 4.0 and 4.3"),
     "test_console": (EVERY, "the console over each broker's streams, "
                      "logins and user-ids, each rabbitmq-c and "
                      "libmicrohttpd; its actions ride each waiting mode"),
     "test_console_browser": (HOST, "the pages in chromium: they do not "
                              "vary by broker, and the Debian roots would "
                              "need some 400 MB more for a browser"),
+    "test_publishers": (ONCE, "which header decides is cascade's own "
+                        "logic; waiting changes nothing"),
+    "test_publishers::test_an_amqp10_publisher_gets_its_delay_and_its_"
+    "message_intact": (AMQP10, "RabbitMQ 4's AMQP 1.0 (/exchanges/ "
+                       "addresses, annotations made headers) in 4.0 and "
+                       "4.3; the waiting mode changes nothing"),
     "test_ctl": (EVERY, "passive declares (403 or 404), stream reading and "
                  "requeue through each broker"),
     "test_ctl::test_requeue_keeps_a_due_time_still_ahead": (

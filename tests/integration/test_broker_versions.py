@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What RabbitMQ 4.x changed, held to on 3.10 and 4.x alike
 (docs/CONTRACT.md section 9).
 

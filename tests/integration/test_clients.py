@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Publishers nobody here wrote can use cascade."""
 import subprocess
 import time

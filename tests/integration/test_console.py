@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The console (docs/CONTRACT.md section 7.11): build/cascade-console
 against a private RabbitMQ and a real daemon, as a script (Bearer) and as
 a browser (cookie, CSRF token, Origin) use it.  Three broker users with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The console in a real browser (docs/console-design.md section 6,
 "Browser"): Debian's chromium, driven headless by its chromedriver
 through python3-selenium (make deps-browser), against a private RabbitMQ,

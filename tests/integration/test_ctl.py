@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cascade-ctl: status of the ladder, the parked messages and their requeue,
 against the real daemon on a private RabbitMQ."""
 import datetime

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cascade-ctl status: the broker's dead-letter re-send timeout
 (dead_letter_worker_publisher_confirm_timeout, advanced.config only), read
 from the management API's /api/config/effective, which RabbitMQ has from

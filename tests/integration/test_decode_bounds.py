@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Depth bombs: headers nested as deep as one frame holds, a batch record
 and an envelope nested 200,000 deep.  rabbitmq-c 0.11 decodes nested
 tables by unbounded recursion; the daemon and cascade-ctl must neither

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Delays across the whole ladder arrive not early and on time."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Deployment: `make install` puts every file where the man page and the unit
 say, the systemd notify protocol works without systemd, and the man pages
 render cleanly and document every config key."""
@@ -16,7 +17,8 @@ from helpers import BUILD, ROOT
 
 BUILD_ARG = os.environ.get("CASCADE_BUILD", "build")
 TOOLS = ("cascade-publish", "cascade-bench", "cascade-ctl")
-MANPAGES = ("cascade.8", "cascade-ctl.8", "cascade-console.8")
+MANPAGES = ("cascade.8", "cascade-ctl.8", "cascade-console.8",
+            "cascade-publish.8")
 
 
 def clean_env():
@@ -334,7 +336,7 @@ def contract_section(number):
 @pytest.mark.parametrize("tool,section,page", [
     ("cascade", "6.1", "cascade.8"),
     ("cascade-ctl", "6.2", "cascade-ctl.8"),
-    ("cascade-publish", "6.3", None),
+    ("cascade-publish", "6.3", "cascade-publish.8"),
     ("cascade-console", "6.4", "cascade-console.8"),
 ])
 def test_help_contract_and_man_page_name_the_same_options(tool, section,
@@ -372,3 +374,49 @@ def test_the_test_plan_in_development_md_is_plan_py():
                if f.startswith("test_") and f.endswith(".py")}
     planned = {k.split("::")[0] for k in plan.PLAN}
     assert modules == planned
+
+
+SPDX = "SPDX-License-Identifier: Apache-2.0"
+
+
+def our_sources():
+    """Every source file of ours that LICENSE covers: the C of src/,
+    include/, tools/ and tests/, the integration tests, the scripts under
+    tools/ and .ci/ (any file that starts with #!, and tools/benchlib's
+    sourced .sh), the Makefile and the console's JS and CSS.  src/vendor/
+    keeps its own license."""
+    found = [os.path.join(ROOT, "Makefile")]
+    rules = (("src", (".c", ".h")), ("include", (".h",)),
+             ("tools", (".c", ".h", ".py", ".sh", ".js", ".css")),
+             ("tests/unit", (".c", ".h")), ("tests/fuzz", (".c",)),
+             ("tests/integration", (".py",)), (".ci", ()))
+    for top, exts in rules:
+        for d, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [x for x in dirs
+                       if x not in ("vendor", "corpus", "__pycache__")]
+            for f in files:
+                path = os.path.join(d, f)
+                if f.endswith(exts):
+                    found.append(path)
+                elif top in ("tools", ".ci"):
+                    with open(path, "rb") as fh:
+                        if fh.read(2) == b"#!":
+                            found.append(path)
+    return found
+
+
+def test_every_source_file_names_its_license():
+    """LICENSE is the Apache License 2.0 and each of our source files says
+    so in its first lines (after a shebang or a shellcheck directive)."""
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        assert "Apache License\n                           Version 2.0" \
+            in f.read()
+    files = our_sources()
+    assert len(files) > 200
+    missing = []
+    for path in files:
+        with open(path, errors="replace") as f:
+            head = [f.readline() for _ in range(3)]
+        if not any(SPDX in line for line in head):
+            missing.append(os.path.relpath(path, ROOT))
+    assert not missing, "no %r in the first lines of: %s" % (SPDX, missing)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input is parked in P.error with a reason; nothing else is held up."""
 import decimal
 

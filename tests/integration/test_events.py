@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Seeing and cancelling what waits (docs/CONTRACT.md section 7):
 cascade-ctl list and cancel, the x-cascade-cancel header, the streams
 P.events and P.cancels, against the real daemon on a private RabbitMQ."""

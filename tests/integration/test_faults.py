@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The fault suite: every message arrives, none early, through crashes,
 broker restarts, cut connections, full queues, two daemons and a node of a
 three-node cluster going away.  Each test publishes a few hundred messages

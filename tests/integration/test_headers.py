@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every header form a publisher may use."""
 import datetime
 import time

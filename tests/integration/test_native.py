@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Native waiting ([topology] mode = native | auto): on RabbitMQ 4.3 a
 message waits its last stretch in a holding queue, given back with
 x-opt-delivery-time, in one broker step; on older brokers auto keeps the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A newcomer's first run, as the README tells it (make test-newcomer).
 
 A fresh minimal Debian root (debootstrap, then git and make only: what the

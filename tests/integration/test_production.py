@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Running cascade in production (docs/CONTRACT.md sections 5, 11 and 12):
 /metrics and /healthz, the target policy, JSON logs, and credentials that
 never sit in the INI file, with the RabbitMQ permissions docs/operations.md

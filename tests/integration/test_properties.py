@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What arrives is the message the publisher sent, intact."""
 import os
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What RabbitMQ 4.3 changes for cascade, on the real broker (and held to
 on 3.10 and 4.0 alike where it applies): the consumer timeout enforced
 inside quorum queues, Khepri as the metadata store, the delivery-limit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Changing what waits (docs/CONTRACT.md sections 7.3 and 7.5): reschedule
 with cascade-ctl and with the x-cascade-reschedule header, who may cancel
 or reschedule a message, with two real broker users on a private RabbitMQ,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Backoff retries: a worker rejects, cascade brings the message back."""
 import time
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Schedules people say (docs/CONTRACT.md section 7.10): cron with a time
 zone, pause and resume of a series and of a target, and pacing a target.
 Against the real daemon on a private RabbitMQ."""

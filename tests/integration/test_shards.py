@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """[topology] shards (docs/CONTRACT.md section 8): S copies of the ladder and
 of the return queue, each message kept in one; daemons that take a subset of
 the shards; changing S without losing a message; on a cluster, a level's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/soak for one minute, as CI runs it: a three-node cluster, two
 daemons, traffic at 100 messages a second and faults on top of each other
 (seed 181: kill -9 and SIGTERM of daemons, a node stopped, a node

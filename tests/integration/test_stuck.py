@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Never stuck (docs/CONTRACT.md section 4): one full target or one poison
 message must not hold up the others, and must not take the connection
 down."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """amqps:// against a real RabbitMQ TLS listener: the CA, tls_verify, client
 certificates, the host-name check and --check's errors, as a user would try
 them. The broker (tls_broker) and its certificates are made once per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Trust boundaries (issue 34, docs/security.md): what is put into
 cascade's own queues and streams by hand, or aimed at them.  Messages
 aimed at cascade's streams and queues, hops forged into its return and

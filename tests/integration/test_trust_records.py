@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Trust boundaries (issue 34, docs/security.md): records forged into
 cascade's streams, and one user's requests and ids against another's
 messages.  Who may cancel, and a user-id RabbitMQ refuses; unique ids

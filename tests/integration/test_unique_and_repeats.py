@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unique ids and repeats (docs/CONTRACT.md sections 7.7 and 7.8):
 x-cascade-unique keep and replace, raced by two daemons and between two
 users; series with x-cascade-every, their records in P.series and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the trust tests (test_trust.py, test_trust_records.py) share:
 each attack is tried as a real broker user would, on a private RabbitMQ.
 Three kinds of user, made with rabbitmqctl for each test module (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the tests of what waits share (test_events.py, test_requests.py,
 test_unique_and_repeats.py, test_schedules.py, test_trust.py,
 test_trust_records.py): a small ladder, cascade-ctl list, the records in the streams P.events,

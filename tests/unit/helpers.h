@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers shared by the router, park, regression, header and config tests:
  * the ladder those tests were written for, header tables and field values

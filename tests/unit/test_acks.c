@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Batched acks: what goes on the wire for each order of settling. */
 #include <criterion/criterion.h>
 

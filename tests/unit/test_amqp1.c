@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reading an AMQP 1.0 message as a holding queue delivers it: its one data
  * section, byte for byte and in place, and the header's delivery count.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Publisher confirms for the tools: settling by number, multiple, returns. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cindex: the console's index, against tables and against waiting.h. */
 #include <criterion/criterion.h>
 #include <inttypes.h>

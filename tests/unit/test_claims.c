@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unique ids: who holds a message-id, judged from claims in stream order. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The INI file: defaults, values, and errors that name file, line and key. */
 #include <criterion/criterion.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The INI file's options past the ladder: credentials, TLS, target
  * policy, metrics and logs (docs/CONTRACT.md sections 5, 11 and 12),

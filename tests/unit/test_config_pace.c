@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * [target EXCHANGE[/KEY]] sections and their pace: read into the config's
  * struct pace in full (inih cuts section names short), and each refusal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cron expressions and their instants in a zone (cron.h). */
 #include <criterion/criterion.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * daemon_sort.c and daemon_flow.c linked alone: the real sorting of a
  * delivery done, route, shard, verdict, dispatch and hold, with stubs for

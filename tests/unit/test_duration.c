@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* duration_parse and duration_format: what people write, and what we print. */
 #include <criterion/criterion.h>
 #include <stdint.h>

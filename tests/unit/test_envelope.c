@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Envelopes: a message's basic properties, headers of every field kind,
  * and its body, kept whole inside another message's body and read back.

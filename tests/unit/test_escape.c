@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* escape_bytes: a body preview and a name, safe on a terminal line. */
 #include <criterion/criterion.h>
 #include <stdint.h>

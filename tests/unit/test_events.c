@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Records in the events streams, and the id map under what is held of
  * them (test_requests.c tests that).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* form_parse: what browsers send, and every refusal. */
 #include <criterion/criterion.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Header tables: which headers route, lookup, filtering, equality; the
  * size of properties as rabbitmq-c encodes them, UTF-8 names, and the one
@@ -23,6 +24,8 @@ Test(headers_is_routing, publisher_routing_headers)
 	cr_assert(routing("x-remaining-delay"));
 	cr_assert(routing("x-delay"));
 	cr_assert(routing("x-deliver-at"));
+	cr_assert(routing("x-opt-delivery-time"));
+	cr_assert(routing("x-opt-delivery-delay"));
 	cr_assert(routing("x-target-exchange"));
 	cr_assert(routing("x-target-routing-key"));
 }

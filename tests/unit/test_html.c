@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The console's escapes (html.h): whatever bytes a message carries, what
  * reaches a page or a JSON answer is text, never markup or script.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON strings from bytes: escapes, UTF-8 kept, the rest replaced. */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ladder: level TTLs, the level for a delay, the hop plan. */
 #include <criterion/criterion.h>
 #include <stdint.h>

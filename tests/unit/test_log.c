@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Log lines, text and JSON: one line per event, whatever the values hold. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Messages: assembly from frames, deep copies, recycling. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus exposition: what a scraper and an operator read. */
 #include <criterion/criterion.h>
 #include <stdio.h>

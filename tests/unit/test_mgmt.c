@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mgmt: the management URL, and the app env /api/config/effective shows. */
 #include <criterion/criterion.h>
 #include <stdio.h>

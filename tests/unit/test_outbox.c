@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The outbox: which publish a confirm, a nack or a return settles, what is
  * sent after the channel closes, and when retries come due.

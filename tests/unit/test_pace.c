@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pacing a target: rates read and written, targets split and found, the
  * slots handed out for one daemon and for several, and the daemons counted

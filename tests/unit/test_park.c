@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sending parked messages back (cascade-ctl requeue).  Most tests park a
  * message with the router's own code, as the daemon does, requeue it, and
@@ -387,6 +388,8 @@ Test(park, broker_headers_and_user_id_are_dropped)
 	tb_str(&t, "x-cascade-user-id", "alice");
 	tb_i64(&t, "x-remaining-delay", 0);
 	tb_i64(&t, "x-delay", 10);
+	tb_i64(&t, "x-opt-delivery-time", NOW + 5);
+	tb_i64(&t, "x-opt-delivery-delay", 7);
 	tb_i64(&t, "x-delivery-count", 3);
 	tb_str(&t, "x-last-death-queue", "q");
 	tb_str(&t, "CC", "stale");
@@ -404,6 +407,8 @@ Test(park, broker_headers_and_user_id_are_dropped)
 	expect_hdr_str(&back.headers, "x-cascade-user-id", "alice");
 	expect_no_hdr(&back.headers, "x-delay");
 	expect_no_hdr(&back.headers, "x-remaining-delay");
+	expect_no_hdr(&back.headers, "x-opt-delivery-time");
+	expect_no_hdr(&back.headers, "x-opt-delivery-delay");
 	expect_no_hdr(&back.headers, "x-delivery-count");
 	expect_no_hdr(&back.headers, "x-last-death-queue");
 	expect_no_hdr(&back.headers, "CC");

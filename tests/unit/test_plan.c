@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan: what happens to a routed message when its target or its delay
  * level refuses publishes.  Ladder 2 s x 4 (2, 8, 32, 128 s ...), no hold.

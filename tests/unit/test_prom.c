@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* prom_targets_parse: the per-target samples of the daemon's /metrics. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ratelimit: the three limits, sliding windows, waits, the cap, keys. */
 #include <criterion/criterion.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Regression tests for bugs found while the unit tests were written: each
  * failed on the code as it stood and passes since the fix.

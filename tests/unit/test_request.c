@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request_event and request_pause_event: how long a request holds, the
  * rule cascade-ctl and the console share (CONTRACT 7.3, 7.10).

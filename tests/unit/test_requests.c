@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request state (requests.h): the requests held and who may make
  * them, and what the one map does for every kind: keys apart by kind, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Routing decisions: router_decide on a message from ingress and from the
  * return queue (delays, times, targets, what is parked), and the names of
@@ -303,8 +304,10 @@ Test(router, malformed_delay_parks)
 	ingress_delay("x-delay", "later", &r);
 	expect_park(&r, "x-delay");
 
-	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_F64);
-	v->value.f64 = 5000.0;
+	/* A double is a delay now (a_double_delay_is_truncated...); a
+	 * decimal is not. */
+	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_DECIMAL);
+	v->value.decimal.value = 5000;
 	p = props_of(&t);
 	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
 	expect_park(&r, "x-remaining-delay");
@@ -543,4 +546,118 @@ Test(router, every_source_has_the_name_its_metrics_label_carries)
 	cr_assert_str_eq(router_source_name(ROUTE_FROM_RETURN), "return");
 	cr_assert_str_eq(router_source_name(ROUTE_FROM_RETRY), "retry");
 	cr_assert_str_eq(router_source_name(ROUTE_SOURCES), "unknown");
+}
+
+/* ---- the other publishers' delay headers (CONTRACT section 1) ---- */
+
+/* Which of the five decides when they are all present, one left out at a
+ * time from the front: the order is x-deliver-at, x-opt-delivery-time,
+ * x-remaining-delay, x-opt-delivery-delay, x-delay. */
+Test(router, delay_headers_in_their_order)
+{
+	static const char *const names[] = {
+	    "x-deliver-at", "x-opt-delivery-time", "x-remaining-delay",
+	    "x-opt-delivery-delay", "x-delay"};
+	/* each header's value: distinct due times, NOW + 10 s ... 50 s */
+	static const int64_t want[] = {10000, 20000, 30000, 40000, 50000};
+
+	for (size_t first = 0; first < 5; first++) {
+		struct tb t = {.n = 0};
+		amqp_basic_properties_t p;
+		struct route r;
+
+		/* in reverse, so that table order is not what decides */
+		for (size_t k = 5; k-- > first;)
+			tb_i64(&t, names[k], k < 2 ? NOW + want[k] : want[k]);
+		p = props_of(&t);
+		decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+		cr_assert_eq(r.due, NOW + want[first], "%s should decide",
+		             names[first]);
+	}
+}
+
+Test(router, opt_delivery_time_as_a_tanzu_or_amqp10_publisher_sends_it)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	char when[32];
+
+	/* a long (Unix ms), as RabbitMQ hands an AMQP 1.0 long annotation */
+	tb_i64(&t, "x-opt-delivery-time", NOW + 9000);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 9000);
+	/* digits, as a string */
+	t.n = 0;
+	snprintf(when, sizeof(when), "%lld", (long long)(NOW + 7000));
+	tb_str(&t, "x-opt-delivery-time", when);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 7000);
+	/* a duration is not a time */
+	ingress_delay("x-opt-delivery-time", "90s", &r);
+	expect_park(&r, "x-opt-delivery-time");
+}
+
+Test(router, opt_delivery_delay_is_a_delay)
+{
+	struct route r;
+
+	ingress_delay("x-opt-delivery-delay", "90s", &r);
+	cr_assert_eq(r.action, ROUTE_HOP);
+	cr_assert_eq(r.due, NOW + 90000);
+	ingress_delay("x-opt-delivery-delay", "soon", &r);
+	expect_park(&r, "x-opt-delivery-delay");
+	/* an unreadable one parks though x-delay after it is fine */
+	{
+		struct tb t = {.n = 0};
+		amqp_basic_properties_t p;
+
+		tb_str(&t, "x-opt-delivery-delay", "soon");
+		tb_i64(&t, "x-delay", 1000);
+		p = props_of(&t);
+		decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+		expect_park(&r, "x-opt-delivery-delay");
+	}
+}
+
+Test(router, a_double_delay_is_truncated_as_the_plugin_did)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	/* Brighter's x-delay: TimeSpan.TotalMilliseconds, a double */
+	tb_add(&t, "x-delay", AMQP_FIELD_KIND_F64)->value.f64 = 90000.9;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 90000);
+	t.e[0].value.value.f64 = 1e300;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-delay");
+	t.e[0].value.value.f64 = 0.0 / 0.0;
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	expect_park(&r, "x-delay");
+	t.n = 0;
+	tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_F32)->value.f32 =
+	    1500.5f;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, NOW + 1500);
+}
+
+Test(router, an_amqp10_timestamp_is_never_early)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+
+	/* RabbitMQ hands a 1.0 timestamp over in seconds, ms cut off: the
+	 * end of that second */
+	tb_add(&t, "x-opt-delivery-time", AMQP_FIELD_KIND_TIMESTAMP)
+	    ->value.u64 = (uint64_t)(NOW / 1000 + 10);
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert_eq(r.due, (NOW / 1000 + 10) * 1000 + 999);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The properties a message is published with (router_props, in
  * src/router_props.c): on a hop, at delivery and when parked; the state

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Repeats (schedule.h) through the router: no flood, no wrap. */
 #include "amqp_compat.h"
 #include <criterion/criterion.h>

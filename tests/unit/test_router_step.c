@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * router_step: hops along the ladder, holding the tail (with its margin),
  * native waiting in the holding queue; and router_park.

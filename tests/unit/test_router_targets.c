@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Where a message may not go and what is parked for it: allowed_targets,
  * cascade's own exchange, queues and streams (CC too), headers nested too

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Repeats: which copy of a series is the live one (requests.h). */
 #include <criterion/criterion.h>
 #include <inttypes.h>

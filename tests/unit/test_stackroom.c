@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Room on the stack for recursive decoders (stackroom.h). */
 #include <criterion/criterion.h>
 #include <sys/resource.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backpressure per destination: who backs off, for how long, and who not. */
 #include <criterion/criterion.h>
 #include <stdio.h>

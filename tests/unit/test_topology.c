@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names of the broker objects (docs/CONTRACT.md section 3). */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The verdict (verdict.h): one table, a row per rule, in the order of the
  * rules in verdict.h and of the sections of docs/CONTRACT.md they cite.

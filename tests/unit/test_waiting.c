@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* waiting: P.events folded, filtered, sorted and counted by id. */
 #include <criterion/criterion.h>
 #include <stdlib.h>

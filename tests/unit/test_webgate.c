@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* webgate: one row per rule, every refusal and what must pass. */
 #include <criterion/criterion.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* websession: tokens kept only as hashes, expiry, the cap, CSRF. */
 #include <criterion/criterion.h>
 #include <stdint.h>

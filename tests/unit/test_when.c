@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* when_parse and when_format: command-line times, and real calendar dates. */
 #include <criterion/criterion.h>
 #include <stdint.h>

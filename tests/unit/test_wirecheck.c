@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wirecheck: encoded and decoded properties held to the depth and field
  * bounds, lengths checked, every field kind rabbitmq-c knows accepted.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Target-exchange lookups: one declare per exchange however many messages
  * wait, answers in the order sent, and how long an answer is believed.

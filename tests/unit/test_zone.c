@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The tz database reader (zone.h): known transitions, written as literals
  * worked out with Python's zoneinfo (an independent reader), the footer's

@@ -1,4 +1,5 @@
 # shellcheck shell=bash disable=SC2034,SC2154
+# SPDX-License-Identifier: Apache-2.0
 # tools/bench full-target: a target full for minutes beside a healthy one
 # Sourced by tools/bench: its header has the settings; it sets $here, $B,
 # $out, $dir, $url and $beam and defines start_daemon, stop_daemon,

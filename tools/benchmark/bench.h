@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-bench's private declarations: the options every part reads
  * (main.c fills them), the body each message carries, and each file's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench cindex [-n N]`: the console's index of what waits
  * (cindex.h) with N messages, in memory, no broker: the heap it grew per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench cron [-n N]`: what a cron series costs the daemon's loop
  * (cron.h, schedule.h), in CPU time per call, median of N rounds: parsing

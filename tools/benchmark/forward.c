@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench forward`: the plain forwarder that mode forward measures
  * cascade against, what any consumer-based design must do at least.  It

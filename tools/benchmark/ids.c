@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench ids [-n N]`: the memory a daemon spends per id it holds
  * (requests.h), for each kind.  The request state is filled with N ids of

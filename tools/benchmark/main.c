@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-bench: drive a running cascade daemon (or, for comparison, a plain
  * forwarder or a chain of dead-lettering queues) and measure it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the processes moving the messages cost, read from /proc: CPU
  * seconds of the mover (--mover-pid) and of the broker, the mover's RSS,

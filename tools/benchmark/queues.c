@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The queues a run and the forwarder declare on CH_PUB: a plain durable
  * queue (the target, fwd.in, fwd.return) and a chain of TTL queues that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench records`: fill a stream with what cascade leaves there,
  * encoded by the daemon's own code (events_props), so that a reader's

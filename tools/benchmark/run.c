@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `cascade-bench run`: publish o->count messages (confirmed, at o->rate)
  * by the mode's route, consume the target on the same connection, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The numbers of a run: the delay each message is published with (-d, or
  * --dist's seeded distributions), and what is made of the lateness seen on

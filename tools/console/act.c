@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * act: the actions, as the logged-in user and on their own connection,
  * each the request the commands make (docs/CONTRACT.md 7.11): a control

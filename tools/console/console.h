@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-console: a browser console and JSON API over what waits
  * (docs/CONTRACT.md 7.11, docs/console-design.md).  One reader thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The browser console's static files (console.js, console.css,
  * favicon.svg), embedded in cascade-console by tools/console/gen-assets,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch: a waiting message's copy, read again from P.events at the
  * offset of its scheduled record, rather than kept in memory for every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * health: the console's own state (caught up, records read, sessions,
  * the index's counts and caps) and each daemon's, from the /metrics

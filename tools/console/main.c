@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-console: see console.h and docs/CONTRACT.md 7.11.
  *

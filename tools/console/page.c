@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * page: what every page shares: the frame (head, top bar, foot), a
  * refusal in HTML or JSON, and a waiting message as a JSON row (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * parked: the Parked page: the last parked records the user may see
  * (from P.events, live), P.error's count, and for a control user the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reader: one thread follows P.events from its first record, live, as
  * the console's own user (the [broker] url's, a control user as for

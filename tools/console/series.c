@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * series: the repeats, one row per series (its live copy), as
  * cascade-ctl list --series shows them, with pause and resume.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * waiting: the Waiting page (totals by target, a histogram of due times,
  * a searchable table in due order) and one message's page (its record,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * web: libmicrohttpd, a thread per connection (each with the stack room
  * rabbitmq-c 0.11 needs to decode hostile headers), the one gate every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * args: what the commands' option functions share in reading their
  * arguments.  Below main.c, which only dispatches to the commands.

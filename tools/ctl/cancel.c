@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cancel and reschedule: record a request in P.cancels for each id that
  * names a waiting message (its message-id or cascade id).  cancel: no

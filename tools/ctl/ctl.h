@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-ctl's private declarations: the broker session every command
  * shares (session.c, stream.c, over the library's client.h), the command

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlx: the broker's dead-letter re-send timeout.  Each hop out of a delay
  * queue is the queue's at-least-once dead-letter worker; a message it

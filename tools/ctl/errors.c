@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errors: the parked messages in P.error with their reasons, target and
  * due time.  They stay in the queue: each is taken unacked and given back.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * format: how cascade-ctl writes broker bytes on a terminal line; the
  * escaping itself is the library's (escape.h), so every command says the

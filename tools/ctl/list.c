@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * list: every message waiting, from the stream P.events: id, due time,
  * target, size, first seen; soonest first, filtered by target and due

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-ctl: look at a running cascade's queues, and send parked
  * messages back once the cause of their parking is fixed; list the

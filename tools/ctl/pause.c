@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pause and resume: record in P.cancels that a series (named by its
  * message-id or its cascade id) or, with --target, a target (EXCHANGE,

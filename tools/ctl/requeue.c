@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requeue: send parked messages back through cascade's exchange with
  * their target and due time restored, once the cause of their parking is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session: the one broker session cascade-ctl's commands share: the
  * config and topology it names, and the connection (client.h), with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status: each delay level and the ingress, return, retry and error
  * queues (TTL, messages, consumers), the targets the daemon says refused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream: folding P.events (events.h) for list, cancel and reschedule:
  * read by the library (streamread.h) up to a marker of ours, and what the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/soak in parts: settings (the environment, log, prepare), cluster
 (the three nodes and a partition), traffic (publishers, the checker's
 consumers), daemons (one daemon of the soak), faults (the schedule and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The soak's three-node RabbitMQ cluster, and a partition of one node."""
 import os
 import shutil

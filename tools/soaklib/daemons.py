@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One daemon of the soak."""
 import os
 import signal

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The faults: the seeded schedule, and Faults, the part of Soak that
 injects each one and undoes it."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The report: Report, the part of Soak that counts what arrived against
 the ledger, reads P.cancels and the parked messages, and checks the
 alerts; and the verdict on a report."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/soak's settings, read from the environment once at import, and
 what every part uses: log() and prepare()."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The soak: the cluster, the daemons, the traffic and the faults set up,
 run for SOAK_MINUTES, drained and stopped."""
 import json

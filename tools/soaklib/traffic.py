@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Publishing and consuming: the ledger of what was sent, the publishers
 and the checker's consumers."""
 import threading

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cascade-console's script (docs/console-design.md, section 4).  Every
  * page works without it; it adds three things:
