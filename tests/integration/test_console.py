@@ -9,8 +9,10 @@ and one session per user serve the module; the tests that need their own
 (expiry, logout, the rate limit) make them."""
 import datetime
 import json
+import os
 import threading
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -18,7 +20,7 @@ import pytest
 from console import (CSP, FORM, Console, con, d, daemon_user, people,
                      tmp_module)
 from helpers import LATE_SCALE, Client, wait_for
-from trust import now_ms
+from trust import User, now_ms
 from waiting import LATE, SLACK, expect_nothing, listing, records, uid
 
 
@@ -190,6 +192,89 @@ def untouched(ops, row):
 def test_healthz_answers_ok_without_a_session(con):
     a = con.request("GET", "/healthz")
     assert (a.status, a.text.strip()) == (200, "ok"), a
+
+
+def test_health_shows_the_console_and_its_daemon(d, tmp_module, people):
+    """/health as JSON: the console caught up with nothing refused and no
+    reader error, and the daemon's /metrics (at [console] metrics) read:
+    connected, in its waiting mode; the targets refusing deliveries only
+    for a control user (CONTRACT 7.11)."""
+    listen = d.metrics_url().split("//", 1)[1]
+    c = Console(d, tmp_module, console={"metrics": listen}).start()
+    try:
+        for who in ("ops", "alice"):
+            s = c.session()
+            assert s.login(people[who].name,
+                           people[who].password).status == 200
+            a = s.get_json("/health")
+            assert a.status == 200 and isinstance(a.data, dict), a
+            h = a.data["console"]
+            assert set(h) == {
+                "caught_up", "records", "version", "live_age_ms",
+                "sessions", "untrusted_skipped", "waiting", "ended_held",
+                "refused", "arena_bytes", "requests_refused",
+                "series_refused", "reader_error"}, h
+            assert h["caught_up"] is True and h["reader_error"] is None, h
+            assert (h["refused"], h["series_refused"]) == (0, 0), h
+            assert h["sessions"] >= 1, h
+            [daemon] = a.data["daemons"]
+            assert daemon["metrics"] == listen and "error" not in daemon, \
+                daemon
+            assert daemon["connected"] is True, daemon
+            assert daemon["mode"] in ("ladder", "native"), daemon
+            if who == "alice":
+                assert daemon["refusing"] == [], daemon
+            page = s.get("/health", page=True)
+            assert page.status == 200 and \
+                "<dd id=reader-error>none</dd>" in page.text, page
+    finally:
+        assert c.stop() == 0, c.log()[-3000:]
+
+
+def test_a_reader_that_cannot_read_says_why(broker, d, tmp_module, people,
+                                            ops):
+    """A console whose user may not read P.events: /healthz stays 503 and
+    says the reader failed, not why (anyone may ask it), and /health,
+    behind a login, says why."""
+    blind = User(broker, d.prefix + "-blind", "^$", "^$", "^$")
+    try:
+        u = urllib.parse.urlsplit(broker.url)
+        url = u._replace(netloc="%s:%s@%s:%d" % (
+            blind.name, blind.password, u.hostname, u.port)).geturl()
+        config = os.path.join(tmp_module, "blind.ini")
+        with open(d.config) as f:
+            text = f.read()
+        assert broker.url in text
+        with open(config, "w") as f:
+            f.write(text.replace(broker.url, url))
+        c = Console(config, tmp_module).start(ready=False)
+        try:
+            last = []
+
+            def failed():
+                last[:] = [c.request("GET", "/healthz")]
+                return "the reader failed" in last[0].text
+
+            wait_for(failed, 20, lambda: "/healthz to say so: %r" % last)
+            a = last[0]
+            assert a.status == 503, a
+            assert a.text.startswith("catching up: 0 records read"), a
+            assert "ACCESS_REFUSED" not in a.text, a
+            s = c.session()
+            assert s.login(ops.account.name,
+                           ops.account.password).status == 200
+            h = s.get_json("/health").data["console"]
+            assert h["caught_up"] is False, h
+            err = h["reader_error"]
+            assert err and "ACCESS_REFUSED" in err["message"], h
+            assert abs(err["at_ms"] - now_ms()) < 30000, err
+            page = s.get("/health", page=True)
+            assert "ACCESS_REFUSED" in page.text, page
+        finally:
+            c.stop()
+    finally:
+        blind.close()
+        broker.ctl("delete_user", blind.name, check=False)
 
 
 def test_root_is_a_redirect_to_waiting(con):

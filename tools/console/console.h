@@ -101,8 +101,9 @@ struct console {
 	atomic_uint_least64_t version; /* written under lock; read anywhere */
 	int caught_up;
 	uint64_t records, untrusted;
-	int64_t live_ms; /* wall time of the last record or tick */
-	char reader_err[512];
+	int64_t live_ms;       /* wall time of the last record or tick */
+	char reader_err[512];  /* the reader's last error, "" if none */
+	int64_t reader_err_ms; /* its wall time */
 
 	/* Sessions and logins: under sess_lock. */
 	pthread_mutex_t sess_lock;

@@ -138,8 +138,9 @@ page_health(struct ask *a, struct answer *r)
 	struct cindex_stats st;
 	struct hbuf *b = &r->body;
 	char list[CONFIG_STR_MAX], *save = NULL, *tok;
-	uint64_t records, untrusted, version, req_refused;
-	int64_t live;
+	uint64_t records, untrusted, version, req_refused, series_refused;
+	int64_t live, err_ms;
+	char err[sizeof(c->reader_err)];
 	int caught, first = 1;
 	size_t sessions;
 
@@ -148,6 +149,9 @@ page_health(struct ask *a, struct answer *r)
 	records = c->records;
 	untrusted = c->untrusted;
 	req_refused = c->requests_refused;
+	series_refused = c->series_refused;
+	memcpy(err, c->reader_err, sizeof(err));
+	err_ms = c->reader_err_ms;
 	version = atomic_load(&c->version);
 	caught = c->caught_up;
 	live = c->live_ms;
@@ -167,10 +171,20 @@ page_health(struct ask *a, struct answer *r)
 		    ",\"sessions\":%zu,\"untrusted_skipped\":%" PRIu64
 		    ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
 		    ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
-		    ",\"requests_refused\":%" PRIu64 "},\"daemons\":[",
+		    ",\"requests_refused\":%" PRIu64
+		    ",\"series_refused\":%" PRIu64 ",\"reader_error\":",
 		    caught ? "true" : "false", records, version, a->now - live,
 		    sessions, untrusted, st.waiting, st.ended, st.refused,
-		    st.arena_bytes, req_refused);
+		    st.arena_bytes, req_refused, series_refused);
+		if (err[0] == '\0')
+			hbuf_lit(b, "null");
+		else {
+			hbuf_printf(
+			    b, "{\"at_ms\":%" PRId64 ",\"message\":", err_ms);
+			html_json(b, err, strlen(err));
+			hbuf_lit(b, "}");
+		}
+		hbuf_lit(b, "},\"daemons\":[");
 	} else {
 		page_head(a, r, "Health", NULL);
 		hbuf_printf(
@@ -180,17 +194,27 @@ page_health(struct ask *a, struct answer *r)
 		    "%" PRIu64 " records read, last %" PRId64
 		    " ms ago</dd><dt>Waiting</dt><dd id=health-waiting>%" PRIu64
 		    "</dd><dt>Index</dt><dd>%" PRIu64 " arena bytes; %" PRIu64
-		    " refused at its caps; %" PRIu64
-		    " ends held</dd><dt>Sessions</dt><dd>%zu</dd>"
-		    "<dt>Records skipped</dt><dd>%" PRIu64
+		    " refused at its caps; %" PRIu64 " ends held; %" PRIu64
+		    " series and %" PRIu64
+		    " requests refused at theirs</dd><dt>Sessions</dt><dd>%zu"
+		    "</dd><dt>Records skipped</dt><dd>%" PRIu64
 		    " from writers neither cascade's nor control users"
-		    "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
-		    "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
-		    "<th>Held</th><th>Overdue</th><th>Refusing "
-		    "targets</th></tr></thead><tbody>",
+		    "</dd><dt>Reader's last error</dt><dd id=reader-error>",
 		    caught ? "caught up" : "catching up", records,
 		    a->now - live, st.waiting, st.arena_bytes, st.refused,
-		    st.ended, sessions, untrusted);
+		    st.ended, series_refused, req_refused, sessions, untrusted);
+		if (err[0] == '\0')
+			hbuf_lit(b, "none");
+		else {
+			html_text(b, err, strlen(err));
+			hbuf_printf(b, ", %" PRId64 " s ago",
+			            (a->now - err_ms) / 1000);
+		}
+		hbuf_lit(b,
+		         "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
+		         "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
+		         "<th>Held</th><th>Overdue</th><th>Refusing "
+		         "targets</th></tr></thead><tbody>");
 	}
 	if (list[0] != '\0')
 		for (tok = strtok_r(list, ", \t", &save); tok != NULL;

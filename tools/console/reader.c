@@ -307,6 +307,17 @@ reader_sleep(struct console *c, int64_t ms)
 	}
 }
 
+/* The reader's last error and its wall time, for /health and /healthz:
+ * kept after the reader reads again (the time says how old it is). */
+static void
+reader_failed(struct console *c, const char *err)
+{
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->reader_err, sizeof(c->reader_err), "%.500s", err);
+	c->reader_err_ms = duration_wall_ms();
+	pthread_mutex_unlock(&c->lock);
+}
+
 static void *
 reader_main(void *arg)
 {
@@ -318,6 +329,7 @@ reader_main(void *arg)
 		if (r->cl.conn == NULL &&
 		    client_open(&r->cl, &c->cfg, &c->topo) < 0) {
 			log_warn("console_reader", " error=\"%s\"", r->cl.err);
+			reader_failed(c, r->cl.err);
 			reader_sleep(c, backoff);
 			backoff = backoff < 16000 ? backoff * 2 : 30000;
 			continue;
@@ -325,10 +337,7 @@ reader_main(void *arg)
 		backoff = 500;
 		if (streamread_run(&r->cl, &r->s) == 0)
 			break; /* stopped */
-		pthread_mutex_lock(&c->lock);
-		snprintf(c->reader_err, sizeof(c->reader_err), "%.500s",
-		         r->cl.err);
-		pthread_mutex_unlock(&c->lock);
+		reader_failed(c, r->cl.err);
 		log_warn("console_reader", " error=\"%s\" offset=%" PRId64,
 		         r->cl.err, r->s.resume.last);
 		client_close(&r->cl);

@@ -768,11 +768,12 @@ route_healthz(struct ask *a, struct answer *r)
 {
 	struct console *c = a->c;
 	uint64_t records;
-	int ok;
+	int ok, failed;
 
 	pthread_mutex_lock(&c->lock);
 	ok = c->caught_up;
 	records = c->records;
+	failed = c->reader_err[0] != '\0';
 	pthread_mutex_unlock(&c->lock);
 	r->type = "text/plain; charset=utf-8";
 	if (ok) {
@@ -780,8 +781,12 @@ route_healthz(struct ask *a, struct answer *r)
 		return;
 	}
 	r->status = 503;
-	hbuf_printf(&r->body, "catching up: %" PRIu64 " records read\n",
-	            records);
+	hbuf_printf(&r->body, "catching up: %" PRIu64 " records read", records);
+	/* That the reader failed; not why (anyone may ask here, and an
+	 * error names hosts): /health, behind a login, says why. */
+	if (failed)
+		hbuf_lit(&r->body, "; the reader failed (see /health)");
+	hbuf_lit(&r->body, "\n");
 }
 
 static void
