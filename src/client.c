@@ -300,9 +300,11 @@ client_stream_exists(struct client *cl, const char *name)
 	if (client_inspect(cl, BROKER_CH_CHECK, name, &q) < 0)
 		return -1;
 	if (q.missing) {
+		/* Or refused: client_inspect cannot tell them apart. */
 		snprintf(cl->err, sizeof(cl->err),
-		         "no stream %s: is [events] enabled = yes and has the "
-		         "daemon run with this configuration?",
+		         "no stream %s: is [events] enabled = yes, has the "
+		         "daemon run with this configuration, and may this "
+		         "user read it?",
 		         name);
 		return -1;
 	}
