@@ -113,10 +113,16 @@ daemon_park(struct daemon *d, struct message *m, enum park_kind kind,
 void
 daemon_log_park(const struct daemon *d, const struct message *m)
 {
+	/* Its target's key, once read: back from the ladder, the key it
+	 * came with is the return queue's; before, the one published. */
+	amqp_bytes_t key = m->route.routing_key.bytes != NULL
+	                       ? m->route.routing_key
+	                       : m->routing_key;
+
 	log_warn(
 	    "parked", " queue=%s reason=\"%s\" source=%s routing_key=\"%.*s\"",
 	    d->topo.error, m->route.reason, d->consumers[m->consumer].queue,
-	    (int)m->routing_key.len, (const char *)m->routing_key.bytes);
+	    (int)key.len, (const char *)key.bytes);
 }
 
 void

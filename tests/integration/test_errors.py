@@ -81,3 +81,19 @@ def test_missing_target_exchange_does_not_stop_other_deliveries(
     parked = client.collect(daemon.prefix + ".error", 10, timeout=10)
     assert len(parked) == 10
     assert "connection_lost" not in daemon.log()
+
+
+def test_a_park_after_the_ladder_logs_its_target_key(client, daemon):
+    """Parked when due (its target exchange is gone), back from the
+    ladder: the parked line names the key it was going to, not the
+    return queue's (CONTRACT section 12)."""
+    q = client.queue()
+    gone = "gone-" + daemon.prefix
+    client.publish(daemon.prefix, q, b"late",
+                   {"x-remaining-delay": 1000, "x-target-exchange": gone},
+                   message_id="late-1")
+    [(_, props, _)] = client.collect(daemon.prefix + ".error", 1, timeout=10)
+    assert props.message_id == "late-1", props
+    daemon.wait_log("msg=parked", 10)
+    [line] = [l for l in daemon.log().splitlines() if "msg=parked" in l]
+    assert 'routing_key="%s"' % q in line, line
