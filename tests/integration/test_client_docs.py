@@ -203,9 +203,11 @@ def check(kind, name, broker, client, daemon, tmp_path):
                        for _, p, _ in got]
         assert occurrences == [1, 2, 3], occurrences
         assert [b for _, _, b in got] == [b"hello"] * 3
-        assert got[0][0] >= t0 + 1 - SLACK, got[0][0] - t0
-        assert got[2][0] - got[0][0] >= 2 - 2 * SLACK, \
-            [t - t0 for t, _, _ in got]
+        # Occurrence k is due k s after the publish; a late one does not
+        # move the next (the series keeps its times), so only each one's
+        # earliest time is bounded, not the gaps between them.
+        for k, (t, _, _) in enumerate(got, 1):
+            assert t >= t0 + k - SLACK, [t - t0 for t, _, _ in got]
         assert client.collect(q, 1, timeout=1.5) == [], "a fourth occurrence"
         return
     assert kind == "cancel", kind

@@ -62,13 +62,17 @@ class User:
     def publish(self, exchange, routing_key, body=b"", headers=None,
                 props=None, **kw):
         """A confirmed, mandatory publish; raises when the broker refuses.
-        kw are pika properties; props replaces them whole."""
+        kw are pika properties; props replaces them whole.  Returns the
+        time it was sent: the daemon cannot have it sooner, while the
+        confirm can come back after the daemon has read it (as
+        helpers.Client.publish)."""
         if not self.ch.is_open:
             self.ch = self.conn.channel()
             self.ch.confirm_delivery()
         p = props or pika.BasicProperties(headers=headers, **kw)
+        sent = time.time()
         self.ch.basic_publish(exchange, routing_key, body, p, mandatory=True)
-        return time.time()
+        return sent
 
     def delayed(self, prefix, queue, mid, delay, body=None, owned=True,
                 **headers):
