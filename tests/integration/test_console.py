@@ -19,9 +19,10 @@ import pytest
 
 from console import (CSP, FORM, Console, con, d, daemon_user, people,
                      tmp_module)
-from helpers import LATE_SCALE, Client, wait_for
+from helpers import LATE_SCALE, Client, Daemon, wait_for
 from trust import User, now_ms
-from waiting import LATE, SLACK, expect_nothing, listing, records, uid
+from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
+                     records, uid)
 
 
 # The module's broker users, daemon and console: console.py's fixtures
@@ -740,6 +741,45 @@ def pause_and_resume(d, s, owner, guest, mid):
     ok(s.post("/series/%s/resume" % cid), "resume", cid)
     wait_row(s, mid, 15, lambda r: paused(r) is False, series=True)
     return cid
+
+
+def test_the_series_page_shows_the_soonest_500_of_600(broker, tmp_module,
+                                                      people, guest):
+    """Of 600 series, /series counts all 600 and shows the 500 soonest,
+    soonest first (it once kept the first 500 its map gave, then sorted
+    those)."""
+    prefix = "t" + uuid.uuid4().hex[:8]
+    controls = "%s, %s" % (daemon_user(broker), people["ops"].name)
+    dd = Daemon(broker, tmp_module,
+                ladder(*SHORT, events={"control_users": controls}),
+                prefix).start()
+    try:
+        q = guest.queue()
+        # Published in an order unlike their due order (7919 is prime).
+        for k in ((i * 7919) % 600 for i in range(600)):
+            guest.publish(prefix, q, b"s",
+                          {"x-remaining-delay": "%dm" % (k + 10),
+                           "x-cascade-every": "1d"},
+                          message_id="s-%03d" % k)
+        c = Console(dd, tmp_module).start()
+        try:
+            s = c.session()
+            assert s.login(people["ops"].name,
+                           people["ops"].password).status == 200
+            last = {}
+
+            def all_there():
+                last["a"] = s.get_json("/series")
+                return last["a"].status == 200 and \
+                    last["a"].data.get("waiting") == 600
+
+            wait_for(all_there, 30, lambda: "600 series: %r" % last)
+            got = mids(last["a"].data["rows"])
+            assert got == ["s-%03d" % k for k in range(500)], got
+        finally:
+            assert c.stop() == 0, c.log()[-3000:]
+    finally:
+        assert dd.stop() == 0, dd.log()[-3000:]
 
 
 def test_a_publisher_pauses_and_resumes_their_series(d, alice, guest):

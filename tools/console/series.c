@@ -16,7 +16,7 @@ struct series_walk {
 	struct console *c;
 	struct ask *a;
 	uint32_t *slots;
-	uint32_t n, max, total;
+	uint32_t n, max;
 };
 
 static int
@@ -26,11 +26,9 @@ series_one(amqp_bytes_t key, void *value, void *ctx)
 	int64_t slot = console_find(w->c, w->a, key);
 
 	(void)value;
-	if (slot < 0)
+	if (slot < 0 || w->n >= w->max)
 		return 0;
-	w->total++;
-	if (w->n < w->max)
-		w->slots[w->n++] = (uint32_t)slot;
+	w->slots[w->n++] = (uint32_t)slot;
 	return 0;
 }
 
@@ -40,38 +38,38 @@ page_series(struct ask *a, struct answer *r)
 	struct console *c = a->c;
 	struct series_walk w;
 	struct hbuf *b = &r->body;
+	uint32_t shown;
 
 	memset(&w, 0, sizeof(w));
 	w.c = c;
 	w.a = a;
-	w.max = CONSOLE_ROWS_MAX;
-	if ((w.slots = malloc(w.max * sizeof(*w.slots))) == NULL) {
-		answer_error(a, r, 500, "internal", "out of memory");
-		return;
-	}
 	pthread_mutex_lock(&c->lock);
 	if (!c->caught_up) {
 		pthread_mutex_unlock(&c->lock);
-		free(w.slots);
 		answer_error(a, r, 503, "not_ready",
 		             "catching up on P.events: try again shortly");
 		return;
 	}
-	idmap_each(&c->series, series_one, &w);
-	if (console_sort_slots(c, w.slots, w.n) < 0) {
+	/* Every series the user may see, sorted, then the soonest
+	 * CONSOLE_ROWS_MAX shown: at most CONSOLE_SERIES_MAX of them. */
+	w.max = (uint32_t)c->series.n;
+	w.slots = malloc(((size_t)w.max + 1) * sizeof(*w.slots));
+	if (w.slots != NULL)
+		idmap_each(&c->series, series_one, &w);
+	if (w.slots == NULL || console_sort_slots(c, w.slots, w.n) < 0) {
 		pthread_mutex_unlock(&c->lock);
 		free(w.slots);
 		answer_error(a, r, 500, "internal", "out of memory");
 		return;
 	}
+	shown = w.n < CONSOLE_ROWS_MAX ? w.n : CONSOLE_ROWS_MAX;
 	if (r->json) {
 		answer_json_start(r);
 		hbuf_printf(b,
 		            "{\"version\":%" PRIu64 ",\"waiting\":%" PRIu32
 		            ",\"matched\":%" PRIu32 ",\"rows\":[",
-		            (uint64_t)atomic_load(&c->version), w.total,
-		            w.total);
-		for (uint32_t i = 0; i < w.n; i++) {
+		            (uint64_t)atomic_load(&c->version), w.n, w.n);
+		for (uint32_t i = 0; i < shown; i++) {
 			if (i > 0)
 				hbuf_lit(b, ",");
 			page_row_json(c, b, w.slots[i], a->now);
@@ -91,8 +89,8 @@ page_series(struct ask *a, struct answer *r)
 	    "\"><thead><tr><th>Id</th><th>Schedule</th><th>Zone</th>"
 	    "<th>Next</th><th>Occurrence</th><th>Paused</th>"
 	    "<th>Target</th></tr></thead><tbody id=rows>",
-	    w.total, w.n);
-	for (uint32_t i = 0; i < w.n; i++)
+	    w.n, shown);
+	for (uint32_t i = 0; i < shown; i++)
 		page_row_html(c, b, w.slots[i], a->now, SERIES_COLUMNS);
 	hbuf_lit(b, "</tbody></table><p class=note>Open a series to pause or "
 	            "resume it.</p>");
