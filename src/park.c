@@ -98,7 +98,7 @@ park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
 		park_dead_lettered(h, t);
 }
 
-/* Whether h holds any delay header (CONTRACT section 1). */
+/* Whether h holds any delay header (docs/CONTRACT.md section 1). */
 static int
 park_has_delay(const amqp_table_t *h)
 {

@@ -54,7 +54,7 @@ router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
 }
 
 /*
- * The delay headers, in the order they are read (CONTRACT section 1): the
+ * The delay headers, in the order they are read (docs/CONTRACT.md section 1): the
  * first present decides.  Times before delays, as Tanzu RabbitMQ's
  * delayed queues read the three they share (x-opt-delivery-time, then
  * x-opt-delivery-delay, then x-delay); ours before the others of each

@@ -86,7 +86,7 @@ def test_missing_target_exchange_does_not_stop_other_deliveries(
 def test_a_park_after_the_ladder_logs_its_target_key(client, daemon):
     """Parked when due (its target exchange is gone), back from the
     ladder: the parked line names the key it was going to, not the
-    return queue's (CONTRACT section 12)."""
+    return queue's (docs/CONTRACT.md section 12)."""
     q = client.queue()
     gone = "gone-" + daemon.prefix
     client.publish(daemon.prefix, q, b"late",

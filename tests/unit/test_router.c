@@ -548,7 +548,7 @@ Test(router, every_source_has_the_name_its_metrics_label_carries)
 	cr_assert_str_eq(router_source_name(ROUTE_SOURCES), "unknown");
 }
 
-/* ---- the other publishers' delay headers (CONTRACT section 1) ---- */
+/* ---- the other publishers' delay headers (docs/CONTRACT.md section 1) ---- */
 
 /* Which of the five decides when they are all present, one left out at a
  * time from the front: the order is x-deliver-at, x-opt-delivery-time,
