@@ -54,9 +54,9 @@ router_guard_count(enum route_source src, const amqp_basic_properties_t *props,
 }
 
 /*
- * The delay headers, in the order they are read (docs/CONTRACT.md section 1): the
- * first present decides.  Times before delays, as Tanzu RabbitMQ's
- * delayed queues read the three they share (x-opt-delivery-time, then
+ * The delay headers, in the order they are read (docs/CONTRACT.md section 1):
+ * the first present decides.  Times before delays, as Tanzu RabbitMQ's delayed
+ * queues read the three they share (x-opt-delivery-time, then
  * x-opt-delivery-delay, then x-delay); ours before the others of each
  * kind.  An AMQP 1.0 publisher's message annotations reach us as headers
  * of the same names (RabbitMQ's mc_amqpl).
