@@ -420,3 +420,21 @@ def test_every_source_file_names_its_license():
         if not any(SPDX in line for line in head):
             missing.append(os.path.relpath(path, ROOT))
     assert not missing, "no %r in the first lines of: %s" % (SPDX, missing)
+
+
+def test_ci_can_install_its_packages_in_one_apt_get():
+    """.ci/run installs every package install-deps lists for CI in one
+    apt-get, which refuses all of them if any one conflicts with what the
+    machine has (NodeSource's nodejs conflicts with Debian's npm).  apt's
+    simulation on this machine must resolve them.  CI runs on Debian 12;
+    the Debian 13 and 14 roots install their lists one by one."""
+    with open("/etc/os-release") as f:
+        if "VERSION_CODENAME=bookworm" not in f.read():
+            pytest.skip(".ci/run runs on Debian 12")
+    pkgs = subprocess.run(["sh", os.path.join(ROOT, "tools", "install-deps"),
+                           "--list-ci"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert "gcc" in pkgs and "chromium" in pkgs
+    r = subprocess.run(["apt-get", "install", "-s", "-qq", *pkgs],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
