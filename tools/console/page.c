@@ -47,8 +47,6 @@ ask_field(const struct ask *a, const char *name)
 	return f != NULL ? f->value : NULL;
 }
 
-/* The slot of the waiting message whose cascade id is id, visible to a;
- * -1 when none (the index locked). */
 /* A slot with the keys of the index's order, for sorting a few. */
 struct page_key {
 	int64_t due, seen;
@@ -86,6 +84,8 @@ console_sort_slots(struct console *c, uint32_t *slots, uint32_t n)
 	return 0;
 }
 
+/* The slot of the waiting message whose cascade id is id, visible to a;
+ * -1 when none (the index locked). */
 int64_t
 console_find(struct console *c, struct ask *a, amqp_bytes_t id)
 {
