@@ -61,6 +61,13 @@ struct streamread {
 	 * would be skipped.
 	 */
 	int again;
+	/*
+	 * Optional: stream messages in flight at most (basic.qos), 0 for
+	 * the default of 1000.  A reading that wants one message (the
+	 * console's fetch) asks for a few: what is in flight when it stops
+	 * is read and thrown away before the channel closes.
+	 */
+	uint16_t prefetch;
 
 	/* Set by the reading. */
 	int reached;      /* our marker was read: every record before it was */

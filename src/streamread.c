@@ -15,8 +15,8 @@
 #include "streamread.h"
 #include "trust.h"
 
-#define STREAM_PREFETCH 1000 /* records in flight per stream consumer */
-#define STREAM_ACK_EVERY 250 /* ack (multiple) after this many records */
+#define STREAM_PREFETCH 1000 /* messages in flight, unless s->prefetch */
+#define STREAM_ACK_EVERY 250 /* ack (multiple) after this many messages */
 /* No record for this long before reaching our marker: give up.  An idle
  * limit, not a total one, so that a long stream may take its time. */
 #define STREAM_IDLE_MS 30000
@@ -39,7 +39,8 @@ streamread_consume(struct client *cl, const struct streamread *s)
 	amqp_rpc_reply_t r;
 	char what[TOPOLOGY_NAME_MAX + 32];
 
-	amqp_basic_qos(cl->conn, BROKER_CH_WORK, 0, STREAM_PREFETCH, 0);
+	amqp_basic_qos(cl->conn, BROKER_CH_WORK, 0,
+	               s->prefetch > 0 ? s->prefetch : STREAM_PREFETCH, 0);
 	if (broker_check(cl->conn, "basic.qos", cl->err, sizeof(cl->err)) < 0)
 		return -1;
 	events_stream_offset(s->resume.from, &arg);
@@ -239,6 +240,12 @@ streamread_run(struct client *cl, struct streamread *s)
 	uint64_t last = 0, acked = 0;
 	int64_t now, heard, tick;
 	int rc = 0;
+	/* Half the prefetch at most, so that the broker never waits on an
+	 * ack held back (a tick's wait). */
+	uint64_t ack_every =
+	    s->prefetch > 0 && s->prefetch < 2 * STREAM_ACK_EVERY
+	        ? (s->prefetch + 1u) / 2
+	        : STREAM_ACK_EVERY;
 
 	if (client_stream_exists(cl, s->name) < 0)
 		return -1;
@@ -304,7 +311,7 @@ streamread_run(struct client *cl, struct streamread *s)
 			amqp_destroy_envelope(&env);
 			if (rc < 0)
 				return -1;
-			if (last - acked >= STREAM_ACK_EVERY &&
+			if (last - acked >= ack_every &&
 			    streamread_ack(cl, last, &acked) < 0)
 				return -1;
 		}
