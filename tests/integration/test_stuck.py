@@ -38,9 +38,17 @@ def consume_timed(client, queue, count, timeout):
 
 
 def parked(client, prefix, count, timeout=10):
-    """{message body: x-cascade-error} of what is parked in P.error."""
-    got = client.collect(prefix + ".error", count, timeout)
-    return {b: (p.headers or {}).get("x-cascade-error") for _, p, b in got}
+    """{message body: x-cascade-error} of what is parked in P.error, until
+    count different bodies came or timeout.  A park may come twice, as a
+    delivery may (see consume_timed): a park published while a poison
+    message closes the channel is published again."""
+    got = {}
+    deadline = time.time() + timeout
+    while len(got) < count and time.time() < deadline:
+        for _, p, b in client.collect(prefix + ".error", count - len(got),
+                                      max(0.1, deadline - time.time())):
+            got.setdefault(b, (p.headers or {}).get("x-cascade-error"))
+    return got
 
 
 def assert_connection_kept(d):
