@@ -23,32 +23,32 @@ def quorum_queue(client, **arguments):
     return name
 
 
-def consume_timed(client, queue, count, timeout):
-    """{body: first arrival time} until count different bodies arrived
-    or timeout.  A duplicate, which at-least-once allows (a publish
-    channel closed by a poison message is followed by publishing the
-    unconfirmed messages again), is not counted."""
+def first_copies(client, queue, count, timeout):
+    """{body: (arrival time, props)} of each body's first copy, until
+    count different bodies arrived or timeout.  A duplicate, which
+    at-least-once allows (a publish channel closed by a poison message is
+    followed by publishing the unconfirmed messages again, parks as well
+    as deliveries), is not counted."""
     got = {}
     deadline = time.time() + timeout
     while len(got) < count and time.time() < deadline:
-        for t, _, b in client.collect(queue, count - len(got),
+        for t, p, b in client.collect(queue, count - len(got),
                                       max(0.1, deadline - time.time())):
-            got.setdefault(b, t)
+            got.setdefault(b, (t, p))
     return got
+
+
+def consume_timed(client, queue, count, timeout):
+    """{body: first arrival time} (first_copies)."""
+    return {b: t for b, (t, _) in
+            first_copies(client, queue, count, timeout).items()}
 
 
 def parked(client, prefix, count, timeout=10):
-    """{message body: x-cascade-error} of what is parked in P.error, until
-    count different bodies came or timeout.  A park may come twice, as a
-    delivery may (see consume_timed): a park published while a poison
-    message closes the channel is published again."""
-    got = {}
-    deadline = time.time() + timeout
-    while len(got) < count and time.time() < deadline:
-        for _, p, b in client.collect(prefix + ".error", count - len(got),
-                                      max(0.1, deadline - time.time())):
-            got.setdefault(b, (p.headers or {}).get("x-cascade-error"))
-    return got
+    """{message body: x-cascade-error} of what is parked in P.error
+    (first_copies)."""
+    return {b: (p.headers or {}).get("x-cascade-error") for b, (_, p) in
+            first_copies(client, prefix + ".error", count, timeout).items()}
 
 
 def assert_connection_kept(d):
