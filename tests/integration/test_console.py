@@ -9,10 +9,8 @@ and one session per user serve the module; the tests that need their own
 (expiry, logout, the rate limit) make them."""
 import datetime
 import json
-import os
 import threading
 import time
-import urllib.parse
 import uuid
 
 import pytest
@@ -20,7 +18,7 @@ import pytest
 from console import (CSP, FORM, Console, con, d, daemon_user, people,
                      tmp_module)
 from helpers import LATE_SCALE, Client, Daemon, wait_for
-from trust import User, now_ms
+from trust import User, config_as, now_ms
 from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
                      records, uid)
 
@@ -239,15 +237,7 @@ def test_a_reader_that_cannot_read_says_why(broker, d, tmp_module, people,
     behind a login, says why."""
     blind = User(broker, d.prefix + "-blind", "^$", "^$", "^$")
     try:
-        u = urllib.parse.urlsplit(broker.url)
-        url = u._replace(netloc="%s:%s@%s:%d" % (
-            blind.name, blind.password, u.hostname, u.port)).geturl()
-        config = os.path.join(tmp_module, "blind.ini")
-        with open(d.config) as f:
-            text = f.read()
-        assert broker.url in text
-        with open(config, "w") as f:
-            f.write(text.replace(broker.url, url))
+        config = config_as(d, tmp_module, blind.name, blind.password)
         c = Console(config, tmp_module).start(ready=False)
         try:
             last = []

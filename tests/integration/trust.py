@@ -205,13 +205,20 @@ def alive(d):
     assert status == 200
 
 
-def ctl_as(d, tmpdir, user, password, *args):
-    """cascade-ctl with d's config, logged in as user."""
+def config_as(d, tmpdir, user, password):
+    """A copy of d's config in tmpdir that logs in as user: its path."""
     config = os.path.join(tmpdir, "%s-%s.ini" % (d.prefix, user))
     with open(d.config) as f:
         text = f.read()
+    assert "guest:guest@" in text, text
     with open(config, "w") as f:
         f.write(text.replace("guest:guest@", "%s:%s@" % (user, password)))
+    return config
+
+
+def ctl_as(d, tmpdir, user, password, *args):
+    """cascade-ctl with d's config, logged in as user."""
+    config = config_as(d, tmpdir, user, password)
     env = dict(os.environ)
     env.pop("CASCADE_BROKER_URL", None)
     return subprocess.run([CTL, "-c", config, *args], capture_output=True,
