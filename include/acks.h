@@ -37,6 +37,9 @@ int acks_push(struct acks *a, uint64_t tag, uint64_t *index);
 /* The delivery at index may be acked.  -1 out of memory. */
 int acks_settle(struct acks *a, uint64_t index);
 
+/* Settled already, by a basic.reject the caller sent: nothing to send. */
+void acks_rejected(struct acks *a, uint64_t index);
+
 /* Send what was settled; the first failing send's status, or 0. */
 int acks_flush(struct acks *a, acks_send_fn send, void *ctx);
 

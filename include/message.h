@@ -76,6 +76,8 @@ struct message {
 	amqp_bytes_t body; /* points into buf */
 	size_t body_got;   /* bytes of body read so far */
 	int have_header;
+	int refused;           /* its content header was refused on the wire
+	                          (wirefilter.h): its marker says why */
 	char return_text[160]; /* a basic.return's reply */
 
 	/* Where it goes (router.h); routed once set. */

@@ -37,6 +37,9 @@ struct park_target {
 	amqp_bytes_t queue; /* x-cascade-queue: the work queue that gave up */
 	int retry_gave_up;
 	amqp_bytes_t reason; /* x-cascade-error; empty when absent */
+	/* What this process's wire filter refused of its headers
+	 * (wirefilter.h), escaped; empty when nothing was. */
+	amqp_bytes_t refused;
 };
 
 /*

@@ -73,9 +73,11 @@ struct streamread {
 	int reached;      /* our marker was read: every record before it was */
 	int stopped;      /* a callback said 1 */
 	uint64_t records; /* records handed to on_event */
-	/* Undecodable messages read past (each cost a connection), and the
-	 * offset of the first. */
-	int64_t skipped, first_skipped;
+	/* Undecodable messages read past, and the offset of the first:
+	 * refused by the wire filter (wirefilter.h), or, should the library
+	 * still refuse one, each at the cost of a connection (reconnects,
+	 * at most STREAM_SKIPS_MAX). */
+	int64_t skipped, first_skipped, reconnects;
 	/* Stream messages skipped, written by a user neither cascade's own
 	 * nor a control user (trust.h), and the first such writer. */
 	uint64_t untrusted;

@@ -41,6 +41,16 @@
  */
 #define WIRECHECK_FIELDS_MAX 65536
 
+/*
+ * What every rabbitmq-c decodes: 0.14 and later refuse a field value
+ * inside more than 100 tables and arrays below the headers table
+ * (amqp_table.c, TABLE_DEPTH_LIMIT), 101 containers as counted here, and
+ * lose the connection on it.  The wire filter (wirefilter.h) holds what
+ * the broker delivers to this bound before the library sees it, on 0.11
+ * too, which would decode deeper by recursion.
+ */
+#define WIRECHECK_LIBRARY_DEPTH 101
+
 /* What the checks found wrong: 0 for none. */
 enum wirecheck_status {
 	WIRECHECK_MALFORMED = -1, /* a length past the end, an unknown kind */
@@ -56,6 +66,22 @@ enum wirecheck_status {
  */
 int wirecheck_props(const void *buf, size_t len, size_t *used,
                     const char **why);
+
+/*
+ * The same, held to what the library decodes (WIRECHECK_LIBRARY_DEPTH, no
+ * bound on fields) instead of cascade's bounds.
+ */
+int wirecheck_props_library(const void *buf, size_t len, size_t *used,
+                            const char **why);
+
+/*
+ * The fields of one table (table set: each with its key) or array whose
+ * contents are buf[off..end), itself depth containers deep (the headers
+ * table being 1), held to what the library decodes: 0, or an enum
+ * wirecheck_status with *why.  Lengths are checked within end only.
+ */
+int wirecheck_container(const void *buf, size_t off, size_t end, int table,
+                        int depth, const char **why);
 
 /*
  * Check the same bounds on a table rabbitmq-c already decoded (a delivery's

@@ -79,6 +79,13 @@ acks_settle(struct acks *a, uint64_t index)
 	return 0;
 }
 
+void
+acks_rejected(struct acks *a, uint64_t index)
+{
+	if (index >= a->head && index < a->tail)
+		SLOT(a, index) = (SLOT(a, index) & ~UINT64_C(3)) | ACK_SENT;
+}
+
 int
 acks_flush(struct acks *a, acks_send_fn send, void *ctx)
 {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "version.h"
+#include "wirefilter.h"
 
 void
 broker_close_reason(const amqp_method_t *m, char *err, size_t size)
@@ -301,6 +302,11 @@ broker_connect_as(const struct config *cfg,
 		         info->port, amqp_error_string2(status));
 		if (info->ssl)
 			broker_tls_detail(err, errsize);
+		goto fail;
+	}
+	/* Every frame from here on through the filter (wirefilter.h). */
+	if (wirefilter_install(conn) < 0) {
+		snprintf(err, errsize, "out of memory");
 		goto fail;
 	}
 	amqp_set_handshake_timeout(conn, &tv);

@@ -3,7 +3,8 @@
  * Frames in.  The daemon reads frames itself from an ev_io watcher on the
  * socket (rabbitmq-c's consume call blocks), assembles deliveries and
  * returns from their method, header and body frames, and hands each
- * method to whoever it concerns.  The only file that knows frames.
+ * method to whoever it concerns.  The only file that knows frames; a
+ * content header the wire filter refused (wirefilter.h) is settled here.
  *
  * Owns: assembling, the io, more and heartbeat watchers.
  * Calls into: daemon_sort (a message done), daemon_answer (confirms,
@@ -23,7 +24,9 @@
 #include "broker.h"
 #include "duration.h"
 #include "headers.h"
+#include "escape.h"
 #include "log.h"
+#include "wirefilter.h"
 
 /*
  * Frames read per callback before the loop gets a turn: small enough that a
@@ -310,6 +313,79 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	}
 }
 
+/*
+ * A message whose content header the wire filter refused (wirefilter.h):
+ * what it held cannot be read, so it cannot be routed or parked by a
+ * publish of ours.  A delivery from a queue is rejected without requeue,
+ * and the broker dead-letters it, whole, as it came, into P.error; a
+ * stream's message is read past as one that is not a record.  Either way
+ * the connection and every other delivery go on.
+ */
+static void
+daemon_refused(struct daemon *d, struct message *m)
+{
+	amqp_bytes_t why = {0, NULL};
+	char reason[300], key[ESCAPE_MAX_FACTOR * 128 + 4];
+
+	wirefilter_refused(&m->props, &why);
+	snprintf(reason, sizeof(reason), "%.*s", (int)why.len,
+	         (const char *)why.bytes);
+	if (m->kind == MESSAGE_RECORD || m->kind == MESSAGE_READING) {
+		struct stream_reading *s = m->kind == MESSAGE_RECORD
+		                               ? &d->streams[m->stream - 1]
+		                               : NULL;
+		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
+		log_error("record_undecodable",
+		          " stream=%s reason=\"%s; read on past it\"",
+		          s ? s->name : d->topo.events, reason);
+		daemon_message_done(d, m); /* not a record: acked, skipped */
+		return;
+	}
+	escape_bytes(m->routing_key.bytes, m->routing_key.len, 128,
+	             ESCAPE_QUOTED, key, sizeof(key));
+	if (m->discard) {
+		message_free(m); /* another consumer gets it */
+		return;
+	}
+	if (m->src >= ROUTE_SOURCES || !d->reject_parks[m->src]) {
+		/* Its queue was declared by an older cascade without a
+		 * dead-letter exchange: a reject would drop it.  It stays
+		 * unacknowledged, in the queue, until the connection ends. */
+		log_error("undecodable_kept",
+		          " queue=%s reason=\"%s; the queue does not "
+		          "dead-letter into %s: left unacknowledged\" "
+		          "routing_key=\"%s\"",
+		          d->consumers[m->consumer].queue, reason,
+		          d->topo.error, key);
+		message_free(m);
+		return;
+	}
+	if (amqp_basic_reject(d->conn, BROKER_CH_WORK, m->delivery_tag, 0) !=
+	    AMQP_STATUS_OK) {
+		message_free(m);
+		daemon_fail(d, "cannot reject an undecodable message");
+		return;
+	}
+	acks_rejected(&d->acks, m->ack_index);
+	d->m.parked[PARK_undecodable]++;
+	log_error("parked",
+	          " queue=%s reason=\"%s; rejected, the broker dead-letters "
+	          "it whole\" source=%s routing_key=\"%s\"",
+	          d->topo.error, reason, d->consumers[m->consumer].queue, key);
+	message_free(m);
+}
+
+/* A delivery or return whole: to whoever takes it. */
+static void
+daemon_done(struct daemon *d, struct message *m)
+{
+	d->assembling = NULL;
+	if (m->refused && m->kind != MESSAGE_RETURN)
+		daemon_refused(d, m);
+	else
+		daemon_message_done(d, m);
+}
+
 static void
 daemon_frame(struct daemon *d, amqp_frame_t *f)
 {
@@ -333,10 +409,9 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 			daemon_fail(d, "out of memory for a message body");
 			return;
 		}
-		if (m->body.len == 0) {
-			d->assembling = NULL;
-			daemon_message_done(d, m);
-		}
+		m->refused = wirefilter_refused(&m->props, &(amqp_bytes_t){0});
+		if (m->body.len == 0)
+			daemon_done(d, m);
 		return;
 	case AMQP_FRAME_BODY: {
 		int done = m == NULL || !m->have_header
@@ -345,8 +420,7 @@ daemon_frame(struct daemon *d, amqp_frame_t *f)
 		if (done < 0) {
 			daemon_fail(d, "unexpected body frame");
 		} else if (done) {
-			d->assembling = NULL;
-			daemon_message_done(d, m);
+			daemon_done(d, m);
 		}
 		return;
 	}
@@ -428,7 +502,8 @@ daemon_drain(struct daemon *d)
 		return;
 	/* The socket may be dry while rabbitmq-c still holds bytes: ev_io
 	 * would not wake us for those. */
-	if (amqp_frames_enqueued(d->conn) || amqp_data_in_buffer(d->conn))
+	if (amqp_frames_enqueued(d->conn) || amqp_data_in_buffer(d->conn) ||
+	    wirefilter_pending(d->conn) > 0)
 		ev_idle_start(d->loop, &d->more);
 	else
 		ev_idle_stop(d->loop, &d->more);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "headers.h"
+#include "wirefilter.h"
 
 /* A string header, or 0 when it is absent or of another type. */
 static int
@@ -73,6 +74,8 @@ park_target(const amqp_basic_properties_t *in, amqp_bytes_t parked_routing_key,
 	t->routing_key_parked = 1;
 	t->reason = amqp_empty_bytes;
 	park_string(h, "x-cascade-error", &t->reason);
+	t->refused = amqp_empty_bytes;
+	wirefilter_refused(in, &t->refused);
 	t->retry_gave_up =
 	    park_string(h, "x-cascade-queue", &t->queue) && t->queue.len > 0;
 

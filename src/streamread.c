@@ -14,6 +14,7 @@
 #include "headers.h"
 #include "streamread.h"
 #include "trust.h"
+#include "wirefilter.h"
 
 #define STREAM_PREFETCH 1000 /* messages in flight, unless s->prefetch */
 #define STREAM_ACK_EVERY 250 /* ack (multiple) after this many messages */
@@ -168,7 +169,7 @@ streamread_skip(struct client *cl, struct streamread *s)
 {
 	int64_t from;
 
-	if (s->skipped == STREAM_SKIPS_MAX) {
+	if (s->reconnects++ == STREAM_SKIPS_MAX) {
 		snprintf(cl->err, sizeof(cl->err),
 		         "%s holds more than %d messages this AMQP library "
 		         "cannot decode (headers nested over 100 deep?), the "
@@ -306,7 +307,16 @@ streamread_run(struct client *cl, struct streamread *s)
 		} else {
 			heard = now;
 			events_resume_read(&s->resume, &env.message.properties);
-			rc = streamread_message(cl, s, &env.message);
+			/* Its headers refused on the wire (wirefilter.h):
+			 * not a record, and said once at the end. */
+			if (wirefilter_refused(&env.message.properties,
+			                       &(amqp_bytes_t){0})) {
+				if (s->skipped++ == 0)
+					s->first_skipped = s->resume.last;
+				rc = 0;
+			} else {
+				rc = streamread_message(cl, s, &env.message);
+			}
 			last = env.delivery_tag;
 			amqp_destroy_envelope(&env);
 			if (rc < 0)

@@ -60,54 +60,66 @@ wire_fixed_size(unsigned char k)
 	}
 }
 
+/* How deep and how many: cascade's own bounds, or the library's. */
+struct wire_bounds {
+	int depth;     /* containers open at once, the headers table one */
+	size_t fields; /* field values at every depth */
+	const char *too_deep;
+};
+
+static const struct wire_bounds wire_cascade = {
+    WIRECHECK_DEPTH_MAX, WIRECHECK_FIELDS_MAX, WIRE_TOO_DEEP};
+static const struct wire_bounds wire_library = {
+    WIRECHECK_LIBRARY_DEPTH, SIZE_MAX,
+    "nested deeper than rabbitmq-c decodes (" WIRE_STR(
+        WIRECHECK_LIBRARY_DEPTH) ")"};
+
 /*
- * Walk the field table at b[*off] (its 4-byte size first), within len.
- * Every value must lie inside the table or array that holds it: stricter
- * than rabbitmq-c, which checks only the end of the whole buffer, and what
- * every encoder writes.
+ * Walk the fields of one table (table set) or array whose contents are
+ * b[o..end), itself depth containers deep, within bd.  Every value must lie
+ * inside the table or array that holds it: stricter than rabbitmq-c, which
+ * checks only the end of the whole buffer, and what every encoder writes.
  */
 static int
-wire_table(const unsigned char *b, size_t len, size_t *off, const char **why)
+wire_walk(const unsigned char *b, size_t o, size_t end, int table, int depth,
+          const struct wire_bounds *bd, const char **why)
 {
-	struct wire_level stack[WIRECHECK_DEPTH_MAX];
-	size_t o = *off, fields = 0;
-	int depth = 0;
+	struct wire_level stack[WIRECHECK_LIBRARY_DEPTH];
+	size_t fields = 0;
+	int top = 1;
 	uint32_t n;
 
-	if (len - o < 4)
-		goto short_;
-	n = wire_u32(b + o);
-	o += 4;
-	if (n > len - o)
-		goto short_;
-	stack[depth].end = o + n;
-	stack[depth].table = 1;
-	depth++;
-	while (depth > 0) {
-		size_t end = stack[depth - 1].end;
+	if (depth < 1 || depth > bd->depth) {
+		*why = bd->too_deep;
+		return WIRECHECK_BOUND;
+	}
+	stack[0].end = end;
+	stack[0].table = table;
+	while (top > 0) {
+		size_t e = stack[top - 1].end;
 		unsigned char k;
 		int fixed;
 
-		if (o == end) {
-			depth--;
+		if (o == e) {
+			top--;
 			continue;
 		}
-		if (stack[depth - 1].table) {
+		if (stack[top - 1].table) {
 			unsigned char keylen = b[o++];
-			if (keylen > end - o)
+			if (keylen > e - o)
 				goto short_;
 			o += keylen;
 		}
-		if (o == end)
+		if (o == e)
 			goto short_;
 		k = b[o++];
-		if (++fields > WIRECHECK_FIELDS_MAX) {
+		if (++fields > bd->fields) {
 			*why = WIRE_TOO_MANY;
 			return WIRECHECK_BOUND;
 		}
 		fixed = wire_fixed_size(k);
 		if (fixed >= 0) {
-			if ((size_t)fixed > end - o)
+			if ((size_t)fixed > e - o)
 				goto short_;
 			o += (size_t)fixed;
 			continue;
@@ -117,33 +129,61 @@ wire_table(const unsigned char *b, size_t len, size_t *off, const char **why)
 			*why = "a header field of an unknown kind";
 			return WIRECHECK_MALFORMED;
 		}
-		if (end - o < 4)
+		if (e - o < 4)
 			goto short_;
 		n = wire_u32(b + o);
 		o += 4;
-		if (n > end - o)
+		if (n > e - o)
 			goto short_;
 		if (k == AMQP_FIELD_KIND_UTF8 || k == AMQP_FIELD_KIND_BYTES) {
 			o += n;
 			continue;
 		}
-		if (depth == WIRECHECK_DEPTH_MAX) {
-			*why = WIRE_TOO_DEEP;
+		if (depth + top - 1 == bd->depth) {
+			*why = bd->too_deep;
 			return WIRECHECK_BOUND;
 		}
-		stack[depth].end = o + n;
-		stack[depth].table = k == AMQP_FIELD_KIND_TABLE;
-		depth++;
+		stack[top].end = o + n;
+		stack[top].table = k == AMQP_FIELD_KIND_TABLE;
+		top++;
 	}
-	*off = o;
 	return 0;
 short_:
 	*why = "a header length runs past its end";
 	return WIRECHECK_MALFORMED;
 }
 
+/* The field table at b[*off] (its 4-byte size first), within len. */
+static int
+wire_table(const unsigned char *b, size_t len, size_t *off,
+           const struct wire_bounds *bd, const char **why)
+{
+	size_t o = *off;
+	uint32_t n;
+	int st;
+
+	if (len - o < 4 || (n = wire_u32(b + o)) > len - o - 4) {
+		*why = "a header length runs past its end";
+		return WIRECHECK_MALFORMED;
+	}
+	o += 4;
+	if ((st = wire_walk(b, o, o + n, 1, 1, bd, why)) < 0)
+		return st;
+	*off = o + n;
+	return 0;
+}
+
 int
-wirecheck_props(const void *buf, size_t len, size_t *used, const char **why)
+wirecheck_container(const void *buf, size_t off, size_t end, int table,
+                    int depth, const char **why)
+{
+	return wire_walk(buf, off, end, table, depth, &wire_library, why);
+}
+
+/* The properties in b[0..len), within bd. */
+static int
+wire_props(const unsigned char *b, size_t len, size_t *used,
+           const struct wire_bounds *bd, const char **why)
 {
 	/* The basic properties in their wire order, from flag bit 15 down. */
 	static const struct {
@@ -165,7 +205,6 @@ wirecheck_props(const void *buf, size_t len, size_t *used, const char **why)
 	    {AMQP_BASIC_APP_ID_FLAG, 's'},
 	    {AMQP_BASIC_CLUSTER_ID_FLAG, 's'},
 	};
-	const unsigned char *b = buf;
 	size_t o = 2;
 	uint16_t flags;
 	int st;
@@ -189,7 +228,7 @@ wirecheck_props(const void *buf, size_t len, size_t *used, const char **why)
 			o += 1 + (size_t)b[o];
 			break;
 		case 't':
-			if ((st = wire_table(b, len, &o, why)) < 0)
+			if ((st = wire_table(b, len, &o, bd, why)) < 0)
 				return st;
 			break;
 		case '1':
@@ -209,6 +248,19 @@ wirecheck_props(const void *buf, size_t len, size_t *used, const char **why)
 short_:
 	*why = "a property runs past the end";
 	return WIRECHECK_MALFORMED;
+}
+
+int
+wirecheck_props(const void *buf, size_t len, size_t *used, const char **why)
+{
+	return wire_props(buf, len, used, &wire_cascade, why);
+}
+
+int
+wirecheck_props_library(const void *buf, size_t len, size_t *used,
+                        const char **why)
+{
+	return wire_props(buf, len, used, &wire_library, why);
 }
 
 /* One open decoded table or array, and the next of its values to see. */

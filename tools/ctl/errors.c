@@ -52,6 +52,9 @@ errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 		       (const char *)t->reason.bytes);
 	else
 		printf("#%" PRIu64 " (no x-cascade-error)\n", i);
+	if (t->refused.len > 0)
+		printf("   refused:    %.*s\n", (int)t->refused.len,
+		       (const char *)t->refused.bytes);
 	if (t->has_exchange)
 		printf("   target:     exchange '%.*s'", (int)t->exchange.len,
 		       (const char *)t->exchange.bytes);
@@ -94,6 +97,9 @@ errors_json(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 		putchar(',');
 	printf("{\"reason\":");
 	json_write(stdout, t->reason.bytes, t->reason.len);
+	printf(",\"refused\":");
+	json_write_or_null(stdout, t->refused.len > 0, t->refused.bytes,
+	                   t->refused.len);
 	printf(",\"exchange\":");
 	json_write_or_null(stdout, t->has_exchange, t->exchange.bytes,
 	                   t->exchange.len);

@@ -34,11 +34,14 @@ stream_said(const struct streamread *s)
 	if (s->skipped > 0)
 		fprintf(stderr,
 		        PROG ": skipped %" PRId64 " undecodable message(s) in "
-		             "%s at offset %" PRId64 "%s: headers nested "
-		             "deeper than this AMQP library decodes (see "
-		             "docs/CONTRACT.md section 4.4)\n",
+		             "%s at offset %" PRId64 "%s: headers this AMQP "
+		             "library cannot decode (see docs/CONTRACT.md "
+		             "section 4.4)%s\n",
 		        s->skipped, s->name, s->first_skipped,
-		        s->skipped > 1 ? " and later" : "");
+		        s->skipped > 1 ? " and later" : "",
+		        s->reconnects > 0 ? "; the library refused some: read "
+		                            "past on new connections"
+		                          : "");
 	if (s->untrusted > 0) {
 		char who[ESCAPE_MAX_FACTOR * 64 + 4];
 		escape_bytes(s->untrusted_writer, strlen(s->untrusted_writer),
