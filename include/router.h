@@ -264,6 +264,16 @@ void router_vpark(struct route *r, enum park_kind kind, const char *fmt,
                   va_list ap) __attribute__((format(printf, 3, 0)));
 
 /*
+ * Park as bad_header, naming the header and the value it held, so that an
+ * operator reading P.error can tell whose typo it was: "key \"value\":
+ * why" for a string (escaped, its first 48 bytes), "key 42: why" for an
+ * integer, "key (a field of kind 'x'): why" for another kind, or "key:
+ * why" when v is NULL.
+ */
+void router_park_header(struct route *r, const char *key,
+                        const amqp_field_value_t *v, const char *why);
+
+/*
  * The guard against the unknown poison: a delivery seen max times or more
  * without being settled (its daemons crashed or lost the connection while
  * they held it) is parked before it can take them down once more.  Quorum

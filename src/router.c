@@ -98,7 +98,7 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 	}
 	if (router_delays[i].absolute) {
 		if (headers_epoch_ms(v, &r->due, &why) < 0) {
-			router_park(r, PARK_bad_header, "%s: %s", name, why);
+			router_park_header(r, name, v, why);
 			return -1;
 		}
 		/* An AMQP 1.0 timestamp annotation reaches us in whole
@@ -109,7 +109,7 @@ router_read_due(const struct router_params *p, const amqp_table_t *h,
 		ms = r->due > now ? r->due - now : 0;
 	} else {
 		if (headers_delay(v, &ms, &why) < 0) {
-			router_park(r, PARK_bad_header, "%s: %s", name, why);
+			router_park_header(r, name, v, why);
 			return -1;
 		}
 		if (ms < 0)

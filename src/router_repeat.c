@@ -92,7 +92,7 @@ router_read_ends(const amqp_table_t *h, struct route *r)
 	r->until = 0;
 	v = headers_find(h, "x-cascade-until");
 	if (v != NULL && headers_epoch_ms(v, &r->until, &why) < 0) {
-		router_park(r, PARK_bad_header, "x-cascade-until: %s", why);
+		router_park_header(r, "x-cascade-until", v, why);
 		return -1;
 	}
 	return router_read_catch_up(h, r);
@@ -121,7 +121,10 @@ router_cron_load(const struct router_params *p, struct route *r, int64_t now,
 	x->owned = 0;
 	if (cron_parse(&x->c, (const char *)r->cron.bytes, r->cron.len, err,
 	               sizeof(err)) < 0) {
-		router_park(r, PARK_bad_header, "x-cascade-cron: %s", err);
+		router_park_header(r, "x-cascade-cron",
+		                   &(amqp_field_value_t){AMQP_FIELD_KIND_UTF8,
+		                                         {.bytes = r->cron}},
+		                   err);
 		return -1;
 	}
 	if (r->tz.len == 0)
@@ -133,7 +136,10 @@ router_cron_load(const struct router_params *p, struct route *r, int64_t now,
 	                   err, sizeof(err)) == 0)
 		x->z = &x->own, x->owned = 1;
 	if (x->z == NULL) {
-		router_park(r, PARK_bad_header, "x-cascade-tz: %s", err);
+		router_park_header(r, "x-cascade-tz",
+		                   &(amqp_field_value_t){AMQP_FIELD_KIND_UTF8,
+		                                         {.bytes = r->tz}},
+		                   err);
 		return -1;
 	}
 	return 0;

@@ -92,9 +92,11 @@ def test_a_bad_expression_or_zone_is_parked_naming_the_field(
     wait_parked(d, 4)
     reasons = sorted(m["reason"] for m in parked(d)["messages"])
     assert reasons == sorted([
-        "x-cascade-cron: hour field '25': 25 is out of range 0-23",
-        "x-cascade-tz: unknown zone",
-        "x-cascade-tz: not a valid zone name: a component starts with '.'",
+        "x-cascade-cron \"0 25 * * *\": hour field '25': 25 is out of "
+        "range 0-23",
+        "x-cascade-tz \"Europe/Berln\": unknown zone",
+        "x-cascade-tz \"../../etc/passwd\": not a valid zone name: a "
+        "component starts with '.'",
         "x-cascade-cron and x-cascade-every: a repeat has one or the "
         "other"]), reasons
 

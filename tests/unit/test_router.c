@@ -319,6 +319,38 @@ Test(router, malformed_delay_parks)
 	expect_park(&r, "x-remaining-delay");
 }
 
+/* A refusal names the value refused, escaped and bounded, so that an
+ * operator reading P.error can tell whose typo it was. */
+Test(router, a_refusal_names_the_value_it_refused)
+{
+	struct tb t = {.n = 0};
+	amqp_basic_properties_t p;
+	struct route r;
+	amqp_field_value_t *v;
+	char long_value[200];
+
+	ingress_delay("x-remaining-delay", "soon\x1b[31m\"", &r);
+	cr_assert_eq(r.action, ROUTE_PARK);
+	cr_assert_str_eq(r.reason,
+	                 "x-remaining-delay \"soon\\x1b[31m\\\"\": "
+	                 "duration must start with a number",
+	                 "%s", r.reason);
+	memset(long_value, 'a', sizeof(long_value) - 1);
+	long_value[sizeof(long_value) - 1] = '\0';
+	ingress_delay("x-deliver-at", long_value, &r);
+	cr_assert(strstr(r.reason,
+	                 "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	                 "...\": ") != NULL,
+	          "%s", r.reason);
+	v = tb_add(&t, "x-remaining-delay", AMQP_FIELD_KIND_DECIMAL);
+	v->value.decimal.value = 5000;
+	p = props_of(&t);
+	decide(ROUTE_FROM_INGRESS, &p, "orders", NOW, &r);
+	cr_assert(strncmp(r.reason,
+	                  "x-remaining-delay (a field of kind 'D'): ", 41) == 0,
+	          "%s", r.reason);
+}
+
 Test(router, beyond_max_delay_parks)
 {
 	struct route r;

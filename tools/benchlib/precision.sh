@@ -12,6 +12,10 @@ precision() {
 	# Held tails count against the prefetch: at 1000 msg/s with tails
 	# uniform in [0, 2 s) about 1000 are held at once, so give room.
 	local mport
+	# The plot of the lateness is gnuplot's: installed when missing, as
+	# tools/soak installs nftables (every precision run used to say "sh:
+	# 1: gnuplot: not found" and draw nothing).
+	sh "$here/tools/install-deps" gnuplot-nox
 	mport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	start_daemon prec 2s "${PRECISION_FACTOR:-2}" "${PRECISION_LEVELS:-24}" "queue_type = ${PRECISION_QUEUE_TYPE:-quorum}
 mode = ${PRECISION_MODE:-ladder}
