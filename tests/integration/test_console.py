@@ -9,6 +9,7 @@ and one session per user serve the module; the tests that need their own
 (expiry, logout, the rate limit) make them."""
 import datetime
 import json
+import re
 import threading
 import time
 import uuid
@@ -272,6 +273,45 @@ def test_a_reader_that_cannot_read_says_why(broker, d, tmp_module, people,
     finally:
         blind.close()
         broker.ctl("delete_user", blind.name, check=False)
+
+
+def reader_port(broker, c):
+    """The broker-side peer port of c's oldest connection, its reader's
+    (each of c's connections names its pid in its connection_name), or
+    None."""
+    out = broker.ctl("list_connections", "peer_port", "connected_at",
+                     "client_properties").stdout
+    mine = []
+    for line in out.splitlines():
+        f = line.split("\t", 2)
+        if len(f) == 3 and re.search(r"pid %d\b" % c.proc.pid, f[2]):
+            mine.append((int(f[1]), f[0]))
+    return min(mine)[1] if mine else None
+
+
+def test_header_bombs_in_the_events_stream_cost_the_reader_no_connection(
+        broker, con, d, guest, ops):
+    """Two messages whose headers nest 200 arrays deep, forged into
+    P.events (under an x- name, which RabbitMQ 4 keeps in a stream): the
+    console's reader reads past them on the connection it has (the wire
+    filter, CONTRACT section 4.4), and what is published after them is
+    listed.  Before the filter, rabbitmq-c 0.14 and later lost the
+    reader's connection on each."""
+    from test_decode_bounds import nested, publish_raw
+    wait_for(lambda: reader_port(broker, con), 10,
+             "the console's connections in list_connections")
+    before = reader_port(broker, con)
+    for _ in range(2):
+        publish_raw(d.broker, "", d.prefix + ".events",
+                    nested(200, b"A", b"x-bomb"))
+    mid = uid("after-bombs")
+    anon(guest, d, "orders", mid)
+    wait_row(ops, mid, timeout=15)
+    after = reader_port(broker, con)
+    assert after == before, "the reader connected again: port %s, then %s" \
+        % (before, after)
+    h = ops.get_json("/health").data["console"]
+    assert h["caught_up"] is True and h["reader_error"] is None, h
 
 
 def test_root_is_a_redirect_to_waiting(con):
