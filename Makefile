@@ -289,7 +289,7 @@ node-clients: deps-clients
 
 # libFuzzer on the pure parsers, FUZZ_SECONDS each (clang, ASan, UBSan).
 FUZZ_SECONDS ?= 60
-FUZZERS := duration config headers records zone cron form
+FUZZERS := duration config headers records zone cron form wire
 FUZZ_SRCS := $(LIB_SRCS)
 fuzz:
 	@mkdir -p $(BUILD)/fuzz

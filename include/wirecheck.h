@@ -75,13 +75,15 @@ int wirecheck_props_library(const void *buf, size_t len, size_t *used,
                             const char **why);
 
 /*
- * The fields of one table (table set: each with its key) or array whose
- * contents are buf[off..end), itself depth containers deep (the headers
- * table being 1), held to what the library decodes: 0, or an enum
- * wirecheck_status with *why.  Lengths are checked within end only.
+ * One value of a headers table, of kind kind, at buf[off..end) (after its
+ * kind octet), held to what the library decodes: 0 when it decodes, with
+ * *next where it ends; 1 when its extent is known (*next) but what it holds
+ * does not decode (*why); WIRECHECK_MALFORMED with *why when its extent
+ * cannot be told (a length past end, a kind of unknown size), so that
+ * nothing after it can be read.
  */
-int wirecheck_container(const void *buf, size_t off, size_t end, int table,
-                        int depth, const char **why);
+int wirecheck_value(const void *buf, size_t off, size_t end, unsigned char kind,
+                    size_t *next, const char **why);
 
 /*
  * Check the same bounds on a table rabbitmq-c already decoded (a delivery's

@@ -174,10 +174,35 @@ wire_table(const unsigned char *b, size_t len, size_t *off,
 }
 
 int
-wirecheck_container(const void *buf, size_t off, size_t end, int table,
-                    int depth, const char **why)
+wirecheck_value(const void *buf, size_t off, size_t end, unsigned char kind,
+                size_t *next, const char **why)
 {
-	return wire_walk(buf, off, end, table, depth, &wire_library, why);
+	const unsigned char *b = buf;
+	int fixed = wire_fixed_size(kind);
+	uint32_t n;
+
+	if (fixed >= 0) {
+		if ((size_t)fixed > end - off)
+			goto short_;
+		*next = off + (size_t)fixed;
+		return 0;
+	}
+	if (kind != AMQP_FIELD_KIND_UTF8 && kind != AMQP_FIELD_KIND_BYTES &&
+	    kind != AMQP_FIELD_KIND_ARRAY && kind != AMQP_FIELD_KIND_TABLE) {
+		*why = "a header field of an unknown kind";
+		return WIRECHECK_MALFORMED;
+	}
+	if (end - off < 4 || (n = wire_u32(b + off)) > end - off - 4)
+		goto short_;
+	*next = off + 4 + n;
+	if (kind == AMQP_FIELD_KIND_UTF8 || kind == AMQP_FIELD_KIND_BYTES)
+		return 0;
+	/* Its contents, two containers deep: the headers table, then it. */
+	return wire_walk(b, off + 4, *next, kind == AMQP_FIELD_KIND_TABLE, 2,
+	                 &wire_library, why) < 0;
+short_:
+	*why = "a header length runs past its end";
+	return WIRECHECK_MALFORMED;
 }
 
 /* The properties in b[0..len), within bd. */

@@ -107,73 +107,6 @@ wf_put_marker(struct wf_out *o, const char *reason)
 }
 
 /*
- * The extent of the value of kind k at b[o..end): its end in *next, and
- * for a table or an array, whether it decodes (0, or a wirecheck status
- * with *why).  -1 with *why when its extent cannot be told (a length past
- * the end, a kind of unknown size): nothing after it can be read.
- */
-static int
-wf_value(const unsigned char *b, size_t o, size_t end, unsigned char k,
-         size_t *next, int *bad, const char **why)
-{
-	size_t fixed;
-	uint32_t n;
-
-	*bad = 0;
-	switch (k) {
-	case AMQP_FIELD_KIND_VOID:
-		fixed = 0;
-		break;
-	case AMQP_FIELD_KIND_BOOLEAN:
-	case AMQP_FIELD_KIND_I8:
-	case AMQP_FIELD_KIND_U8:
-		fixed = 1;
-		break;
-	case AMQP_FIELD_KIND_I16:
-	case AMQP_FIELD_KIND_U16:
-		fixed = 2;
-		break;
-	case AMQP_FIELD_KIND_I32:
-	case AMQP_FIELD_KIND_U32:
-	case AMQP_FIELD_KIND_F32:
-		fixed = 4;
-		break;
-	case AMQP_FIELD_KIND_DECIMAL:
-		fixed = 5;
-		break;
-	case AMQP_FIELD_KIND_I64:
-	case AMQP_FIELD_KIND_U64:
-	case AMQP_FIELD_KIND_F64:
-	case AMQP_FIELD_KIND_TIMESTAMP:
-		fixed = 8;
-		break;
-	case AMQP_FIELD_KIND_UTF8:
-	case AMQP_FIELD_KIND_BYTES:
-	case AMQP_FIELD_KIND_ARRAY:
-	case AMQP_FIELD_KIND_TABLE:
-		if (end - o < 4 || (n = get32(b + o)) > end - o - 4) {
-			*why = "a header length runs past its end";
-			return -1;
-		}
-		*next = o + 4 + n;
-		if (k == AMQP_FIELD_KIND_ARRAY || k == AMQP_FIELD_KIND_TABLE)
-			*bad = wirecheck_container(b, o + 4, o + 4 + n,
-			                           k == AMQP_FIELD_KIND_TABLE,
-			                           2, why);
-		return 0;
-	default:
-		*why = "a header field of an unknown kind";
-		return -1;
-	}
-	if (fixed > end - o) {
-		*why = "a header length runs past its end";
-		return -1;
-	}
-	*next = o + fixed;
-	return 0;
-}
-
-/*
  * The properties p[0..len) with the headers table's entries that do not
  * decode dropped and the marker added, into out (room for len +
  * REWRITE_MORE): its length, or 0 when the table's entries cannot be told
@@ -220,7 +153,8 @@ wf_salvage(const unsigned char *p, size_t len, unsigned char *out, char *reason,
 		if (kl > tend - at || tend - at - kl < 1)
 			return 0;
 		at += kl;
-		if (wf_value(p, at + 1, tend, p[at], &next, &bad, &why) < 0)
+		bad = wirecheck_value(p, at + 1, tend, p[at], &next, &why);
+		if (bad < 0)
 			return 0;
 		at = next;
 		if (bad == 0) {
