@@ -74,6 +74,34 @@ Test(acks, settled_behind_an_older_one_goes_alone_and_never_twice)
 	acks_free(&a);
 }
 
+/* A delivery the daemon rejected (its headers refused on the wire) is
+ * settled already: nothing is sent for it, and the run at the front
+ * passes it, so the next multiple ack covers its neighbours. */
+Test(acks, a_rejected_one_sends_nothing_and_holds_up_nothing)
+{
+	struct acks a;
+	struct wire w = {0};
+	uint64_t idx[3];
+
+	acks_init(&a);
+	push_tags(&a, 1, 3, idx);
+	acks_rejected(&a, idx[1]);
+	acks_settle(&a, idx[0]);
+	acks_settle(&a, idx[2]);
+	cr_assert_eq(acks_flush(&a, record, &w), 0);
+	cr_assert_eq(w.n, 1);
+	cr_assert_eq(w.tag[0], 3);
+	cr_assert_eq(w.multiple[0], 1);
+	cr_assert_eq(acks_outstanding(&a), 0);
+	/* Alone at the front, it is passed too, with nothing sent. */
+	push_tags(&a, 4, 1, idx);
+	acks_rejected(&a, idx[0]);
+	cr_assert_eq(acks_flush(&a, record, &w), 0);
+	cr_assert_eq(w.n, 1);
+	cr_assert_eq(acks_outstanding(&a), 0);
+	acks_free(&a);
+}
+
 Test(acks, nothing_settled_sends_nothing)
 {
 	struct acks a;
