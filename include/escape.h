@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bytes from the broker (bodies, ids, exchange names) made safe for a
- * terminal line: one escaper with two styles, so that cascade-ctl's errors
+ * terminal line: one escaper with three styles, so that cascade-ctl's errors
  * and list say the same of the same byte.  JSON output has its own rules
  * (json.h).  Pure code.
  */
@@ -23,6 +23,13 @@ enum escape_style {
 	 * other byte, UTF-8 included, as it is.
 	 */
 	ESCAPE_NAME,
+	/*
+	 * Text cascade wrote that may hold escapes of its own (a park
+	 * reason naming a publisher's value, already escaped): \xNN for
+	 * bytes below 0x20 and 0x7f only, so that a forged one still reaches
+	 * no terminal raw; a backslash stands for itself.
+	 */
+	ESCAPE_TEXT,
 };
 
 /*

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* escape: bytes for a terminal line, in one of two styles (escape.h). */
+/* escape: bytes for a terminal line, in one of three styles (escape.h). */
 #include "escape.h"
 
 #include <stdio.h>
@@ -26,7 +26,8 @@ escape_one(unsigned char ch, enum escape_style style, char hex[8])
 		}
 		if (ch >= 0x20 && ch < 0x7f)
 			return NULL;
-	} else if (ch >= 0x20 && ch != 0x7f && ch != '\\') {
+	} else if (ch >= 0x20 && ch != 0x7f &&
+	           (ch != '\\' || style == ESCAPE_TEXT)) {
 		return NULL;
 	}
 	snprintf(hex, 8, "\\x%02x", ch);

@@ -95,6 +95,15 @@ router_read_ends(const amqp_table_t *h, struct route *r)
 		router_park_header(r, "x-cascade-until", v, why);
 		return -1;
 	}
+	/* At first sight, for a cron series as for an interval (whose
+	 * schedule_check says so too): past the year 9999, its next copy
+	 * could not carry it back (issue 47). */
+	if (v != NULL && (r->until < 0 || r->until > SCHEDULE_TIME_MAX)) {
+		router_park_header(r, "x-cascade-until", v,
+		                   "out of range (Unix epoch ms, 1970 to the "
+		                   "end of 9999)");
+		return -1;
+	}
 	return router_read_catch_up(h, r);
 }
 

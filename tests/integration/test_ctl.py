@@ -102,6 +102,31 @@ def test_errors_lists_a_parked_message_and_leaves_it(client, daemon):
     assert again == e["messages"]
 
 
+def test_errors_writes_no_publisher_byte_to_the_terminal_raw(client, daemon):
+    """A message-id and routing key holding ESC, BEL, CR and LF, parked
+    for a bad delay (issue 47): every line `errors` prints escapes them as
+    `list` does, so a publisher can neither colour nor retitle the
+    operator's terminal, nor print a line of its own."""
+    evil = "escp\x1b[31mRED\x1b]0;title\x07\r\nFAKE-LINE"
+    client.ch.queue_declare("")
+    client.ch.basic_publish(daemon.prefix, evil, b"body",
+                            __import__("pika").BasicProperties(
+                                headers={"x-remaining-delay": "soon" + evil},
+                                message_id=evil))
+    wait_parked(daemon, 1)
+    out = ctl(daemon, "errors").stdout
+    raw = [c for c in out if ord(c) < 0x20 and c != "\n" or c == "\x7f"]
+    assert raw == [], repr(out)
+    lines = out.splitlines()
+    assert not any(line.startswith("FAKE-LINE") for line in lines), out
+    escaped = "escp\\x1b[31mRED\\x1b]0;title\\x07\\x0d\\x0aFAKE-LINE"
+    assert "message-id: " + escaped in out, out
+    assert "routing key '%s'" % escaped in out, out
+    # The reason names the value refused, escaped as a quoted string.
+    assert '#1 x-remaining-delay "soon\\x1b[31mRED\\x1b]0;title\\x07' \
+        '\\r\\nFAKE-LINE": ' in out, out
+
+
 def test_requeue_right_after_errors_takes_every_message(client, daemon):
     # `errors` gives its look back with a nack, which a quorum queue applies
     # through its log: the next command must still find every message.

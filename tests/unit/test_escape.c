@@ -60,3 +60,15 @@ Test(escape, empty)
 	cr_assert_str_eq(esc("", 0, 60, ESCAPE_QUOTED), "");
 	cr_assert_str_eq(esc(NULL, 0, 60, ESCAPE_NAME), "");
 }
+
+/* cascade's own text (a reason naming an escaped value): only what would
+ * reach a terminal raw is escaped, and its escapes stay as they are. */
+Test(escape, text_escapes_controls_and_keeps_backslashes)
+{
+	char out[128];
+
+	static const char in[] = "x \"soon\\x1b\": a\x1b[31m\r\n\x7f";
+
+	escape_bytes(in, sizeof(in) - 1, 100, ESCAPE_TEXT, out, sizeof(out));
+	cr_assert_str_eq(out, "x \"soon\\x1b\": a\\x1b[31m\\x0d\\x0a\\x7f");
+}

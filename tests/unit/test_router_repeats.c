@@ -178,9 +178,9 @@ Test(router, a_repeat_out_of_range_is_parked)
 	    {"times 0", "x-cascade-times", 0, "1 or more"},
 	    {"times negative", "x-cascade-times", -5, "1 or more"},
 	    {"until near INT64_MAX", "x-cascade-until", INT64_MAX,
-	     "x-cascade-until: out of range"},
+	     "x-cascade-until 9223372036854775807: out of range"},
 	    {"until negative", "x-cascade-until", -1,
-	     "x-cascade-until: out of range"},
+	     "x-cascade-until -1: out of range"},
 	    {"deliver-at before 1970", "x-deliver-at", -1000,
 	     "x-deliver-at: out of range for a repeat"},
 	};
@@ -200,6 +200,28 @@ Test(router, a_repeat_out_of_range_is_parked)
 		cr_expect_eq(r.park, PARK_bad_header, "%s", rows[i].what);
 		cr_expect(strstr(r.reason, rows[i].why) != NULL, "%s: \"%s\"",
 		          rows[i].what, r.reason);
+	}
+}
+
+/* A cron series' x-cascade-until, at first sight as an interval's
+ * (issue 47: 2^63-1 with "* * * * * *" delivered once, then its next copy
+ * was parked from P.return). */
+Test(router, a_cron_until_out_of_range_is_parked_at_first_sight)
+{
+	static const int64_t untils[] = {INT64_MAX, INT64_C(253402300800000),
+	                                 -1};
+
+	for (size_t i = 0; i < sizeof(untils) / sizeof(untils[0]); i++) {
+		struct tb t = {.n = 0};
+		struct route r;
+
+		tb_str(&t, "x-cascade-cron", "* * * * * *");
+		tb_i64(&t, "x-cascade-until", untils[i]);
+		repeat_at(&t, NOW, &r);
+		cr_expect_eq(r.action, ROUTE_PARK, "until %" PRId64, untils[i]);
+		cr_expect(strstr(r.reason, "x-cascade-until") != NULL &&
+		              strstr(r.reason, "out of range") != NULL,
+		          "\"%s\"", r.reason);
 	}
 }
 

@@ -38,6 +38,29 @@ errors_option(struct ctl *c, const char *name, const char *arg)
 	return ctl_parse_limit(arg, &opts.limit);
 }
 
+/*
+ * Each field from the message printed as list prints names: escaped, so
+ * that a publisher's bytes (ESC, BEL, CR, LF in a message-id or routing
+ * key) never reach the operator's terminal raw (ESCAPE_NAME, escape.h).
+ * A field is cut at FIELD_MAX bytes, more than any name holds.
+ */
+#define FIELD_MAX 1024
+
+static const char *
+errors_field(amqp_bytes_t b, char *out, size_t size)
+{
+	escape_bytes(b.bytes, b.len, FIELD_MAX, ESCAPE_NAME, out, size);
+	return out;
+}
+
+/* A reason: cascade's words, which may hold its escapes of a value. */
+static const char *
+errors_reason(amqp_bytes_t b, char *out, size_t size)
+{
+	escape_bytes(b.bytes, b.len, FIELD_MAX, ESCAPE_TEXT, out, size);
+	return out;
+}
+
 static void
 errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
             const struct park_target *t)
@@ -45,33 +68,33 @@ errors_text(const struct ctl *c, uint64_t i, const amqp_message_t *m,
 	const amqp_basic_properties_t *p = &m->properties;
 	amqp_bytes_t id = client_message_id(p);
 	char due[WHEN_TEXT_MAX], body[BODY_PREVIEW * ESCAPE_MAX_FACTOR + 8];
+	char f[FIELD_MAX * ESCAPE_MAX_FACTOR + 4];
 	int64_t n;
 
 	if (t->reason.len > 0)
-		printf("#%" PRIu64 " %.*s\n", i, (int)t->reason.len,
-		       (const char *)t->reason.bytes);
+		printf("#%" PRIu64 " %s\n", i,
+		       errors_reason(t->reason, f, sizeof(f)));
 	else
 		printf("#%" PRIu64 " (no x-cascade-error)\n", i);
 	if (t->refused.len > 0)
-		printf("   refused:    %.*s\n", (int)t->refused.len,
-		       (const char *)t->refused.bytes);
+		printf("   refused:    %s\n",
+		       errors_reason(t->refused, f, sizeof(f)));
 	if (t->has_exchange)
-		printf("   target:     exchange '%.*s'", (int)t->exchange.len,
-		       (const char *)t->exchange.bytes);
+		printf("   target:     exchange '%s'",
+		       errors_field(t->exchange, f, sizeof(f)));
 	else
 		printf("   target:     default exchange ([router] "
 		       "default_target_exchange)");
 	if (client_rk_unknown(&c->cl, t))
 		printf(", routing key not recorded\n");
 	else
-		printf(", routing key '%.*s'\n", (int)t->routing_key.len,
-		       (const char *)t->routing_key.bytes);
+		printf(", routing key '%s'\n",
+		       errors_field(t->routing_key, f, sizeof(f)));
 	if (t->retry_gave_up)
-		printf("   work queue: %.*s\n", (int)t->queue.len,
-		       (const char *)t->queue.bytes);
+		printf("   work queue: %s\n",
+		       errors_field(t->queue, f, sizeof(f)));
 	if (id.len > 0)
-		printf("   message-id: %.*s\n", (int)id.len,
-		       (const char *)id.bytes);
+		printf("   message-id: %s\n", errors_field(id, f, sizeof(f)));
 	if (t->has_due) {
 		when_format(t->due, due, sizeof(due));
 		printf("   due:        %s\n", due);
