@@ -249,6 +249,8 @@ wirestream_take(struct wirestream *s, void *buf, size_t len)
 {
 	size_t n = len < s->spill_len ? len : s->spill_len;
 
+	if (n == 0)
+		return 0;
 	memcpy(buf, s->spill + s->spill_at, n);
 	s->spill_at += n;
 	s->spill_len -= n;

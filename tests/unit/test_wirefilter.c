@@ -20,6 +20,8 @@ struct buf {
 static void
 put(struct buf *o, const void *p, size_t n)
 {
+	if (n == 0)
+		return; /* p may be an empty buffer's NULL */
 	if (o->len + n > o->cap) {
 		o->cap = (o->len + n) * 2 + 64;
 		o->b = realloc(o->b, o->cap);
