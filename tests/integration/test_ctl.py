@@ -123,8 +123,8 @@ def test_errors_writes_no_publisher_byte_to_the_terminal_raw(client, daemon):
     assert "message-id: " + escaped in out, out
     assert "routing key '%s'" % escaped in out, out
     # The reason names the value refused, escaped as a quoted string.
-    assert '#1 x-remaining-delay "soon\\x1b[31mRED\\x1b]0;title\\x07' \
-        '\\r\\nFAKE-LINE": ' in out, out
+    assert '#1 x-remaining-delay "soonescp\\x1b[31mRED\\x1b]0;title' \
+        '\\x07\\r\\nFAKE-LINE": ' in out, out
 
 
 def test_requeue_right_after_errors_takes_every_message(client, daemon):
