@@ -294,8 +294,8 @@ def test_header_bombs_in_the_events_stream_cost_the_reader_no_connection(
     """Two messages whose headers nest 200 arrays deep, forged into
     P.events (under an x- name, which RabbitMQ 4 keeps in a stream): the
     console's reader reads past them on the connection it has (the wire
-    filter, CONTRACT section 4.4), and what is published after them is
-    listed.  Before the filter, rabbitmq-c 0.14 and later lost the
+    filter, docs/CONTRACT.md section 4.4), and what is published after
+    them is listed.  Before the filter, rabbitmq-c 0.14 and later lost the
     reader's connection on each."""
     from test_decode_bounds import nested, publish_raw
     wait_for(lambda: reader_port(broker, con), 10,
