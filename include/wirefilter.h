@@ -98,9 +98,6 @@ int wirefilter_install(amqp_connection_state_t conn);
  */
 size_t wirefilter_pending(amqp_connection_state_t conn);
 
-/* Header frames the filter of conn rewrote so far. */
-uint64_t wirefilter_refused_count(amqp_connection_state_t conn);
-
 /*
  * Whether properties p carry this process's marker: 1 with *why the
  * reason the filter gave (what it refused, escaped; it points into p), or

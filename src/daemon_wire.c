@@ -24,7 +24,6 @@
 #include "broker.h"
 #include "duration.h"
 #include "headers.h"
-#include "escape.h"
 #include "log.h"
 #include "wirefilter.h"
 
@@ -319,30 +318,30 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
  * publish of ours.  A delivery from a queue is rejected without requeue,
  * and the broker dead-letters it, whole, as it came, into P.error; a
  * stream's message is read past as one that is not a record.  Either way
- * the connection and every other delivery go on.
+ * the connection and every other delivery go on.  Its routing key is
+ * logged as the other parked lines log it: the log escapes what its
+ * arguments hold (log.h).
  */
 static void
 daemon_refused(struct daemon *d, struct message *m)
 {
 	amqp_bytes_t why = {0, NULL};
-	char reason[300], key[ESCAPE_MAX_FACTOR * 128 + 4];
+	int wl;
 
 	wirefilter_refused(&m->props, &why);
-	snprintf(reason, sizeof(reason), "%.*s", (int)why.len,
-	         (const char *)why.bytes);
+	wl = (int)why.len;
 	if (m->kind == MESSAGE_RECORD || m->kind == MESSAGE_READING) {
 		struct stream_reading *s = m->kind == MESSAGE_RECORD
 		                               ? &d->streams[m->stream - 1]
 		                               : NULL;
 		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
 		log_error("record_undecodable",
-		          " stream=%s reason=\"%s; read on past it\"",
-		          s ? s->name : d->topo.events, reason);
+		          " stream=%s reason=\"%.*s; read on past it\"",
+		          s ? s->name : d->topo.events, wl,
+		          (const char *)why.bytes);
 		daemon_message_done(d, m); /* not a record: acked, skipped */
 		return;
 	}
-	escape_bytes(m->routing_key.bytes, m->routing_key.len, 128,
-	             ESCAPE_QUOTED, key, sizeof(key));
 	if (m->discard) {
 		message_free(m); /* another consumer gets it */
 		return;
@@ -352,11 +351,13 @@ daemon_refused(struct daemon *d, struct message *m)
 		 * dead-letter exchange: a reject would drop it.  It stays
 		 * unacknowledged, in the queue, until the connection ends. */
 		log_error("undecodable_kept",
-		          " queue=%s reason=\"%s; the queue does not "
+		          " queue=%s reason=\"%.*s; the queue does not "
 		          "dead-letter into %s: left unacknowledged\" "
-		          "routing_key=\"%s\"",
-		          d->consumers[m->consumer].queue, reason,
-		          d->topo.error, key);
+		          "routing_key=\"%.*s\"",
+		          d->consumers[m->consumer].queue, wl,
+		          (const char *)why.bytes, d->topo.error,
+		          (int)m->routing_key.len,
+		          (const char *)m->routing_key.bytes);
 		message_free(m);
 		return;
 	}
@@ -369,9 +370,11 @@ daemon_refused(struct daemon *d, struct message *m)
 	acks_rejected(&d->acks, m->ack_index);
 	d->m.parked[PARK_undecodable]++;
 	log_error("parked",
-	          " queue=%s reason=\"%s; rejected, the broker dead-letters "
-	          "it whole\" source=%s routing_key=\"%s\"",
-	          d->topo.error, reason, d->consumers[m->consumer].queue, key);
+	          " queue=%s reason=\"%.*s; rejected, the broker dead-letters "
+	          "it whole\" source=%s routing_key=\"%.*s\"",
+	          d->topo.error, wl, (const char *)why.bytes,
+	          d->consumers[m->consumer].queue, (int)m->routing_key.len,
+	          (const char *)m->routing_key.bytes);
 	message_free(m);
 }
 

@@ -38,9 +38,10 @@ wf_nonce_make(void)
 
 	while (got < sizeof(r)) {
 		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
+		/* None from the kernel (Linux 3.17 and later has it):
+		 * nothing could be trusted to be ours. */
 		if (n <= 0)
-			abort(); /* no randomness on Linux 3.17+: nothing works
-			          */
+			abort();
 		got += (size_t)n;
 	}
 	for (size_t i = 0; i < sizeof(r); i++)
@@ -74,7 +75,7 @@ put32(unsigned char *b, uint32_t v)
  * Rewriting a content header
  */
 
-/* A table being written: where it starts and where it is. */
+/* Bytes being written: where they go, and how many so far. */
 struct wf_out {
 	unsigned char *b;
 	size_t len;
@@ -198,10 +199,8 @@ wf_rewrite(const unsigned char *f, size_t f_len, const char *why,
 	const char *still;
 
 	n = wf_salvage(props, plen, np, reason, sizeof(reason));
-	if (n > 0 && wirecheck_props_library(np, n, &used, &still) == 0 &&
-	    used == n) {
-		; /* kept what could be kept */
-	} else {
+	if (n == 0 || wirecheck_props_library(np, n, &used, &still) != 0 ||
+	    used != n) {
 		struct wf_out o = {np, 0};
 		unsigned char flags[2] = {AMQP_BASIC_HEADERS_FLAG >> 8, 0};
 		size_t at;
@@ -492,14 +491,6 @@ wirefilter_pending(amqp_connection_state_t conn)
 	struct wirefilter *f = wf_conn(conn);
 
 	return f != NULL ? wirestream_pending(&f->s) : 0;
-}
-
-uint64_t
-wirefilter_refused_count(amqp_connection_state_t conn)
-{
-	struct wirefilter *f = wf_conn(conn);
-
-	return f != NULL ? f->s.refused : 0;
 }
 
 int
