@@ -151,6 +151,9 @@ unit: $(UNIT_BINS)
 TEST_JOBS ?= 3
 CLUSTER_JOBS ?= 2
 # TESTS: which integration tests (a file, or file::test), all by default.
+# INTEGRATION_SLOW=1: the slow tier's tests in the same session as the
+# fast tier's (tools/check: one broker start per worker for both, and the
+# slow tests packed among the others).
 PYTEST_ARGS ?=
 TESTS ?= tests/integration
 PYTEST_BASE := CASCADE_BUILD=$(BUILD) \
@@ -159,8 +162,8 @@ PYTEST_BASE := CASCADE_BUILD=$(BUILD) \
 	--durations=5 --dist loadgroup
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
-	$(PYTEST) -m "not cluster and not slow and not newcomer and not soak \
-		and not browser" \
+	$(PYTEST) -m "not cluster and $(if $(INTEGRATION_SLOW),,not slow and )not \
+		newcomer and not soak and not browser" \
 		$(PYTEST_ARGS) $(TESTS)
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
