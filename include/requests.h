@@ -364,6 +364,30 @@ int requests_series_paused(const struct requests *r, amqp_bytes_t id,
                            amqp_bytes_t message_id, amqp_bytes_t owner,
                            int64_t now);
 
+/*
+ * The names under which the series (id, message_id, owner) is paused at
+ * now, as requests_series_paused counts pauses: REQUESTS_BY_ID for its
+ * cascade id, REQUESTS_BY_MESSAGE_ID for its message-id, 0 when it is not
+ * paused.  *others is set when a pause counted is one that a resume by
+ * `by` (a control user when control) would not lift: another publisher's
+ * or a control user's.  The console and cascade-ctl resume each name
+ * returned, so that a resume lifts what a Series page shows as paused
+ * however the pause named the series.
+ */
+#define REQUESTS_BY_ID 1u
+#define REQUESTS_BY_MESSAGE_ID 2u
+unsigned requests_series_pauses(const struct requests *r, amqp_bytes_t id,
+                                amqp_bytes_t message_id, amqp_bytes_t owner,
+                                amqp_bytes_t by, int control, int64_t now,
+                                int *others);
+
+/*
+ * Is a pause of the target named as a pause names it (EXCHANGE or
+ * EXCHANGE/KEY, amq.default written either way) in force at now?
+ */
+int requests_target_held(const struct requests *r, amqp_bytes_t name,
+                         int64_t now);
+
 /* Is a delivery to exchange with routing_key paused at now? */
 int requests_target_paused(const struct requests *r, amqp_bytes_t exchange,
                            amqp_bytes_t routing_key, int64_t now);

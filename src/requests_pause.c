@@ -195,6 +195,33 @@ requests_series_paused(const struct requests *r, amqp_bytes_t id,
 	return 0;
 }
 
+unsigned
+requests_series_pauses(const struct requests *r, amqp_bytes_t id,
+                       amqp_bytes_t message_id, amqp_bytes_t owner,
+                       amqp_bytes_t by, int control, int64_t now, int *others)
+{
+	const struct pause *p;
+	unsigned names = 0;
+
+	*others = 0;
+	for (int i = 0; i < 2; i++) {
+		amqp_bytes_t name = i == 0 ? id : message_id;
+		if (name.len == 0)
+			continue;
+		/* The pauses requests_series_paused counts. */
+		for (p = pause_list(r, 'S', name); p != NULL; p = p->next) {
+			if (p->until <= now || !(p->control || owner.len == 0 ||
+			                         pause_by(p, owner)))
+				continue;
+			names |=
+			    i == 0 ? REQUESTS_BY_ID : REQUESTS_BY_MESSAGE_ID;
+			if (!control && !pause_by(p, by))
+				*others = 1;
+		}
+	}
+	return names;
+}
+
 /* Is a pause of target name in force at now? */
 static int
 target_in_force(const struct requests *r, amqp_bytes_t name, int64_t now)
@@ -204,6 +231,12 @@ target_in_force(const struct requests *r, amqp_bytes_t name, int64_t now)
 		if (p->until > now)
 			return 1;
 	return 0;
+}
+
+int
+requests_target_held(const struct requests *r, amqp_bytes_t name, int64_t now)
+{
+	return target_in_force(r, target_name(name), now);
 }
 
 int

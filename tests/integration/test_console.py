@@ -18,7 +18,7 @@ import pytest
 
 from console import (CSP, FORM, Console, con, d, daemon_user, people,
                      tmp_module)
-from helpers import LATE_SCALE, Client, Daemon, wait_for
+from helpers import LATE_SCALE, Client, Daemon, ctl, wait_for
 from trust import User, config_as, now_ms
 from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
                      records, uid)
@@ -197,8 +197,9 @@ def test_healthz_answers_ok_without_a_session(con):
 def test_health_shows_the_console_and_its_daemon(d, tmp_module, people):
     """/health as JSON: the console caught up with nothing refused and no
     reader error, and the daemon's /metrics (at [console] metrics) read:
-    connected, in its waiting mode; the targets refusing deliveries only
-    for a control user (CONTRACT 7.11)."""
+    connected, in its waiting mode; the totals, held messages and targets
+    refusing deliveries only for a control user (docs/CONTRACT.md section
+    7.11)."""
     listen = d.metrics_url().split("//", 1)[1]
     c = Console(d, tmp_module, console={"metrics": listen}).start()
     try:
@@ -209,26 +210,51 @@ def test_health_shows_the_console_and_its_daemon(d, tmp_module, people):
             a = s.get_json("/health")
             assert a.status == 200 and isinstance(a.data, dict), a
             h = a.data["console"]
-            assert set(h) == {
-                "caught_up", "records", "version", "live_age_ms",
-                "sessions", "untrusted_skipped", "waiting", "ended_held",
-                "refused", "arena_bytes", "requests_refused",
-                "series_refused", "reader_error"}, h
             assert h["caught_up"] is True and h["reader_error"] is None, h
-            assert (h["refused"], h["series_refused"]) == (0, 0), h
-            assert h["sessions"] >= 1, h
             [daemon] = a.data["daemons"]
             assert daemon["metrics"] == listen and "error" not in daemon, \
                 daemon
             assert daemon["connected"] is True, daemon
             assert daemon["mode"] in ("ladder", "native"), daemon
             if who == "alice":
-                assert daemon["refusing"] == [], daemon
+                assert set(h) == PUBLISHER_HEALTH, h
+                assert set(daemon) == {"metrics", "mode", "connected"}, \
+                    daemon
+                continue
+            assert set(h) == PUBLISHER_HEALTH | {
+                "records", "version", "sessions", "untrusted_skipped",
+                "ended_held", "refused", "arena_bytes", "requests_refused",
+                "series_refused"}, h
+            assert (h["refused"], h["series_refused"]) == (0, 0), h
+            assert h["sessions"] >= 1, h
+            assert daemon["refusing"] == [] and daemon["held"] >= 0, daemon
             page = s.get("/health", page=True)
             assert page.status == 200 and \
                 "<dd id=reader-error>none</dd>" in page.text, page
     finally:
         assert c.stop() == 0, c.log()[-3000:]
+
+
+PUBLISHER_HEALTH = {"caught_up", "live_age_ms", "waiting", "reader_error"}
+
+
+def test_a_publishers_health_counts_only_theirs(alice, ops, mixed):
+    """A publisher's /health counts their own waiting messages, the number
+    their Waiting page shows, and none of the totals that count everyone's
+    (records, sessions, the index, skipped writers); a control user's
+    counts every message."""
+    h = alice.get_json("/health").data["console"]
+    assert set(h) == PUBLISHER_HEALTH, h
+    assert h["waiting"] == waiting(alice)["waiting"] >= 3, h
+    assert ops.get_json("/health").data["console"]["waiting"] > \
+        h["waiting"] + 1
+    page = alice.get("/health", page=True)
+    assert page.status == 200, page
+    assert "<dd id=health-waiting>%d</dd>" % h["waiting"] in page.text, \
+        page.text
+    for total in ("records read", "Sessions", "Records skipped", "Index",
+                  "<th>Held</th>"):
+        assert total not in page.text, (total, page.text)
 
 
 def test_a_reader_that_cannot_read_says_why(broker, d, tmp_module, people,
@@ -823,6 +849,42 @@ def test_a_control_user_pauses_and_resumes_any_series(d, ops, people,
         [ops.account.name]
 
 
+def test_a_pause_made_by_message_id_is_resumed_from_the_console(
+        d, ops, alice, people, guest):
+    """A series paused by its message-id (cascade-ctl pause, as
+    x-cascade-pause may name it) shows paused, and the console's resume,
+    which names the series by its cascade id, lifts it: the copies come
+    again.  A resume of a series that is not paused, and a second pause,
+    say that nothing changed (409); a publisher cannot lift a control
+    user's pause (403)."""
+    q = guest.queue()
+    mid = uid("by-mid")
+    people["bob"].delayed(d.prefix, q, mid, "1s", **{"x-cascade-every": "1s"})
+    assert len(guest.collect(q, 1, 10 * LATE_SCALE)) == 1
+    cid = wait_row(ops, mid, series=True)["cascade_id"]
+    ctl(d, "pause", mid)
+    wait_row(ops, mid, 15, lambda r: paused(r) is True, series=True)
+    time.sleep(2)  # a copy already on its way may still arrive
+    guest.drain(q)
+    refused(ops.post("/series/%s/pause" % cid), 409, "already_paused")
+    ok(ops.post("/series/%s/resume" % cid), "resume", cid)
+    wait_row(ops, mid, 15, lambda r: paused(r) is False, series=True)
+    got = guest.collect(q, 1, 10 * LATE_SCALE)
+    assert [p.message_id for _, p, _ in got] == [mid], got
+    refused(ops.post("/series/%s/resume" % cid), 409, "not_paused")
+    live = wait_row(ops, mid, series=True)["cascade_id"]
+    ok(ops.post("/waiting/%s/cancel" % live), "cancel", live)
+
+    mine = uid("alice-by-mid")
+    alice.account.delayed(d.prefix, q, mine, "1h",
+                          **{"x-cascade-every": "1h"})
+    cid = wait_row(alice, mine, series=True)["cascade_id"]
+    ctl(d, "pause", mine)
+    wait_row(alice, mine, 15, lambda r: paused(r) is True, series=True)
+    refused(alice.post("/series/%s/resume" % cid), 403, "forbidden")
+    assert paused(wait_row(ops, mine, series=True)) is True
+
+
 def test_only_a_control_user_pauses_a_target(d, ops, alice, guest):
     q = guest.queue()
     target = "amq.default/" + q
@@ -832,6 +894,7 @@ def test_only_a_control_user_pauses_a_target(d, ops, alice, guest):
         a = ops.post("/targets/" + kind, target=target)
         assert a.status == 200 and a.data.get("ok") is True and \
             a.data.get("kind") == kind, a
+    refused(ops.post("/targets/resume", target=target), 409, "not_paused")
     rs = [(r.type, r.user_id) for r in records(d.broker,
                                                d.prefix + ".cancels")
           if q in str((r.headers or {}).get("x-cascade-pause-target", "")) +

@@ -167,6 +167,9 @@ def test_pause_holds_a_target_and_resume_releases_all_of_it(
     expect_nothing(client, [q], t0 + 4)
     ctl(d, "resume", "--target", "/" + q)
     resumed = time.time()
+    r = ctl(d, "resume", "--target", "/" + q)
+    assert r.stdout.strip() == \
+        "target /%s: not paused; nothing recorded" % q, r.stdout
     got = client.collect(q, 20, 10)
     assert sorted(p.message_id for _, p, _ in got) == \
         sorted("m%d" % i for i in range(20)), got
@@ -349,3 +352,19 @@ def test_list_series_shows_schedule_zone_next_and_paused(
                    user_id=me)
     wait_for(lambda: not series()[1][weekdays]["repeat"]["paused"], 15,
              "the relayed resume in list --series")
+
+    # cascade-ctl says when it changes nothing, and records nothing then.
+    r = ctl(d, "resume", weekdays)
+    assert r.stdout.strip() == "%s: not paused; nothing recorded" % \
+        weekdays, r.stdout
+    r = ctl(d, "pause", "no-such-series", rc=1)
+    assert "no waiting series has 'no-such-series'" in r.stderr, r.stderr
+    ctl(d, "pause", weekdays)
+    r = ctl(d, "pause", weekdays)
+    assert r.stdout.strip() == "%s: already paused; nothing recorded" % \
+        weekdays, r.stdout
+    # Paused by its message-id, resumed by its cascade id: lifted.
+    cid = series()[1][weekdays]["cascade_id"]
+    r = ctl(d, "resume", cid)
+    assert r.stdout.strip() == "%s: resumed" % cid, r.stdout
+    assert series()[1][weekdays]["repeat"]["paused"] is False

@@ -565,3 +565,67 @@ Test(requests, a_target_s_pause_is_a_control_user_s_and_names_it_either_way)
 	cr_assert_not(requests_target_paused(&r, b(""), b("jobs"), 50));
 	requests_free(&r);
 }
+
+/*
+ * The names a series is paused under, for a resume that lifts what the
+ * console's Series page shows (issue: a pause made by message-id could
+ * not be lifted by the cascade id the page names): each name with a pause
+ * in force, and whether one of them is a pause the requester may not
+ * lift.
+ */
+Test(requests, a_series_pauses_names_each_name_it_is_paused_under)
+{
+	struct requests r;
+	int others = -1;
+
+	requests_init(&r);
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("alice"), 0, 50, &others),
+	             0);
+	cr_assert_eq(others, 0);
+	/* Paused by message-id, by its owner. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "x", 0, "alice", 0, 1000), 0);
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("alice"), 0, 50, &others),
+	             REQUESTS_BY_MESSAGE_ID);
+	cr_assert_eq(others, 0);
+	/* And by cascade id, by a control user: alice cannot lift that. */
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "s1", 0, "ops", 1, 1000), 0);
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("alice"), 0, 50, &others),
+	             REQUESTS_BY_ID | REQUESTS_BY_MESSAGE_ID);
+	cr_assert_eq(others, 1);
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("ops"), 1, 50, &others),
+	             REQUESTS_BY_ID | REQUESTS_BY_MESSAGE_ID);
+	cr_assert_eq(others, 0, "a control user lifts every pause");
+	/* Eve's pause of her own message-id "x" does not hold alice's
+	 * series, and is not counted. */
+	cr_assert_eq(pause_rec(&r, EVENT_RESUME, "s1", 0, "ops", 1, 1000), 0);
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "x", 0, "eve", 0, 1000), 0);
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("alice"), 0, 50, &others),
+	             REQUESTS_BY_MESSAGE_ID);
+	cr_assert_eq(others, 0);
+	/* Lapsed pauses are not counted. */
+	cr_assert_eq(requests_series_pauses(&r, b("s1"), b("x"), b("alice"),
+	                                    b("alice"), 0, 1000, &others),
+	             0);
+	requests_free(&r);
+}
+
+Test(requests, a_target_held_is_the_name_as_a_pause_names_it)
+{
+	struct requests r;
+
+	requests_init(&r);
+	cr_assert_not(requests_target_held(&r, b("/jobs"), 50));
+	cr_assert_eq(pause_rec(&r, EVENT_PAUSE, "/jobs", 1, "ops", 1, 1000), 0);
+	cr_assert(requests_target_held(&r, b("/jobs"), 50));
+	cr_assert(requests_target_held(&r, b("amq.default/jobs"), 50));
+	cr_assert_not(requests_target_held(&r, b("/other"), 50));
+	cr_assert_not(requests_target_held(&r, b(""), 50),
+	              "the exchange alone is another pause");
+	cr_assert_not(requests_target_held(&r, b("/jobs"), 1000), "lapsed");
+	requests_free(&r);
+}

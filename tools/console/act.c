@@ -83,6 +83,25 @@ act_target_of(struct ask *a, struct answer *r, amqp_bytes_t id, int64_t *due,
 	return 0;
 }
 
+/*
+ * A pause or resume a control user recorded, applied to the console's own
+ * view at once, as its reader applies the record when it reads it back
+ * (again, to no effect): the next page and the next request see it.
+ */
+static void
+act_applied(struct ask *a, const struct event *e)
+{
+	struct console *c = a->c;
+
+	pthread_mutex_lock(&c->lock);
+	/* Out of memory leaves it to the reader. */
+	(void)requests_pause_read(&c->req, e, amqp_cstring_bytes(a->user), 1,
+	                          1);
+	atomic_fetch_add(&c->version, 1);
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* e recorded as a control user records, or published to P. */
 static int
 act_send(struct ask *a, struct answer *r, const struct event *e, int direct)
@@ -178,26 +197,123 @@ act_reschedule(struct ask *a, struct answer *r)
 	act_done(a, r, "reschedule", id, "/waiting");
 }
 
+/* The names a series' pause or resume goes to: its cascade id and, when
+ * it has one, its message-id, as copied from the index under its lock. */
+struct series_names {
+	unsigned paused; /* REQUESTS_BY_ID, REQUESTS_BY_MESSAGE_ID */
+	int others;      /* paused by someone this user cannot resume */
+	char id[256], mid[256];
+	size_t id_len, mid_len;
+};
+
+/* The series the path names, as the user may see it, and how it is
+ * paused; -1 with the answer made. */
+static int
+act_series_of(struct ask *a, struct answer *r, amqp_bytes_t id,
+              struct series_names *n)
+{
+	struct console *c = a->c;
+	struct cindex_row row;
+	int64_t slot;
+
+	if (id.len == 0 || id.len > 255) {
+		answer_error(a, r, 400, "bad_request",
+		             "an id is 1 to 255 bytes");
+		return -1;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!c->caught_up) {
+		pthread_mutex_unlock(&c->lock);
+		answer_error(a, r, 503, "not_ready",
+		             "catching up on P.events: try again shortly");
+		return -1;
+	}
+	if ((slot = console_find(c, a, id)) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		answer_error(a, r, 404, "not_found",
+		             "no waiting message you may see has that id");
+		return -1;
+	}
+	cindex_row(&c->ix, (uint32_t)slot, &row);
+	if (!row.repeat) {
+		pthread_mutex_unlock(&c->lock);
+		answer_error(a, r, 404, "not_found",
+		             "that message is not a series' copy");
+		return -1;
+	}
+	n->paused = requests_series_pauses(
+	    &c->req, row.id, row.message_id, row.owner,
+	    amqp_cstring_bytes(a->user), a->control, a->now, &n->others);
+	/* Both at most 255 bytes (events.h bounds every id read). */
+	n->id_len = row.id.len < sizeof(n->id) ? row.id.len : 0;
+	n->mid_len =
+	    row.message_id.len < sizeof(n->mid) ? row.message_id.len : 0;
+	if (n->id_len > 0)
+		memcpy(n->id, row.id.bytes, n->id_len);
+	if (n->mid_len > 0)
+		memcpy(n->mid, row.message_id.bytes, n->mid_len);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/*
+ * A series' pause or resume.  A pause names the series by its cascade id.
+ * A resume lifts every pause the Series page counts, under each name it
+ * was made by (the cascade id, or the message-id as cascade-ctl pause
+ * and x-cascade-pause may name it).  Where nothing would change, the
+ * answer says so instead: 409 already_paused or not_paused, or 403 when
+ * the pause is one this user may not lift.
+ */
 void
 act_series(struct ask *a, struct answer *r, int resume)
 {
 	amqp_bytes_t id = {a->rest_len, (void *)a->rest};
+	struct series_names n;
 	struct event e;
-	int64_t due;
-	int repeat;
 
-	if (act_target_of(a, r, id, &due, &repeat) < 0)
+	if (act_series_of(a, r, id, &n) < 0)
 		return;
-	if (!repeat) {
-		answer_error(a, r, 404, "not_found",
-		             "that message is not a series' copy");
+	if (!resume) {
+		if (n.paused != 0) {
+			answer_error(a, r, 409, "already_paused",
+			             "that series is paused already");
+			return;
+		}
+		request_pause_event(&e, 0, id, 0, a->now,
+		                    config_events_max_age(&a->c->cfg));
+		if (act_send(a, r, &e, a->control) < 0)
+			return;
+		if (a->control)
+			act_applied(a, &e);
+		act_done(a, r, "pause", id, "/series");
 		return;
 	}
-	request_pause_event(&e, resume, id, 0, a->now,
-	                    config_events_max_age(&a->c->cfg));
-	if (act_send(a, r, &e, a->control) < 0)
+	if (n.paused == 0) {
+		answer_error(a, r, 409, "not_paused",
+		             "that series is not paused");
 		return;
-	act_done(a, r, resume ? "resume" : "pause", id, "/series");
+	}
+	if (n.others) {
+		/* Only for a user who is not a control user. */
+		answer_error(a, r, 403, "forbidden",
+		             "paused by a control user or another user: only "
+		             "a control user can resume it");
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		unsigned bit = i == 0 ? REQUESTS_BY_ID : REQUESTS_BY_MESSAGE_ID;
+		amqp_bytes_t name = {i == 0 ? n.id_len : n.mid_len,
+		                     i == 0 ? n.id : n.mid};
+		if (!(n.paused & bit) || name.len == 0)
+			continue;
+		request_pause_event(&e, 1, name, 0, a->now,
+		                    config_events_max_age(&a->c->cfg));
+		if (act_send(a, r, &e, a->control) < 0)
+			return;
+		if (a->control)
+			act_applied(a, &e);
+	}
+	act_done(a, r, "resume", id, "/series");
 }
 
 void
@@ -205,6 +321,7 @@ act_target(struct ask *a, struct answer *r, int resume)
 {
 	const char *t = ask_field(a, "target");
 	struct event e;
+	int held;
 
 	if (!a->control) {
 		answer_error(a, r, 403, "forbidden",
@@ -216,10 +333,26 @@ act_target(struct ask *a, struct answer *r, int resume)
 		             "target: EXCHANGE[/KEY], at most 511 bytes");
 		return;
 	}
+	pthread_mutex_lock(&a->c->lock);
+	if (!a->c->caught_up) {
+		pthread_mutex_unlock(&a->c->lock);
+		answer_error(a, r, 503, "not_ready",
+		             "catching up on P.events: try again shortly");
+		return;
+	}
+	held = requests_target_held(&a->c->req, amqp_cstring_bytes(t), a->now);
+	pthread_mutex_unlock(&a->c->lock);
+	if (held == !resume) {
+		answer_error(a, r, 409, held ? "already_paused" : "not_paused",
+		             held ? "that target is paused already"
+		                  : "that target is not paused");
+		return;
+	}
 	request_pause_event(&e, resume, amqp_cstring_bytes(t), 1, a->now,
 	                    config_events_max_age(&a->c->cfg));
 	if (act_send(a, r, &e, 1) < 0)
 		return;
+	act_applied(a, &e);
 	act_done(a, r, resume ? "resume" : "pause", amqp_cstring_bytes(t),
 	         "/waiting");
 }

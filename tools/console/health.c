@@ -3,8 +3,15 @@
  * health: the console's own state (caught up, records read, sessions,
  * the index's counts and caps) and each daemon's, from the /metrics
  * addresses in [console] metrics ([metrics] listen when empty): waiting
- * mode, connected, held, overdue, and (for control users) the targets
- * refusing deliveries, as cascade-ctl status shows them.
+ * mode, connected, held, overdue, and the targets refusing deliveries, as
+ * cascade-ctl status shows them.
+ *
+ * A user who is not a control user sees what is theirs and nothing that
+ * counts anyone else's (CONTRACT.md 7.11): whether the console has caught
+ * up and its reader's last error, their own waiting messages, and each
+ * daemon's mode and connection; not the totals of records, sessions,
+ * skipped writers and the index, nor a daemon's held messages, overdue
+ * time or refusing targets, which are everyone's.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -74,7 +81,8 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 			html_json(b, why, strlen(why));
 			hbuf_lit(b, "}");
 		} else {
-			hbuf_lit(b, "</td><td colspan=5 class=error>");
+			hbuf_printf(b, "</td><td colspan=%d class=error>",
+			            a->control ? 5 : 2);
 			html_text(b, why, strlen(why));
 			hbuf_lit(b, "</td></tr>");
 		}
@@ -89,11 +97,25 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 		hbuf_lit(b, ",\"mode\":");
 		html_json_or_null(b, mode != NULL, mode,
 		                  mode != NULL ? strlen(mode) : 0);
-		hbuf_printf(
-		    b,
-		    ",\"connected\":%s,\"held\":%.0f,\"overdue_s\":%.3f,"
-		    "\"refusing\":[",
-		    connected > 0 ? "true" : "false", held, overdue);
+		hbuf_printf(b, ",\"connected\":%s",
+		            connected > 0 ? "true" : "false");
+		if (!a->control) {
+			hbuf_lit(b, "}");
+			free(text);
+			return;
+		}
+		hbuf_printf(b,
+		            ",\"held\":%.0f,\"overdue_s\":%.3f,"
+		            "\"refusing\":[",
+		            held, overdue);
+	} else if (!a->control) {
+		hbuf_printf(b,
+		            "</td><td data-label=Mode>%s</td><td "
+		            "data-label=Connected>%s</td></tr>",
+		            mode != NULL ? mode : "?",
+		            connected > 0 ? "yes" : "no");
+		free(text);
+		return;
 	} else {
 		hbuf_printf(b,
 		            "</td><td data-label=Mode>%s</td><td "
@@ -103,7 +125,7 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 		            mode != NULL ? mode : "?",
 		            connected > 0 ? "yes" : "no", held, overdue);
 	}
-	for (size_t i = 0, k = 0; i < n && a->control; i++) {
+	for (size_t i = 0, k = 0; i < n; i++) {
 		if (t[i].refusals <= 0 && t[i].backoff <= 0)
 			continue;
 		if (json) {
@@ -131,6 +153,58 @@ health_daemon(struct ask *a, struct hbuf *b, const char *listen, int json,
 	free(text);
 }
 
+/* The reader's last error, or none, as JSON or in the page. */
+static void
+health_error(struct ask *a, struct hbuf *b, int json, const char *err,
+             int64_t err_ms)
+{
+	if (err[0] == '\0' && json)
+		hbuf_lit(b, "null");
+	else if (err[0] == '\0')
+		hbuf_lit(b, "none");
+	else if (json) {
+		hbuf_printf(b, "{\"at_ms\":%" PRId64 ",\"message\":", err_ms);
+		html_json(b, err, strlen(err));
+		hbuf_lit(b, "}");
+	} else {
+		html_text(b, err, strlen(err));
+		hbuf_printf(b, ", %" PRId64 " s ago", (a->now - err_ms) / 1000);
+	}
+}
+
+/* The head of a publisher's health: theirs only (see the top). */
+static void
+health_mine(struct ask *a, struct answer *r, int caught, int64_t live,
+            uint32_t mine, const char *err, int64_t err_ms)
+{
+	struct hbuf *b = &r->body;
+
+	if (r->json) {
+		answer_json_start(r);
+		hbuf_printf(
+		    b,
+		    "{\"console\":{\"caught_up\":%s,\"live_age_ms\":%" PRId64
+		    ",\"waiting\":%" PRIu32 ",\"reader_error\":",
+		    caught ? "true" : "false", a->now - live, mine);
+		health_error(a, b, 1, err, err_ms);
+		hbuf_lit(b, "},\"daemons\":[");
+		return;
+	}
+	page_head(a, r, "Health", NULL);
+	hbuf_printf(b,
+	            "<main><h1>Health</h1><h2>This console</h2><dl "
+	            "class=record id=console-state><dt>P.events</dt><dd>%s, "
+	            "last record %" PRId64
+	            " ms ago</dd><dt>Your waiting messages</dt><dd "
+	            "id=health-waiting>%" PRIu32
+	            "</dd><dt>Reader's last error</dt><dd id=reader-error>",
+	            caught ? "caught up" : "catching up", a->now - live, mine);
+	health_error(a, b, 0, err, err_ms);
+	hbuf_lit(b, "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
+	            "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
+	            "</tr></thead><tbody>");
+}
+
 void
 page_health(struct ask *a, struct answer *r)
 {
@@ -143,9 +217,17 @@ page_health(struct ask *a, struct answer *r)
 	char err[sizeof(c->reader_err)];
 	int caught, first = 1;
 	size_t sessions;
+	uint32_t mine = 0, shown;
 
 	pthread_mutex_lock(&c->lock);
 	st = cindex_stats(&c->ix);
+	if (!a->control) {
+		struct cindex_query q;
+		cindex_query_init(&q);
+		q.owner = a->user;
+		if (cindex_page(&c->ix, &q, 0, 0, NULL, &shown, &mine) < 0)
+			mine = 0;
+	}
 	records = c->records;
 	untrusted = c->untrusted;
 	req_refused = c->requests_refused;
@@ -162,7 +244,9 @@ page_health(struct ask *a, struct answer *r)
 	snprintf(list, sizeof(list), "%s",
 	         c->cfg.console_metrics[0] != '\0' ? c->cfg.console_metrics
 	                                           : c->cfg.metrics_listen);
-	if (r->json) {
+	if (!a->control) {
+		health_mine(a, r, caught, live, mine, err, err_ms);
+	} else if (r->json) {
 		answer_json_start(r);
 		hbuf_printf(
 		    b,
@@ -176,14 +260,7 @@ page_health(struct ask *a, struct answer *r)
 		    caught ? "true" : "false", records, version, a->now - live,
 		    sessions, untrusted, st.waiting, st.ended, st.refused,
 		    st.arena_bytes, req_refused, series_refused);
-		if (err[0] == '\0')
-			hbuf_lit(b, "null");
-		else {
-			hbuf_printf(
-			    b, "{\"at_ms\":%" PRId64 ",\"message\":", err_ms);
-			html_json(b, err, strlen(err));
-			hbuf_lit(b, "}");
-		}
+		health_error(a, b, 1, err, err_ms);
 		hbuf_lit(b, "},\"daemons\":[");
 	} else {
 		page_head(a, r, "Health", NULL);
@@ -203,13 +280,7 @@ page_health(struct ask *a, struct answer *r)
 		    caught ? "caught up" : "catching up", records,
 		    a->now - live, st.waiting, st.arena_bytes, st.refused,
 		    st.ended, series_refused, req_refused, sessions, untrusted);
-		if (err[0] == '\0')
-			hbuf_lit(b, "none");
-		else {
-			html_text(b, err, strlen(err));
-			hbuf_printf(b, ", %" PRId64 " s ago",
-			            (a->now - err_ms) / 1000);
-		}
+		health_error(a, b, 0, err, err_ms);
 		hbuf_lit(b,
 		         "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
 		         "<tr><th>/metrics</th><th>Mode</th><th>Connected</th>"
