@@ -357,7 +357,7 @@ def test_list_series_shows_schedule_zone_next_and_paused(
     r = ctl(d, "resume", weekdays)
     assert r.stdout.strip() == "%s: not paused; nothing recorded" % \
         weekdays, r.stdout
-    r = ctl(d, "pause", "no-such-series", rc=1)
+    r = ctl(d, "pause", "no-such-series", rc=2)
     assert "no waiting series has 'no-such-series'" in r.stderr, r.stderr
     ctl(d, "pause", weekdays)
     r = ctl(d, "pause", weekdays)
