@@ -247,7 +247,7 @@ test-browser: deps deps-browser
 # CASCADE_BROKER_URL is not set.
 run: deps
 	$(MAKE) all
-	tools/cascade-run conf/cascade.ini
+	CASCADE_BUILD=$(BUILD) tools/cascade-run conf/cascade.ini
 
 # The alert rules (conf/prometheus) against their unit tests, with the
 # promtool of Debian's prometheus package (unpacked, not installed:

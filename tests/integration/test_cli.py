@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The command line: --check, --version, --help, signals, topology."""
+"""The command line: --check, --version, --help, signals, topology, and
+make run (tools/cascade-run)."""
+import os
+import re
 import signal
+import socket
 import subprocess
+import uuid
 
-from helpers import CASCADE, Daemon
+from helpers import BUILD, CASCADE, ROOT, Daemon, http_get, wait_for
 
 
 def run(*args, env=None):
@@ -71,3 +76,78 @@ def test_queue_with_other_arguments_exits_1_naming_it(broker, tmp_path):
     log = d2.log()
     assert "msg=topology_mismatch" in log
     assert "x-max-length" in log and d.prefix + ".delay.100" in log
+
+
+def hold(port):
+    """Something listening on 127.0.0.1:port, as another program would
+    (None when one already does)."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(8)
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def test_make_run_moves_taken_ports_and_prints_only_what_runs(broker,
+                                                              tmp_path):
+    """make run (tools/cascade-run) with 127.0.0.1:9464 and :8080 taken:
+    it says which it moved and where; the daemon's /healthz and the
+    console answer there, the console's URL printed only once the daemon
+    is ready; Ctrl-C stops them, exit 0.  A daemon that cannot start stops
+    make run with its status, and no console URL is printed.  Run alone,
+    the daemon names the key to change."""
+    held = [hold(9464), hold(8080)]
+    prefix = "t" + uuid.uuid4().hex[:8]
+    conf = tmp_path / "run.ini"
+    conf.write_text("[topology]\nprefix = %s\n" % prefix)
+    env = dict(os.environ, CASCADE_BROKER_URL=broker.url,
+               CASCADE_BUILD=os.path.relpath(BUILD, ROOT))
+    run_ = os.path.join(ROOT, "tools", "cascade-run")
+    err = tmp_path / "stderr"
+    try:
+        with open(err, "w") as f:
+            p = subprocess.Popen([run_, str(conf)], stdout=subprocess.DEVNULL,
+                                 stderr=f, env=env, start_new_session=True)
+        try:
+            wait_for(lambda: "console at" in err.read_text() or
+                     p.poll() is not None, 90,
+                     lambda: "make run's console: " + err.read_text())
+            text = err.read_text()
+            m = re.search(r"127\.0\.0\.1:9464 is taken: \[metrics\] listen = "
+                          r"127\.0\.0\.1:(\d+) in ", text)
+            c = re.search(r"127\.0\.0\.1:8080 is taken: \[console\] listen = "
+                          r"127\.0\.0\.1:(\d+) in ", text)
+            assert m and c, text
+            assert http_get("http://127.0.0.1:%s/healthz" % m.group(1)) == \
+                (200, "ok\n"), text
+            url = "http://127.0.0.1:%s/" % c.group(1)
+            assert "console at %s " % url in text, text
+            assert text.index(" msg=ready") < text.index("console at"), text
+            assert http_get(url + "healthz")[0] in (200, 503), text
+        finally:
+            os.killpg(p.pid, signal.SIGINT)  # Ctrl-C in its terminal
+            rc = p.wait(30)
+        assert rc == 0, err.read_text()
+
+        bad = tmp_path / "bad.ini"
+        bad.write_text("[topology]\nprefix = %s\nbogus = 1\n" % prefix)
+        r = subprocess.run([run_, str(bad)], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert "the daemon stopped (exit status 1) before it was ready" in \
+            r.stderr and "console at" not in r.stderr, r.stderr
+
+        alone = tmp_path / "alone.ini"
+        alone.write_text("[topology]\nprefix = %s\n[metrics]\n"
+                         "listen = 127.0.0.1:9464\n" % prefix)
+        r = run("-c", str(alone), env=env)
+        assert r.returncode == 1 and "msg=metrics_listen_failed" in \
+            r.stderr and "set [metrics] listen to another HOST:PORT" in \
+            r.stderr, r.stderr
+    finally:
+        for s in held:
+            if s is not None:
+                s.close()
