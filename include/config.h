@@ -153,6 +153,10 @@ enum tail_mode {
 	  "cascade-console: a session ends this long after its login")         \
 	X(console, max_sessions, UINT, "64", 1, 4096, NULL,                    \
 	  "cascade-console: sessions at once (each a broker connection)")      \
+	X(console, trusted_proxies, STR, "", 0, CONFIG_STR_MAX - 1, NULL,      \
+	  "cascade-console: the IP addresses of proxies in front of it (, or " \
+	  "space apart), whose X-Forwarded-For names the client for the "      \
+	  "login limits; empty: the peer is the client")                       \
 	X(console, metrics, STR, "", 0, CONFIG_STR_MAX - 1, NULL,              \
 	  "cascade-console: the daemons' [metrics] listen addresses for "      \
 	  "the Health page (, or space apart); empty: [metrics] listen")       \

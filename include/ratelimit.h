@@ -3,11 +3,19 @@
  * The console's login rate limits (docs/console-design.md, section 3):
  * failed logins counted by (client address, user), by address and in all,
  * so that guessing passwords through the console is slow, without an
- * account lockout that would let anyone lock out an operator.
+ * account lockout that would let anyone lock out an operator.  The client
+ * address is the peer's, or behind a trusted proxy the one its
+ * X-Forwarded-For names (webgate_client).
  *
- *   per (address, user)  5 failures in 5 minutes
- *   per address         20 failures in 1 minute
- *   in all              60 failures in 1 minute
+ *   per (address, user)  5 failures in 5 minutes: that client, that user
+ *   per address         20 failures in 1 minute: that client
+ *   in all             300 failures in 1 minute: then every client that
+ *                       failed in the last minute itself, not the others
+ *
+ * So a client's failures slow that client only: a stranger cannot make
+ * another client's correct login wait, by failing with its user name or
+ * with any number of names, and a flood from many clients holds back
+ * those clients while a client with a clean record still logs in.
  *
  * Sliding windows, kept exactly: each counter holds the times of its
  * latest failures (5, 20 or 60 of them), and a login is refused while the

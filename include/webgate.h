@@ -81,4 +81,27 @@ const char *webgate_code(enum webgate_verdict v);
 /* The Allow header's value for a class: "GET, HEAD", "POST", ... */
 const char *webgate_allow(enum webgate_class class);
 
+/*
+ * The client a login limit counts (ratelimit.h), into out (at least
+ * WEBGATE_ADDR_SIZE bytes): the peer's address, unless the peer is one of
+ * trusted (IP addresses, comma or blank apart: [console] trusted_proxies)
+ * and xff (X-Forwarded-For, NULL when absent) names one.  Then it is the
+ * rightmost address of xff that is not itself a trusted proxy: each proxy
+ * appends the address it was reached from, so the entries to the left of
+ * the first untrusted one may be anything the client wrote.  Entries are
+ * compared as addresses (inet_pton), not as text, and the client is
+ * written as inet_ntop writes it.  An entry read on the way that is not
+ * an address, an xff over WEBGATE_XFF_MAX entries, or one all trusted
+ * counts as none: the proxy is then the client.
+ * Returns 1 when the client came from xff, else 0.
+ */
+#define WEBGATE_ADDR_SIZE 64
+#define WEBGATE_XFF_MAX 32
+int webgate_client(const char *peer, const char *xff, const char *trusted,
+                   char *out, size_t size);
+
+/* Whether every entry of list (comma or blank apart) is an IPv4 or IPv6
+ * address; *bad is the first that is not (NULL when all are). */
+int webgate_addresses_ok(const char *list, char *bad, size_t size);
+
 #endif

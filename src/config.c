@@ -17,6 +17,7 @@
 
 #include "duration.h"
 #include "listen.h"
+#include "webgate.h"
 #include "when.h"
 #include "ladder.h"
 
@@ -530,7 +531,7 @@ config_check(struct config_parse *p)
 	struct amqp_connection_info info;
 	struct ladder ladder;
 	const char *env, *why;
-	char url[CONFIG_STR_MAX];
+	char url[CONFIG_STR_MAX], bad[CONFIG_STR_MAX];
 	unsigned drained;
 	int tls_url = 0;
 
@@ -564,6 +565,13 @@ config_check(struct config_parse *p)
 		                                  : "CASCADE_BROKER_URL",
 		             "no URL");
 	config_check_secrets(p, tls_url);
+	if (!webgate_addresses_ok(cfg->console_trusted_proxies, bad,
+	                          sizeof(bad)))
+		config_error(p, cfg->console_trusted_proxies_line,
+		             "console.trusted_proxies",
+		             "not an IP address: \"%s\" (give each proxy's "
+		             "address, not a name or a network)",
+		             bad);
 	if (!prefix_valid(cfg->topology_prefix))
 		config_error(p, cfg->topology_prefix_line, "topology.prefix",
 		             "use only letters, digits and . - _ :");

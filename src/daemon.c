@@ -303,11 +303,12 @@ daemon_run(const struct config *cfg)
 		d->httpd = httpd_start(d->loop, cfg->metrics_listen,
 		                       daemon_http, d, err, sizeof(err));
 		if (d->httpd == NULL)
-			fatalx("metrics_listen_failed",
-			       " listen=%s reason=\"%s; set [metrics] listen to "
-			       "another HOST:PORT (port 0: any free port; "
-			       "empty: none)\"",
-			       cfg->metrics_listen, err);
+			fatalx(
+			    "metrics_listen_failed",
+			    " listen=%s reason=\"%s; set [metrics] listen to "
+			    "another HOST:PORT (port 0: any free port; "
+			    "empty: none)\"",
+			    cfg->metrics_listen, err);
 		log_info("metrics_listening", " listen=%s port=%d",
 		         cfg->metrics_listen, httpd_port(d->httpd));
 	}

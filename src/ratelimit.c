@@ -318,8 +318,13 @@ ratelimit_check(const struct ratelimit *rl, const char *addr, const char *user,
 	                 rl->global_count, RATELIMIT_GLOBAL_WINDOW_MS, now);
 	if (rl->max == 0)
 		return wait;
-	if ((i = find(rl, &ka)) != NIL &&
-	    (w = entry_wait(&rl->e[i], now)) > wait)
+	i = find(rl, &ka);
+	/* The global guard holds back only a client that failed within its
+	 * window itself: a flood from others never refuses a client with a
+	 * clean record (the address's window is the guard's). */
+	if (i == NIL || !is_live(&rl->e[i], now))
+		wait = 0;
+	if (i != NIL && (w = entry_wait(&rl->e[i], now)) > wait)
 		wait = w;
 	if ((i = find(rl, &ku)) != NIL &&
 	    (w = entry_wait(&rl->e[i], now)) > wait)

@@ -6,6 +6,9 @@
  */
 #include "webgate.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
+
 #include <string.h>
 #include <strings.h>
 
@@ -153,4 +156,103 @@ webgate_code(enum webgate_verdict v)
 		return "origin";
 	}
 	return "internal";
+}
+
+/* An address's bytes, for comparison: 4 or 16, 0 when not an address. */
+static size_t
+addr_bytes(const char *text, size_t len, unsigned char *out)
+{
+	char buf[WEBGATE_ADDR_SIZE];
+
+	if (len == 0 || len >= sizeof(buf))
+		return 0;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	if (inet_pton(AF_INET, buf, out) == 1)
+		return 4;
+	if (inet_pton(AF_INET6, buf, out) == 1)
+		return 16;
+	return 0;
+}
+
+/* The next entry of a list (comma or blank apart) from *p: its start and
+ * length, or 0 at the end. */
+static size_t
+next_entry(const char **p, const char **start)
+{
+	const char *s = *p;
+	size_t n;
+
+	while (*s == ',' || *s == ' ' || *s == '\t')
+		s++;
+	*start = s;
+	n = strcspn(s, ", \t");
+	*p = s + n;
+	return n;
+}
+
+/* Is the address (n bytes at a) one of trusted? */
+static int
+is_trusted(const unsigned char *a, size_t n, const char *trusted)
+{
+	const char *p = trusted, *e;
+	unsigned char b[16];
+	size_t len;
+
+	while ((len = next_entry(&p, &e)) > 0)
+		if (addr_bytes(e, len, b) == n && memcmp(a, b, n) == 0)
+			return 1;
+	return 0;
+}
+
+int
+webgate_client(const char *peer, const char *xff, const char *trusted,
+               char *out, size_t size)
+{
+	const char *ent[WEBGATE_XFF_MAX], *p, *e;
+	size_t len[WEBGATE_XFF_MAX], n = 0, k, l;
+	unsigned char a[16];
+
+	snprintf(out, size, "%s", peer != NULL ? peer : "?");
+	if (xff == NULL || trusted == NULL || trusted[0] == '\0' ||
+	    peer == NULL || (k = addr_bytes(peer, strlen(peer), a)) == 0 ||
+	    !is_trusted(a, k, trusted))
+		return 0;
+	for (p = xff; (l = next_entry(&p, &e)) > 0;) {
+		if (n == WEBGATE_XFF_MAX)
+			return 0;
+		ent[n] = e;
+		len[n++] = l;
+	}
+	/* Right to left: the first that is not a trusted proxy. */
+	while (n > 0) {
+		n--;
+		if ((k = addr_bytes(ent[n], len[n], a)) == 0)
+			return 0;
+		/* Written as inet_ntop writes it: one text per address. */
+		if (!is_trusted(a, k, trusted) &&
+		    inet_ntop(k == 4 ? AF_INET : AF_INET6, a, out,
+		              (socklen_t)size) != NULL)
+			return 1;
+		if (!is_trusted(a, k, trusted)) {
+			snprintf(out, size, "%s", peer);
+			return 0;
+		}
+	}
+	return 0;
+}
+
+int
+webgate_addresses_ok(const char *list, char *bad, size_t size)
+{
+	const char *p = list, *e;
+	unsigned char a[16];
+	size_t len;
+
+	while ((len = next_entry(&p, &e)) > 0)
+		if (addr_bytes(e, len, a) == 0) {
+			snprintf(bad, size, "%.*s", (int)len, e);
+			return 0;
+		}
+	return 1;
 }

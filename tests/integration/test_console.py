@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -395,6 +396,50 @@ def test_the_sixth_failed_login_is_429_with_retry_after(con, people):
     other = con.session()
     assert other.login(people["alice"].name,
                        people["alice"].password).status == 200
+
+
+def login_from(c, client, user, password):
+    """A JSON login through a proxy at 127.0.0.1 that names client in
+    X-Forwarded-For."""
+    return c.session().raw(
+        "POST", "/login",
+        urllib.parse.urlencode({"user": user, "password": password}),
+        {"Content-Type": FORM, "X-Forwarded-For": client}, cookie=False,
+        bearer=False)
+
+
+def test_strangers_failures_do_not_refuse_a_correct_login(d, tmp_module,
+                                                         people):
+    """Behind a trusted proxy, each client's failures hold back that client
+    only: 20 failed logins with made-up names from one client, and the
+    control user's correct login from another goes through (and from the
+    proxy itself, a client of its own); 5 wrong passwords for alice from
+    one client, and her correct login from another goes through, while
+    that client waits (docs/CONTRACT.md section 7.11; which peers'
+    X-Forwarded-For is read: test_webgate.c)."""
+    c = Console(d, tmp_module,
+                console={"trusted_proxies": "127.0.0.1"}).start()
+    try:
+        ops_, alice_ = people["ops"], people["alice"]
+        for n in range(20):
+            a = login_from(c, "198.51.100.66", uid("nobody%d" % n), "x")
+            assert a.status == 401, (n, a)
+        refused(login_from(c, "198.51.100.66", ops_.name, ops_.password),
+                429, "rate_limited")
+        assert login_from(c, "198.51.100.10", ops_.name,
+                          ops_.password).status == 200
+        assert c.session().login(ops_.name, ops_.password).status == 200
+        for n in range(5):
+            refused(login_from(c, "198.51.100.67", alice_.name,
+                               "wrong-%d" % n), 401, "no_session")
+        a = login_from(c, "198.51.100.67", alice_.name, alice_.password)
+        refused(a, 429, "rate_limited")
+        assert 0 < int(a.header("Retry-After")) <= 300, a
+        assert login_from(c, "198.51.100.68", alice_.name,
+                          alice_.password).status == 200
+        assert "from=198.51.100.67" in c.log(), c.log()[-2000:]
+    finally:
+        assert c.stop() == 0, c.log()[-3000:]
 
 
 def test_no_session_is_401(con, d):

@@ -125,17 +125,30 @@ Test(ratelimit, twenty_failures_from_one_address_in_a_minute)
 	cr_assert_eq(check("198.51.100.8", "new", T0 + 1900), 0);
 }
 
-Test(ratelimit, sixty_failures_in_all_in_a_minute)
+/*
+ * 300 failures in all in a minute, from 30 clients (10 each: under each
+ * client's own limit): those clients wait for the oldest to leave the
+ * minute, and a client with a clean record is not held at all, so a
+ * flood from others never refuses its correct login.  Nor is one whose
+ * last failure is over a minute old.
+ */
+Test(ratelimit, the_global_guard_holds_the_clients_that_failed_not_others)
 {
-	/* Three addresses, twenty users each: no address or user limit. */
+	fail("203.0.113.9", "ops", T0 - GLOBAL_W - 1);
 	for (unsigned i = 0; i < RATELIMIT_GLOBAL_FAILS - 1; i++) {
-		fail(nth_addr(i % 3), nth_user(i), T0 + i * 10);
-		cr_assert_eq(check("203.0.113.5", "ops", T0 + i * 10), 0);
+		fail(nth_addr(i % 30), nth_user(i), T0 + i * 10);
+		cr_assert_eq(check(nth_addr(0), "new", T0 + i * 10), 0);
 	}
-	fail(nth_addr(59 % 3), nth_user(59), T0 + 590);
-	cr_assert_eq(check("203.0.113.5", "ops", T0 + 590), GLOBAL_W - 590);
-	cr_assert_eq(check("203.0.113.5", "ops", T0 + GLOBAL_W - 1), 1);
-	cr_assert_eq(check("203.0.113.5", "ops", T0 + GLOBAL_W), 0);
+	fail(nth_addr(29), nth_user(299), T0 + 2990);
+	cr_assert_eq(check(nth_addr(0), "new", T0 + 2990), GLOBAL_W - 2990);
+	cr_assert_eq(check(nth_addr(7), "ops", T0 + 2990), GLOBAL_W - 2990);
+	cr_assert_eq(check("203.0.113.5", "ops", T0 + 2990), 0,
+	             "a clean client is not held");
+	cr_assert_eq(check("203.0.113.9", "ops", T0 + 2990), 0,
+	             "nor one whose failure is older than the window");
+	/* The oldest leaves the window: the next may fail. */
+	cr_assert_eq(check(nth_addr(0), "new", T0 + GLOBAL_W - 1), 1);
+	cr_assert_eq(check(nth_addr(0), "new", T0 + GLOBAL_W), 0);
 }
 
 Test(ratelimit, the_longest_wait_wins)

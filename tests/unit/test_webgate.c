@@ -2,6 +2,7 @@
 /* webgate: one row per rule, every refusal and what must pass. */
 #include <criterion/criterion.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "webgate.h"
@@ -193,4 +194,77 @@ Test(webgate, codes_are_distinct)
 		for (size_t j = i + 1; j < n; j++)
 			cr_assert_str_neq(webgate_code(all[i]),
 			                  webgate_code(all[j]));
+}
+
+/* The client the login limits count (webgate_client). */
+struct client_case {
+	const char *peer, *xff, *trusted, *want;
+	int from_xff;
+};
+
+Test(webgate, the_client_is_the_peer_unless_a_trusted_proxy_names_one)
+{
+	static const struct client_case cases[] = {
+	    /* No trusted proxies: the peer, whatever the header says. */
+	    {"127.0.0.1", "198.51.100.7", "", "127.0.0.1", 0},
+	    /* A peer that is not trusted: its header is not read. */
+	    {"192.0.2.9", "198.51.100.7", "127.0.0.1", "192.0.2.9", 0},
+	    /* A trusted proxy: the address it appended. */
+	    {"127.0.0.1", "198.51.100.7", "127.0.0.1", "198.51.100.7", 1},
+	    /* The client's own entries to the left are not believed. */
+	    {"127.0.0.1", "6.6.6.6, 198.51.100.7", "127.0.0.1", "198.51.100.7",
+	     1},
+	    /* Two proxies: the rightmost address that is not one of them. */
+	    {"10.0.0.2", "6.6.6.6,198.51.100.7, 10.0.0.1", "10.0.0.1 10.0.0.2",
+	     "198.51.100.7", 1},
+	    /* Compared and written as addresses. */
+	    {"::1", "2001:DB8:0:0::7", "0:0:0:0:0:0:0:1", "2001:db8::7", 1},
+	    /* No header, an empty one, all trusted: the proxy is the client. */
+	    {"127.0.0.1", NULL, "127.0.0.1", "127.0.0.1", 0},
+	    {"127.0.0.1", "", "127.0.0.1", "127.0.0.1", 0},
+	    {"127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.1", 0},
+	    /* An entry read that is not an address (a port, a name,
+	     * unknown): the proxy is the client.  To the left of the client,
+	     * what the client wrote is never read. */
+	    {"127.0.0.1", "198.51.100.7:443", "127.0.0.1", "127.0.0.1", 0},
+	    {"127.0.0.1", "198.51.100.7, unknown", "127.0.0.1", "127.0.0.1", 0},
+	    {"127.0.0.1", "evil.example", "127.0.0.1", "127.0.0.1", 0},
+	    {"127.0.0.1", "unknown, 198.51.100.7", "127.0.0.1", "198.51.100.7",
+	     1},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct client_case *k = &cases[i];
+		char out[WEBGATE_ADDR_SIZE];
+		int got = webgate_client(k->peer, k->xff, k->trusted, out,
+		                         sizeof(out));
+		cr_assert_str_eq(out, k->want, "case %zu", i);
+		cr_assert_eq(got, k->from_xff, "case %zu", i);
+	}
+}
+
+Test(webgate, an_xff_of_more_entries_than_it_reads_is_not_read)
+{
+	char xff[WEBGATE_XFF_MAX * 16 + 16] = "", out[WEBGATE_ADDR_SIZE];
+
+	for (int i = 0; i <= WEBGATE_XFF_MAX; i++)
+		snprintf(xff + strlen(xff), sizeof(xff) - strlen(xff),
+		         "%s10.0.%d.1", i ? "," : "", i);
+	cr_assert_eq(
+	    webgate_client("127.0.0.1", xff, "127.0.0.1", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "127.0.0.1");
+}
+
+Test(webgate, trusted_proxies_must_be_addresses)
+{
+	char bad[64];
+
+	cr_assert(webgate_addresses_ok("", bad, sizeof(bad)));
+	cr_assert(
+	    webgate_addresses_ok("127.0.0.1, ::1 10.0.0.1", bad, sizeof(bad)));
+	cr_assert_not(
+	    webgate_addresses_ok("127.0.0.1, proxy.local", bad, sizeof(bad)));
+	cr_assert_str_eq(bad, "proxy.local");
+	cr_assert_not(webgate_addresses_ok("10.0.0.0/8", bad, sizeof(bad)));
+	cr_assert_str_eq(bad, "10.0.0.0/8");
 }

@@ -175,6 +175,40 @@ web_client_ip(struct MHD_Connection *conn, char *out, size_t size)
 		          (socklen_t)size);
 }
 
+/* Counts the X-Forwarded-For header lines. */
+static enum MHD_Result
+web_count_xff(void *arg, enum MHD_ValueKind kind, const char *key,
+              const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (key != NULL && strcasecmp(key, "X-Forwarded-For") == 0)
+		(*(int *)arg)++;
+	return MHD_YES;
+}
+
+/*
+ * The client the login limits count: the peer, or behind a trusted
+ * proxy the address its X-Forwarded-For names (webgate_client).  Two
+ * X-Forwarded-For lines count as none: a proxy that adds its own line
+ * after the client's would let the client's first line be read.
+ */
+static void
+web_client(struct console *c, struct MHD_Connection *conn, char *out,
+           size_t size)
+{
+	char peer[WEBGATE_ADDR_SIZE];
+	int lines = 0;
+
+	web_client_ip(conn, peer, sizeof(peer));
+	if (c->cfg.console_trusted_proxies[0] != '\0')
+		(void)MHD_get_connection_values(conn, MHD_HEADER_KIND,
+		                                web_count_xff, &lines);
+	(void)webgate_client(
+	    peer, lines == 1 ? web_header(conn, "X-Forwarded-For") : NULL,
+	    c->cfg.console_trusted_proxies, out, size);
+}
+
 /* Sessions: a reference to a session's connection, and its release. */
 static void
 csess_close(struct csess *cs)
@@ -366,7 +400,7 @@ web_answer(void *cls, struct MHD_Connection *conn, const char *url,
 	hbuf_init(&r.body, CONSOLE_ANSWER_MAX);
 	r.status = 200;
 	r.json = web_wants_json(conn);
-	web_client_ip(conn, a.client_ip, sizeof(a.client_ip));
+	web_client(c, conn, a.client_ip, sizeof(a.client_ip));
 	web_sweep(c, a.now);
 
 	rt = web_route(&a, url);
