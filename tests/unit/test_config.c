@@ -537,7 +537,8 @@ Test(config_mask_url, small_buffer)
 Test(config, console_trusted_proxies_are_addresses_named_by_line)
 {
 	load_ok("[console]\ntrusted_proxies = 127.0.0.1, ::1 10.0.0.2\n");
-	cr_assert_str_eq(cfg.console_trusted_proxies, "127.0.0.1, ::1 10.0.0.2");
+	cr_assert_str_eq(cfg.console_trusted_proxies,
+	                 "127.0.0.1, ::1 10.0.0.2");
 	load_bad("[console]\n\ntrusted_proxies = 127.0.0.1 proxy.local\n");
 	cr_assert(strstr(err, "test.ini:3: console.trusted_proxies: not an "
 	                      "IP address: \"proxy.local\"") != NULL,
