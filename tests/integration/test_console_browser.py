@@ -25,7 +25,7 @@ import uuid
 import pytest
 
 from console import con, d, people, tmp_module
-from helpers import BUILD, LATE_SCALE, Client, wait_for, wait_parked
+from helpers import BUILD, LATE_SCALE, Client, ctl, wait_for, wait_parked
 from waiting import LATE, SLACK, listing
 
 pytestmark = pytest.mark.browser
@@ -400,6 +400,23 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
          "the answer to the resume")
     wait(drv, lambda d_: row(d_, "s-1") is not None and
          "paused" not in row(d_, "s-1")["text"], "s-1 shown running again")
+
+    # 6b. Paused by its message-id with cascade-ctl, as x-cascade-pause
+    # may name it, and resumed from the page, which names it by its
+    # cascade id: lifted (issue 47), as cascade-ctl list --series says.
+    assert ctl(d, "pause", "s-1").stdout.strip() == "s-1: paused"
+    drv.get(con.url("/series"))
+    wait(drv, lambda d_: row(d_, "s-1") is not None and
+         "paused" in row(d_, "s-1")["text"], "s-1 shown paused by ctl")
+    open_row(drv, "s-1")
+    wait(drv, lambda d_: css(d_, "#series-form #resume"), "s-1's resume")
+    by_id(drv, "resume").click()
+    wait(drv, lambda d_: "/series?done=resume" in d_.current_url,
+         "the answer to the resume")
+    wait(drv, lambda d_: row(d_, "s-1") is not None and
+         "paused" not in row(d_, "s-1")["text"], "s-1 running once more")
+    series = {m["id"]: m for m in listing(d, "--series")["messages"]}
+    assert series["s-1"]["repeat"]["paused"] is False, series["s-1"]
 
     # 7. P.error read, the exchange declared, the parked message requeued
     # from its row: it arrives.
