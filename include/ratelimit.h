@@ -9,13 +9,17 @@
  *
  *   per (address, user)  5 failures in 5 minutes: that client, that user
  *   per address         20 failures in 1 minute: that client
- *   in all             300 failures in 1 minute: then every client that
- *                       failed in the last minute itself, not the others
+ *   in all             300 failures in 1 minute: every client but the
+ *                       known ones
  *
- * So a client's failures slow that client only: a stranger cannot make
- * another client's correct login wait, by failing with its user name or
- * with any number of names, and a flood from many clients holds back
- * those clients while a client with a clean record still logs in.
+ * A known client is an address that logged in in the last 7 days
+ * (ratelimit_known; the latest 256 of them, kept apart from the failure
+ * table, so that no flood of failures pushes one out).  So a client's
+ * failures slow that client only: a stranger cannot make another client's
+ * correct login wait by failing with its user name or with any number of
+ * names, and a flood from many addresses, which the global ceiling holds
+ * to 300 broker logins a minute, keeps out new clients for as long as it
+ * lasts but never the operators who logged in before.
  *
  * Sliding windows, kept exactly: each counter holds the times of its
  * latest failures (5, 20 or 60 of them), and a login is refused while the
@@ -67,6 +71,14 @@
 #define RATELIMIT_ADDR_WINDOW_MS INT64_C(60000)
 #define RATELIMIT_GLOBAL_FAILS 300
 #define RATELIMIT_GLOBAL_WINDOW_MS INT64_C(60000)
+#define RATELIMIT_KNOWN 256
+#define RATELIMIT_KNOWN_MS INT64_C(604800000) /* 7 days */
+
+struct ratelimit_known {
+	int64_t at; /* the latest login; 0: an empty slot */
+	uint8_t len;
+	char addr[RATELIMIT_ADDR_MAX];
+};
 
 struct ratelimit_entry; /* private to ratelimit.c */
 
@@ -82,6 +94,7 @@ struct ratelimit {
 	int64_t global[RATELIMIT_GLOBAL_FAILS]; /* ring of the latest */
 	unsigned global_head;                   /* the oldest, when full */
 	unsigned global_count;
+	struct ratelimit_known known[RATELIMIT_KNOWN];
 	uint64_t evicted;      /* entries removed to make room */
 	uint64_t evicted_live; /* of those, still counting a failure */
 };
@@ -111,6 +124,13 @@ int64_t ratelimit_check(const struct ratelimit *rl, const char *addr,
  */
 void ratelimit_fail(struct ratelimit *rl, const char *addr, const char *user,
                     size_t user_len, int64_t now);
+
+/*
+ * A login from addr succeeded at now: the address is a known client for
+ * RATELIMIT_KNOWN_MS, which the global limit does not hold back (the
+ * least recently seen of RATELIMIT_KNOWN leaves for a new one).
+ */
+void ratelimit_known(struct ratelimit *rl, const char *addr, int64_t now);
 
 /*
  * A login by user from addr succeeded: its (address, user) failures are

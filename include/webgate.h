@@ -88,17 +88,25 @@ const char *webgate_allow(enum webgate_class class);
  * and xff (X-Forwarded-For, NULL when absent) names one.  Then it is the
  * rightmost address of xff that is not itself a trusted proxy: each proxy
  * appends the address it was reached from, so the entries to the left of
- * the first untrusted one may be anything the client wrote.  Entries are
- * compared as addresses (inet_pton), not as text, and the client is
- * written as inet_ntop writes it.  An entry read on the way that is not
- * an address, an xff over WEBGATE_XFF_MAX entries, or one all trusted
- * counts as none: the proxy is then the client.
+ * the first untrusted one may be anything the client wrote, and are never
+ * read.  Addresses are compared as addresses (inet_pton; ::ffff:a.b.c.d
+ * is a.b.c.d) and written as inet_ntop writes them.  An entry read on the
+ * way that is not an address, over WEBGATE_XFF_MAX trusted hops, or an
+ * xff all trusted counts as none: the proxy is then the client.
  * Returns 1 when the client came from xff, else 0.
  */
 #define WEBGATE_ADDR_SIZE 64
 #define WEBGATE_XFF_MAX 32
 int webgate_client(const char *peer, const char *xff, const char *trusted,
                    char *out, size_t size);
+
+/*
+ * The key a client's login limits count under (at least
+ * WEBGATE_ADDR_SIZE bytes): an IPv4 address as it is, an IPv6 address
+ * by its /64 (one host's, as providers hand them out: a client must not
+ * get a fresh limit from each of its 2^64 addresses), as "PREFIX::/64".
+ */
+void webgate_limit_key(const char *client, char *out, size_t size);
 
 /* Whether every entry of list (comma or blank apart) is an IPv4 or IPv6
  * address; *bad is the first that is not (NULL when all are). */

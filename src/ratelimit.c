@@ -305,6 +305,42 @@ ratelimit_free(struct ratelimit *rl)
 	rl->free = rl->lru_head = rl->lru_tail = NIL;
 }
 
+/* The slot of a known client k at now, or -1. */
+static int
+known_at(const struct ratelimit *rl, const struct key *k, int64_t now)
+{
+	for (int i = 0; i < RATELIMIT_KNOWN; i++) {
+		const struct ratelimit_known *c = &rl->known[i];
+		if (c->at != 0 && now - c->at < RATELIMIT_KNOWN_MS &&
+		    c->len == k->addr_len &&
+		    memcmp(c->addr, k->addr, k->addr_len) == 0)
+			return i;
+	}
+	return -1;
+}
+
+void
+ratelimit_known(struct ratelimit *rl, const char *addr, int64_t now)
+{
+	struct key k = make_key(addr, NULL, 0, 0);
+	int at = -1, oldest = 0;
+
+	/* Its own slot; else an empty one (at 0) or the oldest. */
+	for (int j = 0; j < RATELIMIT_KNOWN && at < 0; j++) {
+		const struct ratelimit_known *c = &rl->known[j];
+		if (c->at != 0 && c->len == k.addr_len &&
+		    memcmp(c->addr, k.addr, k.addr_len) == 0)
+			at = j;
+		else if (c->at < rl->known[oldest].at)
+			oldest = j;
+	}
+	if (at < 0)
+		at = oldest;
+	rl->known[at].at = now != 0 ? now : 1;
+	rl->known[at].len = (uint8_t)k.addr_len;
+	memcpy(rl->known[at].addr, k.addr, k.addr_len);
+}
+
 int64_t
 ratelimit_check(const struct ratelimit *rl, const char *addr, const char *user,
                 size_t user_len, int64_t now)
@@ -318,12 +354,9 @@ ratelimit_check(const struct ratelimit *rl, const char *addr, const char *user,
 	                 rl->global_count, RATELIMIT_GLOBAL_WINDOW_MS, now);
 	if (rl->max == 0)
 		return wait;
-	i = find(rl, &ka);
-	/* The global guard holds back only a client that failed within its
-	 * window itself: a flood from others never refuses a client with a
-	 * clean record (the address's window is the guard's). */
-	if (i == NIL || !is_live(&rl->e[i], now))
+	if (wait > 0 && known_at(rl, &ka, now) >= 0)
 		wait = 0;
+	i = find(rl, &ka);
 	if (i != NIL && (w = entry_wait(&rl->e[i], now)) > wait)
 		wait = w;
 	if ((i = find(rl, &ku)) != NIL &&

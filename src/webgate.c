@@ -170,9 +170,25 @@ addr_bytes(const char *text, size_t len, unsigned char *out)
 	buf[len] = '\0';
 	if (inet_pton(AF_INET, buf, out) == 1)
 		return 4;
-	if (inet_pton(AF_INET6, buf, out) == 1)
-		return 16;
-	return 0;
+	if (inet_pton(AF_INET6, buf, out) != 1)
+		return 0;
+	/* An IPv4 address as a dual-stack socket shows it (::ffff:a.b.c.d)
+	 * is that IPv4 address. */
+	if (memcmp(out, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+		memmove(out, out + 12, 4);
+		return 4;
+	}
+	return 16;
+}
+
+/* a (n bytes) written into out as inet_ntop writes it; 0, or -1. */
+static int
+addr_text(const unsigned char *a, size_t n, char *out, size_t size)
+{
+	return inet_ntop(n == 4 ? AF_INET : AF_INET6, a, out,
+	                 (socklen_t)size) != NULL
+	           ? 0
+	           : -1;
 }
 
 /* The next entry of a list (comma or blank apart) from *p: its start and
@@ -209,35 +225,34 @@ int
 webgate_client(const char *peer, const char *xff, const char *trusted,
                char *out, size_t size)
 {
-	const char *ent[WEBGATE_XFF_MAX], *p, *e;
-	size_t len[WEBGATE_XFF_MAX], n = 0, k, l;
+	const char *end, *start;
 	unsigned char a[16];
+	size_t k, len;
 
 	snprintf(out, size, "%s", peer != NULL ? peer : "?");
-	if (xff == NULL || trusted == NULL || trusted[0] == '\0' ||
-	    peer == NULL || (k = addr_bytes(peer, strlen(peer), a)) == 0 ||
-	    !is_trusted(a, k, trusted))
+	if (peer == NULL || (k = addr_bytes(peer, strlen(peer), a)) == 0)
 		return 0;
-	for (p = xff; (l = next_entry(&p, &e)) > 0;) {
-		if (n == WEBGATE_XFF_MAX)
-			return 0;
-		ent[n] = e;
-		len[n++] = l;
-	}
-	/* Right to left: the first that is not a trusted proxy. */
-	while (n > 0) {
-		n--;
-		if ((k = addr_bytes(ent[n], len[n], a)) == 0)
-			return 0;
-		/* Written as inet_ntop writes it: one text per address. */
-		if (!is_trusted(a, k, trusted) &&
-		    inet_ntop(k == 4 ? AF_INET : AF_INET6, a, out,
-		              (socklen_t)size) != NULL)
-			return 1;
-		if (!is_trusted(a, k, trusted)) {
-			snprintf(out, size, "%s", peer);
-			return 0;
-		}
+	(void)addr_text(a, k, out, size);
+	if (xff == NULL || trusted == NULL || !is_trusted(a, k, trusted))
+		return 0;
+	/* From the right: each proxy appended the address it was reached
+	 * from, so the first that is not a trusted proxy is the client, and
+	 * what lies to its left (the client's own) is never read. */
+	end = xff + strlen(xff);
+	for (int hops = 0; hops < WEBGATE_XFF_MAX; hops++) {
+		while (end > xff && strchr(", \t", end[-1]) != NULL)
+			end--;
+		if (end == xff)
+			return 0; /* all trusted: the proxy is the client */
+		start = end;
+		while (start > xff && strchr(", \t", start[-1]) == NULL)
+			start--;
+		len = (size_t)(end - start);
+		if ((k = addr_bytes(start, len, a)) == 0)
+			return 0; /* written by a proxy, and not an address */
+		if (!is_trusted(a, k, trusted))
+			return addr_text(a, k, out, size) == 0;
+		end = start;
 	}
 	return 0;
 }
@@ -255,4 +270,18 @@ webgate_addresses_ok(const char *list, char *bad, size_t size)
 			return 0;
 		}
 	return 1;
+}
+
+void
+webgate_limit_key(const char *client, char *out, size_t size)
+{
+	unsigned char a[16];
+	size_t k = addr_bytes(client, strlen(client), a);
+
+	snprintf(out, size, "%s", client);
+	if (k != 16)
+		return;
+	memset(a + 8, 0, 8);
+	if (addr_text(a, 16, out, size - 3) == 0)
+		strcat(out, "/64");
 }

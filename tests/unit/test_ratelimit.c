@@ -127,28 +127,37 @@ Test(ratelimit, twenty_failures_from_one_address_in_a_minute)
 
 /*
  * 300 failures in all in a minute, from 30 clients (10 each: under each
- * client's own limit): those clients wait for the oldest to leave the
- * minute, and a client with a clean record is not held at all, so a
- * flood from others never refuses its correct login.  Nor is one whose
- * last failure is over a minute old.
+ * client's own limit): every client waits for the oldest to leave the
+ * minute, a new one too (the ceiling on broker logins), but not a known
+ * client, one that logged in in the last 7 days: a flood never refuses
+ * the operators who logged in before.  A flood of failures from fresh
+ * addresses does not push a known client out.
  */
-Test(ratelimit, the_global_guard_holds_the_clients_that_failed_not_others)
+Test(ratelimit, the_global_ceiling_holds_every_client_but_known_ones)
 {
-	fail("203.0.113.9", "ops", T0 - GLOBAL_W - 1);
+	ratelimit_known(&rl, "203.0.113.5", T0 - 1000);
+	ratelimit_known(&rl, "203.0.113.9", T0 - RATELIMIT_KNOWN_MS - 1);
 	for (unsigned i = 0; i < RATELIMIT_GLOBAL_FAILS - 1; i++) {
 		fail(nth_addr(i % 30), nth_user(i), T0 + i * 10);
 		cr_assert_eq(check(nth_addr(0), "new", T0 + i * 10), 0);
 	}
 	fail(nth_addr(29), nth_user(299), T0 + 2990);
 	cr_assert_eq(check(nth_addr(0), "new", T0 + 2990), GLOBAL_W - 2990);
-	cr_assert_eq(check(nth_addr(7), "ops", T0 + 2990), GLOBAL_W - 2990);
+	cr_assert_eq(check("192.0.2.200", "ops", T0 + 2990), GLOBAL_W - 2990,
+	             "a new client is held too: the ceiling");
 	cr_assert_eq(check("203.0.113.5", "ops", T0 + 2990), 0,
-	             "a clean client is not held");
-	cr_assert_eq(check("203.0.113.9", "ops", T0 + 2990), 0,
-	             "nor one whose failure is older than the window");
+	             "a known client is not held");
+	cr_assert_eq(check("203.0.113.9", "ops", T0 + 2990), GLOBAL_W - 2990,
+	             "known over 7 days ago: no more");
 	/* The oldest leaves the window: the next may fail. */
 	cr_assert_eq(check(nth_addr(0), "new", T0 + GLOBAL_W - 1), 1);
 	cr_assert_eq(check(nth_addr(0), "new", T0 + GLOBAL_W), 0);
+	/* 10,000 fresh addresses failing (table turned over twice): the
+	 * known client is still known. */
+	for (unsigned i = 0; i < 10000; i++)
+		fail(nth_addr(1000 + i), "x", T0 + GLOBAL_W + i);
+	cr_assert_eq(check("203.0.113.5", "ops", T0 + GLOBAL_W + 10000), 0);
+	cr_assert_gt(check("192.0.2.200", "ops", T0 + GLOBAL_W + 10000), 0);
 }
 
 Test(ratelimit, the_longest_wait_wins)

@@ -243,16 +243,50 @@ Test(webgate, the_client_is_the_peer_unless_a_trusted_proxy_names_one)
 	}
 }
 
-Test(webgate, an_xff_of_more_entries_than_it_reads_is_not_read)
+/* What the client wrote to the left is never read, however long; the
+ * walk stops after WEBGATE_XFF_MAX trusted hops. */
+Test(webgate, an_xff_is_read_from_the_right_and_left_padding_is_not_read)
 {
-	char xff[WEBGATE_XFF_MAX * 16 + 16] = "", out[WEBGATE_ADDR_SIZE];
+	char xff[4096] = "", trusted[WEBGATE_XFF_MAX * 16 + 16] = "";
+	char out[WEBGATE_ADDR_SIZE];
 
-	for (int i = 0; i <= WEBGATE_XFF_MAX; i++)
-		snprintf(xff + strlen(xff), sizeof(xff) - strlen(xff),
-		         "%s10.0.%d.1", i ? "," : "", i);
+	for (int i = 0; i < 200; i++)
+		strcat(xff, "junk, ");
+	strcat(xff, "198.51.100.7");
 	cr_assert_eq(
-	    webgate_client("127.0.0.1", xff, "127.0.0.1", out, sizeof(out)), 0);
+	    webgate_client("127.0.0.1", xff, "127.0.0.1", out, sizeof(out)), 1);
+	cr_assert_str_eq(out, "198.51.100.7");
+	/* 33 trusted proxies in a row: the walk gives up, the peer. */
+	strcpy(xff, "198.51.100.7");
+	for (int i = 0; i <= WEBGATE_XFF_MAX; i++) {
+		char one[16];
+		snprintf(one, sizeof(one), "10.0.%d.1", i);
+		strcat(xff, ", ");
+		strcat(xff, one);
+		strcat(trusted, one);
+		strcat(trusted, " ");
+	}
+	strcat(trusted, "127.0.0.1");
+	cr_assert_eq(
+	    webgate_client("127.0.0.1", xff, trusted, out, sizeof(out)), 0);
 	cr_assert_str_eq(out, "127.0.0.1");
+}
+
+Test(webgate, ipv4_mapped_peers_match_and_ipv6_clients_count_by_their_64)
+{
+	char out[WEBGATE_ADDR_SIZE], key[WEBGATE_ADDR_SIZE];
+
+	cr_assert_eq(webgate_client("::ffff:10.0.0.5", "198.51.100.7",
+	                            "10.0.0.5", out, sizeof(out)),
+	             1);
+	cr_assert_str_eq(out, "198.51.100.7");
+	cr_assert_eq(
+	    webgate_client("::ffff:192.0.2.1", NULL, "", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "192.0.2.1");
+	webgate_limit_key("2001:db8:1:2:aaaa:bbbb:cccc:dddd", key, sizeof(key));
+	cr_assert_str_eq(key, "2001:db8:1:2::/64");
+	webgate_limit_key("198.51.100.7", key, sizeof(key));
+	cr_assert_str_eq(key, "198.51.100.7");
 }
 
 Test(webgate, trusted_proxies_must_be_addresses)

@@ -175,38 +175,36 @@ web_client_ip(struct MHD_Connection *conn, char *out, size_t size)
 		          (socklen_t)size);
 }
 
-/* Counts the X-Forwarded-For header lines. */
+/* Keeps the last X-Forwarded-For header line. */
 static enum MHD_Result
-web_count_xff(void *arg, enum MHD_ValueKind kind, const char *key,
-              const char *value)
+web_last_xff(void *arg, enum MHD_ValueKind kind, const char *key,
+             const char *value)
 {
 	(void)kind;
-	(void)value;
 	if (key != NULL && strcasecmp(key, "X-Forwarded-For") == 0)
-		(*(int *)arg)++;
+		*(const char **)arg = value;
 	return MHD_YES;
 }
 
 /*
  * The client the login limits count: the peer, or behind a trusted
- * proxy the address its X-Forwarded-For names (webgate_client).  Two
- * X-Forwarded-For lines count as none: a proxy that adds its own line
- * after the client's would let the client's first line be read.
+ * proxy the address its X-Forwarded-For names (webgate_client).  Of two
+ * X-Forwarded-For lines the last is read: a proxy that adds its own line
+ * adds it after the client's.
  */
 static void
 web_client(struct console *c, struct MHD_Connection *conn, char *out,
            size_t size)
 {
 	char peer[WEBGATE_ADDR_SIZE];
-	int lines = 0;
+	const char *xff = NULL;
 
 	web_client_ip(conn, peer, sizeof(peer));
 	if (c->cfg.console_trusted_proxies[0] != '\0')
 		(void)MHD_get_connection_values(conn, MHD_HEADER_KIND,
-		                                web_count_xff, &lines);
-	(void)webgate_client(
-	    peer, lines == 1 ? web_header(conn, "X-Forwarded-For") : NULL,
-	    c->cfg.console_trusted_proxies, out, size);
+		                                web_last_xff, &xff);
+	(void)webgate_client(peer, xff, c->cfg.console_trusted_proxies, out,
+	                     size);
 }
 
 /* Sessions: a reference to a session's connection, and its release. */
@@ -641,7 +639,7 @@ route_login(struct ask *a, struct answer *r)
 	const char *user, *password, *next;
 	struct csess *cs, *later = NULL;
 	struct websession *s;
-	char token[WEBSESSION_HEX_SIZE], err[512];
+	char token[WEBSESSION_HEX_SIZE], err[512], key[WEBGATE_ADDR_SIZE];
 	char who[ESCAPE_MAX_FACTOR * 64 + 4];
 	void *evicted = NULL;
 	int64_t wait, expires = 0;
@@ -660,12 +658,11 @@ route_login(struct ask *a, struct answer *r)
 	}
 	/* Counted as a failure before the broker is asked, so that logins
 	 * made at once cannot all pass the check; a success clears it. */
+	webgate_limit_key(a->client_ip, key, sizeof(key));
 	pthread_mutex_lock(&c->sess_lock);
-	wait =
-	    ratelimit_check(&c->rl, a->client_ip, user, strlen(user), a->now);
+	wait = ratelimit_check(&c->rl, key, user, strlen(user), a->now);
 	if (wait == 0)
-		ratelimit_fail(&c->rl, a->client_ip, user, strlen(user),
-		               a->now);
+		ratelimit_fail(&c->rl, key, user, strlen(user), a->now);
 	pthread_mutex_unlock(&c->sess_lock);
 	if (wait > 0) {
 		r->retry_after = (int)((wait + 999) / 1000);
@@ -701,8 +698,7 @@ route_login(struct ask *a, struct answer *r)
 		} else {
 			/* Not the user's fault: the broker did not answer. */
 			pthread_mutex_lock(&c->sess_lock);
-			ratelimit_refund(&c->rl, a->client_ip, user,
-			                 strlen(user));
+			ratelimit_refund(&c->rl, key, user, strlen(user));
 			pthread_mutex_unlock(&c->sess_lock);
 			answer_error(a, r, 502, "broker", err);
 		}
@@ -710,7 +706,8 @@ route_login(struct ask *a, struct answer *r)
 	}
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	pthread_mutex_lock(&c->sess_lock);
-	ratelimit_refund(&c->rl, a->client_ip, user, strlen(user));
+	ratelimit_refund(&c->rl, key, user, strlen(user));
+	ratelimit_known(&c->rl, key, a->now);
 	if (websession_trim_user(&c->sessions, user, strlen(user),
 	                         CONSOLE_USER_SESSIONS, &evicted)) {
 		csess_gone(evicted, &later);
