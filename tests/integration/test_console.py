@@ -898,27 +898,26 @@ def test_a_pause_made_by_message_id_is_resumed_from_the_console(
         d, ops, alice, people, guest):
     """A series paused by its message-id (cascade-ctl pause, as
     x-cascade-pause may name it) shows paused, and the console's resume,
-    which names the series by its cascade id, lifts it: the copies come
-    again.  A resume of a series that is not paused, and a second pause,
-    say that nothing changed (409); a publisher cannot lift a control
-    user's pause (403)."""
+    which names the series by its cascade id, lifts it, with the control
+    user's own pause made meanwhile: the copies come again.  A resume of
+    a series that is not paused says that nothing changed (409); a
+    publisher cannot lift a control user's pause (403)."""
     q = guest.queue()
     mid = uid("by-mid")
     people["bob"].delayed(d.prefix, q, mid, "1s", **{"x-cascade-every": "1s"})
     assert len(guest.collect(q, 1, 10 * LATE_SCALE)) == 1
-    cid = wait_row(ops, mid, series=True)["cascade_id"]
     ctl(d, "pause", mid)
     wait_row(ops, mid, 15, lambda r: paused(r) is True, series=True)
     time.sleep(2)  # a copy already on its way may still arrive
     guest.drain(q)
-    refused(ops.post("/series/%s/pause" % cid), 409, "already_paused")
+    # The paused copy waits as the same copy: its cascade id stays.
+    cid = wait_row(ops, mid, series=True)["cascade_id"]
+    ok(ops.post("/series/%s/pause" % cid), "pause", cid)
     ok(ops.post("/series/%s/resume" % cid), "resume", cid)
     wait_row(ops, mid, 15, lambda r: paused(r) is False, series=True)
     got = guest.collect(q, 1, 10 * LATE_SCALE)
     assert [p.message_id for _, p, _ in got] == [mid], got
-    refused(ops.post("/series/%s/resume" % cid), 409, "not_paused")
-    live = wait_row(ops, mid, series=True)["cascade_id"]
-    ok(ops.post("/waiting/%s/cancel" % live), "cancel", live)
+    ctl(d, "cancel", mid)
 
     mine = uid("alice-by-mid")
     alice.account.delayed(d.prefix, q, mine, "1h",
@@ -928,6 +927,9 @@ def test_a_pause_made_by_message_id_is_resumed_from_the_console(
     wait_row(alice, mine, 15, lambda r: paused(r) is True, series=True)
     refused(alice.post("/series/%s/resume" % cid), 403, "forbidden")
     assert paused(wait_row(ops, mine, series=True)) is True
+    ok(ops.post("/series/%s/resume" % cid), "resume", cid)
+    refused(ops.post("/series/%s/resume" % cid), 409, "not_paused")
+    ctl(d, "cancel", mine)
 
 
 def test_only_a_control_user_pauses_a_target(d, ops, alice, guest):

@@ -358,11 +358,9 @@ def test_list_series_shows_schedule_zone_next_and_paused(
     assert r.stdout.strip() == "%s: not paused; nothing recorded" % \
         weekdays, r.stdout
     r = ctl(d, "pause", "no-such-series", rc=2)
-    assert "no waiting series has 'no-such-series'" in r.stderr, r.stderr
+    assert "no waiting series you may change has 'no-such-series'" in \
+        r.stderr, r.stderr
     ctl(d, "pause", weekdays)
-    r = ctl(d, "pause", weekdays)
-    assert r.stdout.strip() == "%s: already paused; nothing recorded" % \
-        weekdays, r.stdout
     # Paused by its message-id, resumed by its cascade id: lifted.
     cid = series()[1][weekdays]["cascade_id"]
     r = ctl(d, "resume", cid)

@@ -260,9 +260,10 @@ act_series_of(struct ask *a, struct answer *r, amqp_bytes_t id,
  * A series' pause or resume.  A pause names the series by its cascade id.
  * A resume lifts every pause the Series page counts, under each name it
  * was made by (the cascade id, or the message-id as cascade-ctl pause
- * and x-cascade-pause may name it).  Where nothing would change, the
- * answer says so instead: 409 already_paused or not_paused, or 403 when
- * the pause is one this user may not lift.
+ * and x-cascade-pause may name it).  A resume that would change nothing
+ * says so instead: 409 not_paused, or 403 when the pause is one this
+ * user may not lift.  A pause is always recorded: one's own pause again
+ * renews it.
  */
 void
 act_series(struct ask *a, struct answer *r, int resume)
@@ -274,11 +275,8 @@ act_series(struct ask *a, struct answer *r, int resume)
 	if (act_series_of(a, r, id, &n) < 0)
 		return;
 	if (!resume) {
-		if (n.paused != 0) {
-			answer_error(a, r, 409, "already_paused",
-			             "that series is paused already");
-			return;
-		}
+		/* Paused already or not: a pause of one's own is made, or
+		 * renewed from now (CONTRACT.md 7.10). */
 		request_pause_event(&e, 0, id, 0, a->now,
 		                    config_events_max_age(&a->c->cfg));
 		if (act_send(a, r, &e, a->control) < 0)
@@ -342,10 +340,9 @@ act_target(struct ask *a, struct answer *r, int resume)
 	}
 	held = requests_target_held(&a->c->req, amqp_cstring_bytes(t), a->now);
 	pthread_mutex_unlock(&a->c->lock);
-	if (held == !resume) {
-		answer_error(a, r, 409, held ? "already_paused" : "not_paused",
-		             held ? "that target is paused already"
-		                  : "that target is not paused");
+	if (resume && !held) {
+		answer_error(a, r, 409, "not_paused",
+		             "that target is not paused");
 		return;
 	}
 	request_pause_event(&e, resume, amqp_cstring_bytes(t), 1, a->now,

@@ -9,11 +9,12 @@
  * paused.
  *
  * First P.events is read as list reads it, so that the command does what
- * list shows and says when it changes nothing: a series no waiting copy
- * has is an error; a series or target already paused, or not paused, is
+ * list shows and says when it changes nothing: a name no waiting series
+ * the user may change has is an error; a resume of what is not paused is
  * said and nothing is recorded.  A resume lifts every pause that holds
  * the series, under each name it was made by (its cascade id or its
- * message-id), which the name given alone might not.
+ * message-id), which the name given alone might not.  A pause is always
+ * recorded: one's own again renews it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -137,6 +138,9 @@ pause_series(struct ctl *c, struct waiting_fold *f,
 		unsigned m;
 		if (!same(w->id, name) && !same(w->message_id, name))
 			continue;
+		/* Only what this user may change (CONTRACT.md 7.6). */
+		if (!control && w->owner.len > 0 && !same(w->owner, by))
+			continue;
 		found++;
 		m = requests_series_pauses(&f->requests, w->id, w->message_id,
 		                           w->owner, by, control, c->now, &o);
@@ -155,15 +159,11 @@ pause_series(struct ctl *c, struct waiting_fold *f,
 	}
 	if (found == 0) {
 		snprintf(c->cl.err, sizeof(c->cl.err),
-		         "%s: no waiting series has '%s' as its message-id or "
-		         "id (cascade-ctl list --series shows them); nothing "
-		         "recorded",
+		         "%s: no waiting series you may change has '%s' as its "
+		         "message-id or id (cascade-ctl list --series shows "
+		         "them); nothing recorded",
 		         cmd, given);
 		return -1;
-	}
-	if (!opts.resume && held != 0) {
-		printf("%s: already paused; nothing recorded\n", given);
-		return 1;
 	}
 	if (opts.resume && held == 0) {
 		printf("%s: not paused; nothing recorded\n", given);
@@ -193,9 +193,8 @@ pause_target(struct ctl *c, struct waiting_fold *f, const char *given)
 	amqp_bytes_t name = amqp_cstring_bytes(given);
 	int held = requests_target_held(&f->requests, name, c->now);
 
-	if (held == !opts.resume) {
-		printf("target %s: %s; nothing recorded\n", given,
-		       held ? "already paused" : "not paused");
+	if (opts.resume && !held) {
+		printf("target %s: not paused; nothing recorded\n", given);
 		return 1;
 	}
 	if (pause_record(c, name, 1) < 0)
