@@ -38,6 +38,9 @@ NEWEST = ("4.3.6", "native")
 ONCE = ("4.3.6",)
 HOST = ("3.10.8",)
 ENDS = ("3.10.8", "4.3.6")
+# Clusters: each metadata store once, Mnesia (3.10.8; 4.0 keeps it too)
+# and Khepri (4.3, where it is the only one), 4.3 in the mode auto chooses.
+CLUSTERS = ("3.10.8", "native")
 AMQP10 = ("4.0.5", "4.3.6")
 
 # module, or module::test (a test's own line wins over its module's):
@@ -96,11 +99,15 @@ PLAN = {
                     "streams"),
     "test_events::test_list_shows_what_waits_with_filters_and_json": (
         NEWEST, "list's filters and JSON: cascade's logic"),
+    "test_events::test_a_stalled_reading_of_cancellations_recovers": (
+        CLUSTERS, "a stream's reader on a cluster over each metadata "
+        "store, Mnesia and Khepri"),
     "test_faults": (EVERY, "kills, cuts and broker restarts: what each "
                     "broker redelivers"),
     "test_faults::test_three_node_cluster_one_node_stopped": (
-        BROKERS, "a node's loss: each broker's quorum queues and streams "
-        "(the 4.3 ladder's hops are the restart tests')"),
+        CLUSTERS, "a node's loss: quorum queues and streams over each "
+        "metadata store, Mnesia and Khepri (the 4.3 ladder's hops are the "
+        "restart tests')"),
     "test_headers": (LADDER, "header values as rabbitmq-c decodes them; "
                      "waiting changes nothing"),
     "test_native": (EVERY, "4.3's holding queue over AMQP 1.0; the older "
@@ -136,6 +143,9 @@ PLAN = {
                     "leader placement"),
     "test_shards::test_changing_shards_drains_the_former_layout": (
         NEWEST, "draining a former layout: cascade's logic"),
+    "test_shards::test_a_levels_shards_lead_on_different_nodes": (
+        CLUSTERS, "leader placement over each metadata store, Mnesia and "
+        "Khepri"),
     "test_soak": (HOST, "a minute of random faults, on this machine's "
                   "broker; longer soaks by hand on each (README)"),
     "test_stuck": (EVERY, "backpressure, frames and redelivery counts: "
