@@ -383,23 +383,23 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
         asked + 3 - got[0][0])
 
     # 6. The series paused and resumed from its page.
+    def press(what, shown):
+        """s-1's button what on its page, then /series shows it so."""
+        open_row(drv, "s-1")
+        wait(drv, lambda d_: css(d_, "#series-form #" + what),
+             "s-1's " + what)
+        by_id(drv, what).click()
+        wait(drv, lambda d_: "/series?done=" + what in d_.current_url,
+             "the answer to the " + what)
+        wait(drv, lambda d_: row(d_, "s-1") is not None and
+             ("paused" in row(d_, "s-1")["text"]) == shown,
+             "s-1 shown %s" % ("paused" if shown else "running"))
+
     drv.get(con.url("/series"))
     wait(drv, lambda d_: row(d_, "s-1") is not None, "s-1 on /series")
     shot(drv, "series.png")
-    open_row(drv, "s-1")
-    wait(drv, lambda d_: css(d_, "#series-form #pause"), "s-1's pause")
-    by_id(drv, "pause").click()
-    wait(drv, lambda d_: "/series?done=pause" in d_.current_url,
-         "the answer to the pause")
-    wait(drv, lambda d_: row(d_, "s-1") is not None and
-         "paused" in row(d_, "s-1")["text"], "s-1 shown paused")
-    open_row(drv, "s-1")
-    wait(drv, lambda d_: css(d_, "#series-form #resume"), "s-1's resume")
-    by_id(drv, "resume").click()
-    wait(drv, lambda d_: "/series?done=resume" in d_.current_url,
-         "the answer to the resume")
-    wait(drv, lambda d_: row(d_, "s-1") is not None and
-         "paused" not in row(d_, "s-1")["text"], "s-1 shown running again")
+    press("pause", True)
+    press("resume", False)
 
     # 6b. Paused by its message-id with cascade-ctl, as x-cascade-pause
     # may name it, and resumed from the page, which names it by its
@@ -408,13 +408,7 @@ def test_the_console_in_a_browser(browser, con, d, people, guest, broker,
     drv.get(con.url("/series"))
     wait(drv, lambda d_: row(d_, "s-1") is not None and
          "paused" in row(d_, "s-1")["text"], "s-1 shown paused by ctl")
-    open_row(drv, "s-1")
-    wait(drv, lambda d_: css(d_, "#series-form #resume"), "s-1's resume")
-    by_id(drv, "resume").click()
-    wait(drv, lambda d_: "/series?done=resume" in d_.current_url,
-         "the answer to the resume")
-    wait(drv, lambda d_: row(d_, "s-1") is not None and
-         "paused" not in row(d_, "s-1")["text"], "s-1 running once more")
+    press("resume", False)
     series = {m["id"]: m for m in listing(d, "--series")["messages"]}
     assert series["s-1"]["repeat"]["paused"] is False, series["s-1"]
 

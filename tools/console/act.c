@@ -49,13 +49,16 @@ act_done(struct ask *a, struct answer *r, const char *kind, amqp_bytes_t id,
 	hbuf_lit(&r->body, "\n");
 }
 
-/* The message the path names, as the user may see it; its due. */
+/*
+ * The row of the message the path names, as the user may see it: 0 with
+ * c->lock held (the row's bytes are the index's, valid until the
+ * unlock), or -1 with the answer made and the lock released.
+ */
 static int
-act_target_of(struct ask *a, struct answer *r, amqp_bytes_t id, int64_t *due,
-              int *repeat)
+act_lock_row(struct ask *a, struct answer *r, amqp_bytes_t id,
+             struct cindex_row *row)
 {
 	struct console *c = a->c;
-	struct cindex_row row;
 	int64_t slot;
 
 	if (id.len == 0 || id.len > 255) {
@@ -76,10 +79,22 @@ act_target_of(struct ask *a, struct answer *r, amqp_bytes_t id, int64_t *due,
 		             "no waiting message you may see has that id");
 		return -1;
 	}
-	cindex_row(&c->ix, (uint32_t)slot, &row);
+	cindex_row(&c->ix, (uint32_t)slot, row);
+	return 0;
+}
+
+/* The message the path names, as the user may see it; its due. */
+static int
+act_target_of(struct ask *a, struct answer *r, amqp_bytes_t id, int64_t *due,
+              int *repeat)
+{
+	struct cindex_row row;
+
+	if (act_lock_row(a, r, id, &row) < 0)
+		return -1;
 	*due = row.due;
 	*repeat = row.repeat;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&a->c->lock);
 	return 0;
 }
 
@@ -214,27 +229,9 @@ act_series_of(struct ask *a, struct answer *r, amqp_bytes_t id,
 {
 	struct console *c = a->c;
 	struct cindex_row row;
-	int64_t slot;
 
-	if (id.len == 0 || id.len > 255) {
-		answer_error(a, r, 400, "bad_request",
-		             "an id is 1 to 255 bytes");
+	if (act_lock_row(a, r, id, &row) < 0)
 		return -1;
-	}
-	pthread_mutex_lock(&c->lock);
-	if (!c->caught_up) {
-		pthread_mutex_unlock(&c->lock);
-		answer_error(a, r, 503, "not_ready",
-		             "catching up on P.events: try again shortly");
-		return -1;
-	}
-	if ((slot = console_find(c, a, id)) < 0) {
-		pthread_mutex_unlock(&c->lock);
-		answer_error(a, r, 404, "not_found",
-		             "no waiting message you may see has that id");
-		return -1;
-	}
-	cindex_row(&c->ix, (uint32_t)slot, &row);
 	if (!row.repeat) {
 		pthread_mutex_unlock(&c->lock);
 		answer_error(a, r, 404, "not_found",
