@@ -137,6 +137,10 @@ check: deps deps-clients deps-browser node-clients
 check-full: deps deps-clients deps-browser node-clients
 	tools/check --full
 
+# Everything the unit and integration tests run, built (tools/check
+# builds it with -j2 first, while the other lane waits on the network).
+test-bins: all $(UNIT_BINS)
+
 unit: $(UNIT_BINS)
 	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
 		done; exit $$rc
