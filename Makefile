@@ -141,9 +141,15 @@ check-full: deps deps-clients deps-browser node-clients
 # builds it with -j2 first, while the other lane waits on the network).
 test-bins: all $(UNIT_BINS)
 
+# The unit binaries, UNIT_JOBS at a time (each test in a binary one at a
+# time), each binary's output kept together; every one runs, and any that
+# fails fails the target.
+UNIT_JOBS ?= 2
+UNIT_RUNS := $(UNIT_BINS:$(BUILD)/tests/%=unit-run-%)
 unit: $(UNIT_BINS)
-	@rc=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 1 || rc=1; \
-		done; exit $$rc
+	@$(MAKE) --no-print-directory -k -O -j$(UNIT_JOBS) $(UNIT_RUNS)
+unit-run-%:
+	@echo "== $(BUILD)/tests/$*"; $(BUILD)/tests/$* --jobs 1
 
 # -rfEx: failures, errors and expected failures, with their reasons, in the
 # summary, so a CI log says why a fault test was an expected failure.
