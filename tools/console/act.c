@@ -134,6 +134,26 @@ act_send(struct ask *a, struct answer *r, const struct event *e, int direct)
 	return rc;
 }
 
+/*
+ * A pause or resume of name (a target when target): recorded by a control
+ * user, and shown by the console at once (act_applied); published to P
+ * for anyone else.  0, or -1 with the answer made.
+ */
+static int
+act_pause(struct ask *a, struct answer *r, int resume, amqp_bytes_t name,
+          int target)
+{
+	struct event e;
+
+	request_pause_event(&e, resume, name, target, a->now,
+	                    config_events_max_age(&a->c->cfg));
+	if (act_send(a, r, &e, a->control) < 0)
+		return -1;
+	if (a->control)
+		act_applied(a, &e);
+	return 0;
+}
+
 void
 act_cancel(struct ask *a, struct answer *r)
 {
@@ -267,19 +287,14 @@ act_series(struct ask *a, struct answer *r, int resume)
 {
 	amqp_bytes_t id = {a->rest_len, (void *)a->rest};
 	struct series_names n;
-	struct event e;
 
 	if (act_series_of(a, r, id, &n) < 0)
 		return;
 	if (!resume) {
 		/* Paused already or not: a pause of one's own is made, or
 		 * renewed from now (CONTRACT.md 7.10). */
-		request_pause_event(&e, 0, id, 0, a->now,
-		                    config_events_max_age(&a->c->cfg));
-		if (act_send(a, r, &e, a->control) < 0)
+		if (act_pause(a, r, 0, id, 0) < 0)
 			return;
-		if (a->control)
-			act_applied(a, &e);
 		act_done(a, r, "pause", id, "/series");
 		return;
 	}
@@ -301,12 +316,8 @@ act_series(struct ask *a, struct answer *r, int resume)
 		                     i == 0 ? n.id : n.mid};
 		if (!(n.paused & bit) || name.len == 0)
 			continue;
-		request_pause_event(&e, 1, name, 0, a->now,
-		                    config_events_max_age(&a->c->cfg));
-		if (act_send(a, r, &e, a->control) < 0)
+		if (act_pause(a, r, 1, name, 0) < 0)
 			return;
-		if (a->control)
-			act_applied(a, &e);
 	}
 	act_done(a, r, "resume", id, "/series");
 }
@@ -315,7 +326,6 @@ void
 act_target(struct ask *a, struct answer *r, int resume)
 {
 	const char *t = ask_field(a, "target");
-	struct event e;
 	int held;
 
 	if (!a->control) {
@@ -342,11 +352,9 @@ act_target(struct ask *a, struct answer *r, int resume)
 		             "that target is not paused");
 		return;
 	}
-	request_pause_event(&e, resume, amqp_cstring_bytes(t), 1, a->now,
-	                    config_events_max_age(&a->c->cfg));
-	if (act_send(a, r, &e, 1) < 0)
+	/* Only a control user comes here: recorded, as cascade-ctl does. */
+	if (act_pause(a, r, resume, amqp_cstring_bytes(t), 1) < 0)
 		return;
-	act_applied(a, &e);
 	act_done(a, r, resume ? "resume" : "pause", amqp_cstring_bytes(t),
 	         "/waiting");
 }
