@@ -212,6 +212,13 @@ int requests_superseded(struct requests *r, amqp_bytes_t message_id,
 int requests_permitted(const struct cancel *k, amqp_bytes_t owner);
 
 /*
+ * Whether a request by `by` (control: one of [events] control_users) may
+ * change a message published by owner: its own, one published without a
+ * user-id, or any for a control user (section 7.6 of docs/CONTRACT.md).
+ */
+int requests_may_change(amqp_bytes_t owner, amqp_bytes_t by, int control);
+
+/*
  * Claims: unique ids.
  */
 

@@ -219,10 +219,17 @@ requests_superseded(struct requests *r, amqp_bytes_t message_id,
 }
 
 int
+requests_may_change(amqp_bytes_t owner, amqp_bytes_t by, int control)
+{
+	return control || owner.len == 0 || same_bytes(owner, by.bytes, by.len);
+}
+
+int
 requests_permitted(const struct cancel *k, amqp_bytes_t owner)
 {
-	return k->control || owner.len == 0 ||
-	       same_bytes(owner, k->by, k->by_len);
+	amqp_bytes_t by = {k->by_len, (void *)k->by};
+
+	return requests_may_change(owner, by, k->control);
 }
 
 /* Whether a request by `by` (control: any) may change k's holder. */

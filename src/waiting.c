@@ -411,8 +411,7 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
 	/* First seen after the request: not for it (requests.h).  An id
 	 * x-cascade-superseded cannot hold: never copied. */
 	if (w->copy.len == 0 || w->seen > at || w->id.len == 0 ||
-	    w->id.len > 255 ||
-	    !(control || w->owner.len == 0 || headers_bytes_eq(w->owner, by)))
+	    w->id.len > 255 || !requests_may_change(w->owner, by, control))
 		return 0;
 	copied = requests_superseded(&f->requests, w->message_id, w->id,
 	                             w->owner, 0, at);

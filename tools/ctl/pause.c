@@ -23,6 +23,7 @@
 
 #include "ctl.h"
 #include "duration.h"
+#include "headers.h"
 #include "request.h"
 
 #define PAUSE_TARGETS_MAX 64
@@ -99,19 +100,12 @@ pause_record(struct ctl *c, amqp_bytes_t name, int target)
 	return request_record(&c->cl, &e);
 }
 
-static int
-same(amqp_bytes_t a, amqp_bytes_t b)
-{
-	return a.len == b.len &&
-	       (a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0);
-}
-
 /* Add name to v (n of them) unless it is there; 0, or -1 when full. */
 static int
 pause_name_add(amqp_bytes_t *v, size_t *n, amqp_bytes_t name)
 {
 	for (size_t i = 0; i < *n; i++)
-		if (same(v[i], name))
+		if (headers_bytes_eq(v[i], name))
 			return 0;
 	if (*n == PAUSE_NAMES_MAX)
 		return -1;
@@ -136,10 +130,10 @@ pause_series(struct ctl *c, struct waiting_fold *f,
 	for (size_t i = 0; i < rows->n; i++) {
 		const struct waiting *w = rows->w[i];
 		unsigned m;
-		if (!same(w->id, name) && !same(w->message_id, name))
+		if (!headers_bytes_eq(w->id, name) &&
+		    !headers_bytes_eq(w->message_id, name))
 			continue;
-		/* Only what this user may change (CONTRACT.md 7.6). */
-		if (!control && w->owner.len > 0 && !same(w->owner, by))
+		if (!requests_may_change(w->owner, by, control))
 			continue;
 		found++;
 		m = requests_series_pauses(&f->requests, w->id, w->message_id,
