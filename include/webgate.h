@@ -109,7 +109,7 @@ int webgate_client(const char *peer, const char *xff, const char *trusted,
 void webgate_limit_key(const char *client, char *out, size_t size);
 
 /* Whether every entry of list (comma or blank apart) is an IPv4 or IPv6
- * address; *bad is the first that is not (NULL when all are). */
+ * address; when one is not, it is written into bad (size bytes). */
 int webgate_addresses_ok(const char *list, char *bad, size_t size);
 
 #endif

@@ -180,19 +180,10 @@ int
 requests_series_paused(const struct requests *r, amqp_bytes_t id,
                        amqp_bytes_t message_id, amqp_bytes_t owner, int64_t now)
 {
-	const struct pause *p;
+	int others;
 
-	for (int i = 0; i < 2; i++) {
-		amqp_bytes_t name = i == 0 ? id : message_id;
-		if (name.len == 0)
-			continue;
-		/* In force, and by one who may change the message. */
-		for (p = pause_list(r, 'S', name); p != NULL; p = p->next)
-			if (p->until > now && (p->control || owner.len == 0 ||
-			                       pause_by(p, owner)))
-				return 1;
-	}
-	return 0;
+	return requests_series_pauses(r, id, message_id, owner,
+	                              amqp_empty_bytes, 1, now, &others) != 0;
 }
 
 unsigned
@@ -208,7 +199,7 @@ requests_series_pauses(const struct requests *r, amqp_bytes_t id,
 		amqp_bytes_t name = i == 0 ? id : message_id;
 		if (name.len == 0)
 			continue;
-		/* The pauses requests_series_paused counts. */
+		/* In force, and by one who may change the message. */
 		for (p = pause_list(r, 'S', name); p != NULL; p = p->next) {
 			if (p->until <= now || !(p->control || owner.len == 0 ||
 			                         pause_by(p, owner)))
