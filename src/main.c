@@ -2,6 +2,7 @@
 /* cascade: per-message delay for any AMQP publisher on a stock RabbitMQ. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,12 @@ main(int argc, char *argv[])
 
 	/* Before any message is decoded (stackroom.h). */
 	(void)stackroom_raise(STACKROOM_BYTES);
+	/* A log reader that went away (a pipe to a tee, a container's log
+	 * driver restarted) costs its log lines, not the messages in flight:
+	 * a write to a closed stderr fails with EPIPE instead of killing the
+	 * daemon before its orderly stop.  Sockets already write with
+	 * MSG_NOSIGNAL (rabbitmq-c, libmicrohttpd, src/amqp1.c). */
+	signal(SIGPIPE, SIG_IGN);
 	while ((ch = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':

@@ -130,7 +130,11 @@ def test_make_run_moves_taken_ports_and_prints_only_what_runs(broker,
         finally:
             os.killpg(p.pid, signal.SIGINT)  # Ctrl-C in its terminal
             rc = p.wait(30)
+        # The daemon's own stop reaches the terminal: the tee beside it
+        # outlives Ctrl-C (bash 5.3 gave it the SIGINT, and the daemon
+        # died of SIGPIPE writing its stop, exit 141).
         assert rc == 0, err.read_text()
+        assert "msg=stopped" in err.read_text(), err.read_text()
 
         bad = tmp_path / "bad.ini"
         bad.write_text("[topology]\nprefix = %s\nbogus = 1\n" % prefix)
