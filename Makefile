@@ -219,7 +219,7 @@ test-native:
 		PYTEST_ARGS='$(NATIVE_SKIP) $(PYTEST_ARGS)' TESTS='$(TESTS)' \
 		$(NATIVE_TIERS)
 
-# A newcomer: a fresh minimal Debian 12 root (debootstrap, git and make
+# A newcomer: a fresh minimal Debian 12 root (mmdebstrap, git and make
 # only), a clone of this repository's HEAD in it, the README's `make run`
 # until the daemon is ready, and the README's first example against it.
 # As root; about ten minutes, most of it apt.  NEWCOMER_SUITE=trixie|forky

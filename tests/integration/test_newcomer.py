@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A newcomer's first run, as the README tells it (make test-newcomer).
 
-A fresh minimal Debian root (debootstrap, then git and make only: what the
+A fresh minimal Debian root (mmdebstrap, then git and make only: what the
 README asks for before its two commands), a clone of this repository's
 HEAD in it, `make run` there until the daemon says ready, the README's
 first example run as it stands in a second shell, and Ctrl-C.  Nothing of
