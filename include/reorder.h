@@ -15,14 +15,18 @@
  * due at 10 s.
  *
  * The rule.  A delivery is overdue when it comes back more than
- * REORDER_LATE_MS after its due time.  An overdue delivery waits until it
- * has been here `window` ms and no delivery due before it is still here;
- * the delivery due first leaves first (ties in arrival order).  So any two
- * overdue deliveries that come back within `window` of each other leave in
- * due order.  No delivery waits more than twice the window: once the one
- * here longest has waited that long, the window lets out, in due order,
- * everything due up to it.  When `max` are here, the one due first leaves
- * before another comes in.
+ * REORDER_LATE_MS after its due time.  An overdue delivery waits as long
+ * as it is late already, and at most `window` ms (its hold), and then
+ * until no delivery due before it is still here: the delivery due first
+ * leaves first (ties in arrival order).  So an overdue delivery that comes
+ * back within another's hold after it, and is due before it, leaves before
+ * it.  The stragglers of a restart are late by the restart and more, so
+ * they wait the whole window; the messages a daemon held when it stopped
+ * for a second or two come back a second or two late, and wait that long.
+ * No delivery waits more than twice the window: once the one here longest
+ * has waited that long, the window lets out, in due order, everything due
+ * up to it.  When `max` are here, the one due first leaves before another
+ * comes in.
  *
  * Deliveries on time are never held.  Before one goes out, the overdue
  * ones for the same target (its key: exchange and routing key) due before
@@ -49,6 +53,7 @@
 struct reorder_entry {
 	int64_t due;     /* Unix ms */
 	int64_t arrived; /* Unix ms */
+	int64_t until;   /* arrived + its hold, Unix ms */
 	uint64_t seq;    /* arrival order, for ties */
 	uint64_t key;    /* its target (reorder_key) */
 	void *item;
@@ -87,7 +92,7 @@ void reorder_add(struct reorder *r, void *item, int64_t due, uint64_t key,
                  int64_t now, void **out);
 
 /* The next entry that may leave at `now`, or NULL: the one due first, once
- * it has waited the window, or once the one here longest has waited twice
+ * it has waited its hold, or once the one here longest has waited twice
  * the window. */
 void *reorder_take(struct reorder *r, int64_t now);
 

@@ -106,7 +106,10 @@ void
 reorder_add(struct reorder *r, void *item, int64_t due, uint64_t key,
             int64_t now, void **out)
 {
-	struct reorder_entry e = {due, now, r->seq++, key, item};
+	/* As long as it is late, up to the window: the router bounds due,
+	 * the clock now, so now - due does not overflow. */
+	int64_t hold = now - due < r->window ? now - due : r->window;
+	struct reorder_entry e = {due, now, now + hold, r->seq++, key, item};
 
 	*out = NULL;
 	if (r->n == r->max) {
@@ -141,7 +144,7 @@ reorder_take(struct reorder *r, int64_t now)
 {
 	if (r->n == 0)
 		return NULL;
-	if (now - r->heap[0].arrived >= r->window)
+	if (now >= r->heap[0].until)
 		return take_at(r, 0);
 	if (now - oldest(r) >= 2 * r->window) {
 		r->forced_total++;
@@ -176,7 +179,7 @@ reorder_next_at(const struct reorder *r)
 
 	if (r->n == 0)
 		return INT64_MAX;
-	a = r->heap[0].arrived + r->window;
+	a = r->heap[0].until;
 	b = oldest(r) + 2 * r->window;
 	return a < b ? a : b;
 }

@@ -142,6 +142,18 @@ Test(reorder, one_on_time_lets_out_those_of_its_target_due_before_it)
 	cr_assert_null(reorder_drain(&r));
 }
 
+/* A delivery a little late waits only as long as it is late. */
+Test(reorder, one_a_little_late_waits_as_long_as_it_is_late)
+{
+	add(10, T0 + 12500);
+	cr_assert_eq(reorder_next_at(&r), T0 + 15000, "2.5 s late: 2.5 s");
+	cr_assert_null(reorder_take(&r, T0 + 14999));
+	cr_assert_eq(SECS(reorder_take(&r, T0 + 15000)), 10);
+	add(10, T0 + 10000 + 3 * W);
+	cr_assert_eq(reorder_next_at(&r), T0 + 10000 + 4 * W,
+	             "late by three windows: one window");
+}
+
 Test(reorder, targets_have_different_keys)
 {
 	cr_assert_neq(reorder_key("a", 1, "bc", 2),
@@ -189,12 +201,19 @@ Test(reorder, a_full_window_lets_the_first_due_out)
 	reorder_free(&small);
 }
 
+/* What an entry waits at least: as long as it is late, up to the window. */
+static int64_t
+hold_of(int64_t due, int64_t arrived)
+{
+	return arrived - due < W ? arrived - due : W;
+}
+
 /*
  * Random arrivals: none waits over twice the window; two that were here
  * together leave in due order; and in a run where none was forced out
- * (as none is when they come back out of order by less than the window),
- * each waited its window and two that came back within the window of
- * each other left in due order.
+ * (as none is when they come back out of order by less than they are
+ * late), each waited its hold, and one that came back within another's
+ * hold after it, due before it, left before it.
  */
 Test(reorder, random_arrivals_keep_the_rule)
 {
@@ -247,15 +266,16 @@ Test(reorder, random_arrivals_keep_the_rule)
 		if (q.forced_total == 0) {
 			unforced++;
 			for (int i = 0; i < N; i++) {
-				cr_assert_geq(left[i] - arrived[i], W);
+				int64_t hold_i = hold_of(due[i], arrived[i]);
+
+				cr_assert_geq(left[i] - arrived[i], hold_i);
 				for (int j = 0; j < N; j++)
-					if (llabs(arrived[i] - arrived[j]) <=
-					        W &&
-					    due[i] < due[j])
+					if (due[j] < due[i] &&
+					    arrived[j] - arrived[i] <= hold_i)
 						cr_assert_leq(
-						    left[i], left[j],
+						    left[j], left[i],
 						    "round %d: %d before %d",
-						    round, i, j);
+						    round, j, i);
 			}
 		}
 		reorder_free(&q);
