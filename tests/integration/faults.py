@@ -119,7 +119,9 @@ class Collector(threading.Thread):
                           "the last arrival: the report may miss "
                           "duplicates" % SETTLE_S)
                     break
-                time.sleep(0.2)
+                # Each look is a rabbitmqctl or two, an Erlang VM each:
+                # back to back they kept a core busy.
+                time.sleep(1.0)
         self.stopping = True
         self.join(10)
 

@@ -44,12 +44,20 @@ class Broker:
         return pika.BlockingConnection(pika.URLParameters(self.url))
 
 
+_versions = {}
+
+
 def broker_version(broker):
-    """(major, minor) of the broker's RabbitMQ."""
-    out = broker.ctl("version").stdout.strip()
-    m = re.match(r"(\d+)\.(\d+)", out)
-    assert m, out
-    return int(m.group(1)), int(m.group(2))
+    """(major, minor) of the broker's RabbitMQ, asked once per node: each
+    rabbitmqctl starts an Erlang VM, a second or two of CPU under make
+    check's load (a fixture that asked for every test of test_native was
+    a quarter of the rabbitmqctl time sampled in one run)."""
+    if broker.dir not in _versions:
+        out = broker.ctl("version").stdout.strip()
+        m = re.match(r"(\d+)\.(\d+)", out)
+        assert m, out
+        _versions[broker.dir] = int(m.group(1)), int(m.group(2))
+    return _versions[broker.dir]
 
 
 def wait_for(predicate, timeout, what):
