@@ -224,11 +224,14 @@ def check_paced(got, due, n, rate, span):
     # In the order they came due: but a delivery that comes back from the
     # ladder after its slot (a loaded broker: CI's lanes share two cores)
     # goes when it comes, so a few may pass a neighbour (CONTRACT 7.10).
+    # How far: the slots a return 100 ms late (times LATE_SCALE) lets
+    # pass, at least 2 (a CI run of 2026-11-29 saw one pass 4 at 20/s).
     order = {mid: i for i, (_, mid) in enumerate(due)}
     moved = [(i, mid) for i, mid in enumerate(arrived)
              if abs(order[mid] - i) > 0]
+    far = max(2, round(rate * 0.1 * LATE_SCALE))
     assert len(moved) <= n // 20 and \
-        all(abs(order[mid] - i) <= 2 for i, mid in moved), (moved, arrived)
+        all(abs(order[mid] - i) <= far for i, mid in moved), (moved, arrived)
     at = [t for t, _, _ in got]
     # Over about n / rate seconds, never more than the pace in a second.
     assert span * 0.9 <= at[-1] - at[0] <= span * 1.25 * LATE_SCALE, \
