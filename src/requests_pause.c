@@ -201,8 +201,10 @@ requests_series_pauses(const struct requests *r, amqp_bytes_t id,
 			continue;
 		/* In force, and by one who may change the message. */
 		for (p = pause_list(r, 'S', name); p != NULL; p = p->next) {
-			if (p->until <= now || !(p->control || owner.len == 0 ||
-			                         pause_by(p, owner)))
+			amqp_bytes_t pauser = {p->by_len, (void *)p->by};
+
+			if (p->until <= now ||
+			    !requests_may_change(owner, pauser, p->control))
 				continue;
 			names |=
 			    i == 0 ? REQUESTS_BY_ID : REQUESTS_BY_MESSAGE_ID;
