@@ -119,8 +119,8 @@ class Collector(threading.Thread):
                           "the last arrival: the report may miss "
                           "duplicates" % SETTLE_S)
                     break
-                # Each look is a rabbitmqctl or two, an Erlang VM each:
-                # back to back they kept a core busy.
+                # Each look is a rabbitmqctl or two, an Erlang VM each
+                # (about 1 s of CPU on a quiet machine): once a second.
                 time.sleep(1.0)
         self.stopping = True
         self.join(10)
