@@ -159,6 +159,15 @@ struct route {
 	 * slots only it honours. */
 	int64_t slot;
 	amqp_bytes_t slot_by;
+	/*
+	 * x-cascade-back: when the hop it comes back from was to give it back,
+	 * Unix ms (now plus the level's TTL; its due time in a holding queue):
+	 * what it is late against when it comes back (the reorder window,
+	 * reorder.h), so that a wait on purpose (a pace's slot, a paused or
+	 * refusing target) is not taken for the broker's delay; 0: unknown (a
+	 * message of a daemon before it).  Read on return, set at each hop.
+	 */
+	int64_t back;
 	/* Parking: only cascade's own headers, the publisher's do not fit. */
 	int strip_headers;
 	/* x-cascade-id: the message's own, while it waits (events.h) */

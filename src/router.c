@@ -268,6 +268,20 @@ router_read_slot(const amqp_table_t *h, struct route *r)
 	}
 }
 
+/* When its last hop was to give it back: our own state, taken when in
+ * range. */
+static void
+router_read_back(const amqp_table_t *h, struct route *r)
+{
+	const amqp_field_value_t *v = headers_find(h, "x-cascade-back");
+	int64_t t;
+
+	r->back = 0;
+	if (v != NULL && headers_integer(v, &t) == 1 && t > 0 &&
+	    t <= SCHEDULE_TIME_MAX)
+		r->back = t;
+}
+
 /* name is prefix, or prefix followed by a dot and anything. */
 static int
 router_own_name(amqp_bytes_t prefix, amqp_bytes_t name)
@@ -387,6 +401,7 @@ router_decide(const struct router_params *p, enum route_source src,
 			r->has_expiration = 1;
 		router_read_refused(h, r);
 		router_read_slot(h, r);
+		router_read_back(h, r);
 		v = headers_find(h, "x-cascade-id");
 		if (v != NULL && headers_string(v, &r->id) < 0)
 			r->id = amqp_empty_bytes;
@@ -456,6 +471,7 @@ router_step(const struct router_params *p, struct route *r, int64_t now)
 	    (!p->hold_tail || remaining > ROUTER_NATIVE_HOLD_MS)) {
 		r->action = ROUTE_WAIT;
 		r->level = -1;
+		r->back = r->due;
 		return;
 	}
 	router_ladder_step(p, r, now);
@@ -501,4 +517,5 @@ router_hop(const struct router_params *p, struct route *r, int level,
 	r->left = remaining > p->ladder->ttl[level]
 	              ? remaining - p->ladder->ttl[level]
 	              : 0;
+	r->back = now + p->ladder->ttl[level];
 }

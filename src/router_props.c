@@ -174,6 +174,8 @@ router_props(const amqp_basic_properties_t *in, const struct route *r,
 			headers_put_i64(&t, "x-cascade-slot", r->slot);
 			headers_put_bytes(&t, "x-cascade-slot-by", r->slot_by);
 		}
+		if (r->back > 0)
+			headers_put_i64(&t, "x-cascade-back", r->back);
 		if (r->id.len > 0)
 			headers_put_bytes(&t, "x-cascade-id", r->id);
 		if (r->since > 0)

@@ -73,6 +73,8 @@ Test(router, props_on_hop)
 	expect_hdr_str(h, "x-cascade-exchange", "shop");
 	expect_hdr_str(h, "x-cascade-routing-key", "order.paid");
 	expect_hdr_int(h, "x-remaining-delay", 255000 - 128000);
+	/* Planned to come back when its level's TTL is over. */
+	expect_hdr_int(h, "x-cascade-back", NOW + 128000);
 	/* The publisher's own headers stay. */
 	expect_hdr_str(h, "trace-id", "abc");
 	expect_hdr_int(h, "tenant", 7);

@@ -196,4 +196,34 @@ Test(router, a_wait_carries_the_state_of_a_hop)
 	cr_assert_not_null(headers_find(&out.headers, "x-cascade-due"));
 	cr_assert_not_null(headers_find(&out.headers, "x-cascade-routing-key"));
 	cr_assert_null(headers_find(&out.headers, "x-delay"));
+	/* The holding queue gives it back at its due time. */
+	cr_assert_eq(r.back, NOW + 30000);
+}
+
+/* x-cascade-back, read when it comes back: kept when in range, else 0
+ * (its due time is what it is late against then). */
+Test(router, a_return_reads_its_planned_return)
+{
+	static const struct {
+		int64_t v;
+		int64_t want;
+	} cases[] = {{NOW - 5000, NOW - 5000}, {0, 0}, {-7, 0},
+	             {INT64_MAX, 0}};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tb t = {.n = 0};
+		amqp_basic_properties_t p;
+		struct route r;
+
+		tb_i64(&t, "x-cascade-due", NOW - 1000);
+		tb_str(&t, "x-cascade-exchange", "");
+		tb_str(&t, "x-cascade-routing-key", "orders");
+		tb_i64(&t, "x-cascade-back", cases[i].v);
+		p = props_of(&t);
+		props_fill(&p, "cascade");
+		decide(ROUTE_FROM_RETURN, &p, "cascade.return", NOW, &r);
+		cr_assert_eq(r.action, ROUTE_DELIVER, "case %zu", i);
+		cr_assert_eq(r.back, cases[i].want, "case %zu: %lld", i,
+		             (long long)r.back);
+	}
 }
