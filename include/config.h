@@ -110,6 +110,10 @@ enum tail_mode {
 	  "below one resolution step: hold in memory, or round up")            \
 	X(router, tail_margin, DUR, "250ms", 0, 3600000LL, NULL,               \
 	  "tail = hold: the last broker hop aims this early; held from there") \
+	X(router, reorder_window, DUR, "15s", 0, 300000LL, NULL,               \
+	  "deliveries back from the ladder over 1 s late wait as long as "     \
+	  "they are late, up to this long, and leave in due order; 0s: none "  \
+	  "waits")                                                             \
 	X(router, allowed_targets, STR, "*", 0, CONFIG_STR_MAX - 1, NULL,      \
 	  "exchange-name patterns cascade may deliver to (, or space apart)")  \
 	X(router, accept_unsigned_until, STR, "", 0, 63, NULL,                 \

@@ -82,6 +82,7 @@ struct message {
 
 	/* Where it goes (router.h); routed once set. */
 	int routed;
+	int reordered; /* past the reorder window's check (daemon_reorder.c) */
 	struct route route;
 
 	/* Its publish; the outbox's lists link it. */

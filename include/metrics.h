@@ -72,6 +72,11 @@ struct metrics {
 	uint64_t nacks;     /* basic.nack: published again later */
 	uint64_t returns;   /* basic.return: unroutable */
 	uint64_t held_total;
+	/* Deliveries back from the ladder over a second past due, and the
+	 * reorder window (reorder.h): held now, held, let out early. */
+	uint64_t overdue_returns;
+	unsigned reorder_waiting;
+	uint64_t reorder_total, reorder_early;
 	uint64_t reconnects;
 	/* events.h: first sights by how far ahead they are due, records
 	 * written, records not written (connection blocked), cancellations

@@ -33,4 +33,12 @@ size_t prom_targets_parse(char *text, struct prom_target *t, size_t max);
  */
 const char *prom_wait_mode(const char *text);
 
+/*
+ * The value of the unlabelled sample `name` in text (a counter or gauge of
+ * its own, as cascade_overdue_returns_total): 1 and *v, or 0 when text
+ * has none (an older daemon) or it is not a number.  Call before
+ * prom_targets_parse, which cuts text.
+ */
+int prom_value(const char *text, const char *name, double *v);
+
 #endif

@@ -289,6 +289,7 @@ daemon_run(const struct config *cfg)
 	daemon_replay_init(d);
 	daemon_series_init(d);
 	daemon_scan_init(d);
+	daemon_reorder_init(d);
 	ev_init(&d->stop_timer, on_stop_timeout);
 	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&d->sigint, on_signal, SIGINT);
@@ -343,6 +344,7 @@ daemon_run(const struct config *cfg)
 	         d->m.reconnects);
 	empty_amqp_pool(&d->scratch);
 	acks_free(&d->acks);
+	daemon_reorder_free(d);
 	targets_free(&d->targets);
 	requests_free(&d->requests);
 	zone_cache_free(&d->zones);

@@ -60,6 +60,10 @@ daemon_drop_held(struct daemon *d)
 		TAILQ_REMOVE(&d->held, m, link);
 		daemon_give_back(&m->out, d);
 	}
+	/* And the overdue ones waiting in the reorder window. */
+	ev_timer_stop(d->loop, &d->reorder_timer);
+	while ((m = reorder_drain(&d->reorder)) != NULL)
+		daemon_give_back(&m->out, d);
 }
 
 void

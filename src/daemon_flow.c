@@ -9,7 +9,8 @@
  * daemon_publish's, so tests/unit/test_daemon_flow.c links this file alone
  * with a stub publisher.
  *
- * Owns: held, next_shard.
+ * Owns: held, next_shard, reorder, reorder_timer, overdue_unlogged,
+ * overdue_worst, overdue_logged_at.
  * Calls into: daemon_events (requests, the facts, drops), daemon_publish
  * (publish, park, retry, lookups).
  */
@@ -235,6 +236,141 @@ daemon_may_stop(const struct daemon *d, const struct message *m)
 }
 
 /*
+ * Overdue deliveries back from the ladder in due order (reorder.h): a
+ * delivery to its target that came back from a return queue more than a
+ * second past its due time waits in the reorder window, unacked, and
+ * leaves in due order; its timer lets them out.  Deliveries on time are
+ * not held, and let out first their target's overdue ones due before
+ * them.  Every overdue return is counted, and logged at most once a
+ * minute with what makes them late and what to set.
+ */
+
+/* How often the log says that deliveries come back overdue. */
+#define OVERDUE_LOG_MS 60000
+
+static void
+arm(struct daemon *d)
+{
+	int64_t at = reorder_next_at(&d->reorder), now;
+
+	ev_timer_stop(d->loop, &d->reorder_timer);
+	if (at == INT64_MAX)
+		return;
+	now = duration_wall_ms();
+	ev_timer_set(&d->reorder_timer,
+	             at > now ? (double)(at - now) / 1000.0 : 0., 0.);
+	ev_timer_start(d->loop, &d->reorder_timer);
+}
+
+static void
+on_reorder(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, reorder_timer);
+	struct message *m;
+
+	(void)loop;
+	(void)revents;
+	while ((m = reorder_take(&d->reorder, duration_wall_ms())) != NULL)
+		daemon_send(d, m);
+	arm(d);
+}
+
+void
+daemon_reorder_init(struct daemon *d)
+{
+	size_t max = d->cfg->router_prefetch / 2;
+
+	/* Half the prefetch at most: the return queue's consumer keeps
+	 * receiving while the window holds its share. */
+	if (reorder_init(&d->reorder, d->cfg->router_reorder_window,
+	                 max > 0 ? max : 1) < 0)
+		fatalx("out_of_memory", " what=reorder%s", "");
+	ev_init(&d->reorder_timer, on_reorder);
+}
+
+void
+daemon_reorder_free(struct daemon *d)
+{
+	reorder_free(&d->reorder);
+}
+
+/* Counted, and said at most once a minute: a restart's stragglers come
+ * back over minutes, each level's in a batch. */
+static void
+overdue(struct daemon *d, const struct message *m, int64_t late)
+{
+	int64_t mono = duration_mono_ms();
+
+	d->m.overdue_returns++;
+	d->overdue_unlogged++;
+	if (late > d->overdue_worst)
+		d->overdue_worst = late;
+	if (d->overdue_logged_at != 0 &&
+	    mono - d->overdue_logged_at < OVERDUE_LOG_MS)
+		return;
+	d->overdue_logged_at = mono;
+	log_warn("overdue_returns",
+	         " count=%" PRIu64 " worst_late_ms=%" PRId64
+	         " queue=%s reorder_window_ms=%" PRId64
+	         " reason=\"deliveries came back from the ladder late: after "
+	         "a broker restart or a node's loss RabbitMQ's dead-letter "
+	         "worker resends what it could not hand over only after "
+	         "dead_letter_worker_publisher_confirm_timeout (180 s by "
+	         "default; conf/advanced.config sets 10 s; cascade-ctl status "
+	         "shows it); RabbitMQ 4.3 waits natively (mode = auto)\"",
+	         d->overdue_unlogged, d->overdue_worst,
+	         d->consumers[m->consumer].queue,
+	         d->cfg->router_reorder_window);
+	d->overdue_unlogged = 0;
+	d->overdue_worst = 0;
+}
+
+static int
+daemon_reorder(struct daemon *d, struct message *m)
+{
+	uint64_t key;
+	int64_t now, planned;
+	struct message *x;
+	void *out;
+
+	if (m->route.action != ROUTE_DELIVER ||
+	    (m->kind != MESSAGE_DELIVERY && m->kind != MESSAGE_HELD))
+		return 0;
+	key = reorder_key(m->route.exchange.bytes, m->route.exchange.len,
+	                  m->route.routing_key.bytes, m->route.routing_key.len);
+	now = duration_wall_ms();
+	/* Late against when its last hop was to give it back: a wait on
+	 * purpose (a pace's slot, a paused or refusing target) is not the
+	 * broker's delay.  A message of an earlier daemon: its due time. */
+	planned = m->route.back > 0 ? m->route.back : m->route.due;
+	if (planned < m->route.due)
+		planned = m->route.due;
+	if (!m->reordered && m->src == ROUTE_FROM_RETURN &&
+	    now - planned > REORDER_LATE_MS) {
+		m->reordered = 1;
+		overdue(d, m, now - planned);
+		if (reorder_overdue(&d->reorder, planned, now)) {
+			reorder_add(&d->reorder, m, m->route.due, key, now,
+			            &out);
+			arm(d);
+			if (out != m) {
+				if (out != NULL)
+					daemon_send(d, out);
+				return 1;
+			}
+		}
+	}
+	m->reordered = 1;
+	/* Going out now: first its target's overdue ones due before it. */
+	while ((x = reorder_take_before(&d->reorder, key, m->route.due)) !=
+	       NULL)
+		daemon_send(d, x);
+	if (d->reorder.n == 0)
+		ev_timer_stop(d->loop, &d->reorder_timer);
+	return 0;
+}
+
+/*
  * Whatever way a delivery comes to be published (judged just now, or
  * after a hold, a retry, a lookup, a channel reopened), a request in
  * force stops it: the last look (verdict_last_look), when it is about to
@@ -246,6 +382,9 @@ daemon_send(struct daemon *d, struct message *m)
 	struct verdict_facts f;
 	struct verdict v;
 
+	/* Overdue, back from the ladder: it waits for those due before it. */
+	if (daemon_reorder(d, m))
+		return;
 	if (m->route.action == ROUTE_DELIVER &&
 	    (m->kind == MESSAGE_DELIVERY || m->kind == MESSAGE_HELD) &&
 	    !m->series_step && daemon_may_stop(d, m) && !d->broken &&

@@ -33,6 +33,11 @@ daemon_overdue_ms(const struct daemon *d, int64_t now)
 	TAILQ_FOREACH(m, &d->held, link)
 		if (daemon_overdue_of(m, now) > worst)
 			worst = daemon_overdue_of(m, now);
+	for (size_t i = 0; i < d->reorder.n; i++) {
+		m = d->reorder.heap[i].item;
+		if (daemon_overdue_of(m, now) > worst)
+			worst = daemon_overdue_of(m, now);
+	}
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
 		TAILQ_FOREACH(it, lists[i], link) {
 			m = MESSAGE_OF(it);
@@ -97,6 +102,10 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 		d->m.in_flight =
 		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
 		d->m.held = message_count(&d->held);
+		d->m.reorder_waiting = (unsigned)d->reorder.n;
+		d->m.reorder_total = d->reorder.held_total;
+		d->m.reorder_early =
+		    d->reorder.forced_total + d->reorder.full_total;
 		d->m.retrying = outbox_count(&d->out.retry);
 		d->m.paused = outbox_count(&d->out.paused);
 		d->m.queued = outbox_count(&d->out.queued) +

@@ -26,7 +26,8 @@
  *   daemon_replay.c   the replay of P.cancels and P.series at connect and
  *                     their reading after, probes
  *   daemon_flow.c     a delivery judged once (verdict.h) and the verdict
- *                     carried out: publish, drop, hold, retry, look up
+ *                     carried out: publish, drop, hold, retry, look up;
+ *                     overdue ones back from the ladder in due order
  *   daemon_series.c   repeats: the next copy, the refresh of P.series
  *   daemon_events.c   records in P.events; requests published to P; what
  *                     the request state says of a message; drops
@@ -59,6 +60,7 @@
 #include "metrics.h"
 #include "outbox.h"
 #include "park.h"
+#include "reorder.h"
 #include "plan.h"
 #include "requests.h"
 #include "router.h"
@@ -181,6 +183,15 @@ struct daemon {
 	struct message_list held; /* the sub-resolution tail */
 	unsigned next_shard; /* round robin over the shards at first sight */
 
+	/* daemon_flow.c: overdue deliveries back from the ladder, in due
+	 * order (reorder.h); overdue returns not yet logged, the worst of
+	 * them, and when they were last logged (mono ms). */
+	struct reorder reorder;
+	ev_timer reorder_timer;
+	uint64_t overdue_unlogged;
+	int64_t overdue_worst;
+	int64_t overdue_logged_at;
+
 	/* daemon_ids.c: the request state read from P.cancels and P.series
 	 * (requests, claims, series), pruned when the map has this many
 	 * entries. */
@@ -276,7 +287,8 @@ int64_t daemon_overdue_of(const struct message *m, int64_t now);
 void daemon_note_overdue(struct daemon *d, int64_t late);
 int64_t daemon_overdue_recent(struct daemon *d);
 
-/* Drop the held tail (the broker redelivers it). */
+/* Drop the held tail and the reorder window (the broker redelivers
+ * them). */
 void daemon_drop_held(struct daemon *d);
 /* Drop everything held in memory: it is all unacked. */
 void daemon_drop_state(struct daemon *d);
@@ -405,6 +417,11 @@ void daemon_note(struct daemon *d, struct message *m, const struct verdict *v);
 /* Publish m (daemon_publish) after a last look at a delivery
  * (verdict_last_look).  Takes m. */
 void daemon_send(struct daemon *d, struct message *m);
+
+/* The reorder window of overdue deliveries back from the ladder (reorder.h,
+ * daemon_flow.c). */
+void daemon_reorder_init(struct daemon *d);
+void daemon_reorder_free(struct daemon *d);
 /* Carry out what the plan said. */
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
                  const char *why);

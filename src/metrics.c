@@ -215,6 +215,21 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	out_one(&o, "cascade_held_total", "counter",
 	        "Messages that were held for the sub-resolution tail.",
 	        m->held_total);
+	out_one(&o, "cascade_overdue_returns_total", "counter",
+	        "Deliveries that came back from the ladder over a second past "
+	        "their due time (a broker restart, a node's loss).",
+	        m->overdue_returns);
+	out_one(&o, "cascade_reorder_messages", "gauge",
+	        "Overdue deliveries waiting in the reorder window to leave in "
+	        "due order.",
+	        (uint64_t)m->reorder_waiting);
+	out_one(&o, "cascade_reorder_total", "counter",
+	        "Overdue deliveries that waited in the reorder window.",
+	        m->reorder_total);
+	out_one(&o, "cascade_reorder_early_total", "counter",
+	        "Deliveries let out of the reorder window before it ended: "
+	        "one had waited twice the window, or it was full.",
+	        m->reorder_early);
 	out_one(&o, "cascade_retrying_messages", "gauge",
 	        "Nacked publishes waiting to be published again.",
 	        (uint64_t)m->retrying);

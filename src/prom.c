@@ -78,6 +78,22 @@ prom_targets_parse(char *text, struct prom_target *t, size_t max)
 	return count;
 }
 
+int
+prom_value(const char *text, const char *name, double *v)
+{
+	char sample[PROM_NAME_MAX + 4];
+	const char *p;
+	char *end;
+	size_t n;
+
+	n = (size_t)snprintf(sample, sizeof(sample), "\n%s ", name);
+	if (n >= sizeof(sample) || (p = strstr(text, sample)) == NULL)
+		return 0;
+	p += n;
+	*v = strtod(p, &end);
+	return end != p && (*end == '\n' || *end == '\0' || *end == ' ');
+}
+
 const char *
 prom_wait_mode(const char *text)
 {

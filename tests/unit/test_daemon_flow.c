@@ -268,10 +268,20 @@ teardown(void)
 		TAILQ_REMOVE(&d.held, m, link);
 		message_free(m);
 	}
+	while ((m = reorder_drain(&d.reorder)) != NULL)
+		message_free(m);
+	reorder_free(&d.reorder);
 	outbox_drop(&d.out, message_free_item, NULL);
 	xcheck_drop(&d.xc, message_free_item, NULL);
 	targets_free(&d.targets);
 	message_spare_free();
+}
+
+void
+daemon_give_back(struct outbox_item *it, void *ctx)
+{
+	(void)ctx;
+	message_free(MESSAGE_OF(it));
 }
 
 TestSuite(daemon_flow, .init = setup, .fini = teardown);
@@ -393,6 +403,112 @@ Test(daemon_flow, a_shards_return_keeps_its_shard)
 	cr_assert_eq(r->shard, 2);
 	cr_assert_eq(scheduled(), 0, "scheduled at first sight only");
 	cr_assert_eq(d.next_shard, 0, "the round robin did not move");
+}
+
+/* A return of the shard 2 due `ago` ms ago, for the queue `key`. */
+static struct message *
+back(const char *key, int64_t ago)
+{
+	struct tb t = {.n = 0};
+
+	tb_i64(&t, "x-cascade-due", duration_wall_ms() - ago);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", key);
+	return delivery(2, "P.delay.s2.3", &t);
+}
+
+static void
+reorder_window(int64_t ms)
+{
+	cfg.router_reorder_window = ms;
+	cfg.router_prefetch = 1000;
+	daemon_reorder_init(&d);
+}
+
+/* Back from the ladder overdue, in any order: they leave in due order
+ * once the window is over. */
+Test(daemon_flow, overdue_returns_leave_in_due_order)
+{
+	static const int64_t ago[] = {5000, 2000, 4000, 3000};
+
+	reorder_window(300);
+	for (size_t i = 0; i < 4; i++)
+		daemon_message_done(&d, back("orders", ago[i]));
+	cr_assert_eq(calls.npublished, 0, "they wait for the window");
+	cr_assert_eq(d.m.overdue_returns, 4);
+	cr_assert_eq(d.reorder.n, 4);
+	settle();
+	cr_assert_eq(calls.npublished, 4);
+	for (unsigned i = 1; i < 4; i++)
+		cr_assert_lt(published(i - 1)->due, published(i)->due,
+		             "#%u leaves after #%u, due first", i, i - 1);
+	cr_assert_eq(published(0)->action, ROUTE_DELIVER);
+	cr_assert_eq(d.reorder.n, 0);
+}
+
+/* One on time is not held, and lets out first its target's overdue ones
+ * due before it; another target's keep their window. */
+Test(daemon_flow, one_on_time_goes_at_once_after_its_targets_overdue)
+{
+	reorder_window(60000);
+	daemon_message_done(&d, back("orders", 3000));
+	daemon_message_done(&d, back("billing", 4000));
+	daemon_message_done(&d, back("orders", 5000));
+	cr_assert_eq(calls.npublished, 0);
+	daemon_message_done(&d, back("orders", 0));
+	cr_assert_eq(calls.npublished, 3, "at once, the window is 60 s");
+	cr_assert_lt(published(0)->due, published(1)->due);
+	cr_assert_lt(published(1)->due, published(2)->due);
+	cr_assert(headers_bytes_eq(published(2)->routing_key,
+	                           amqp_cstring_bytes("orders")));
+	cr_assert_eq(d.reorder.n, 1, "billing's keeps waiting");
+	cr_assert_eq(d.m.overdue_returns, 3, "on time is not overdue");
+}
+
+/* Due 20 s ago, on a hop planned to come back `planned_ago` ms ago
+ * (x-cascade-back): a wait for a pace's slot, or a paused target's. */
+static struct message *
+back_planned(const char *key, int64_t planned_ago)
+{
+	struct tb t = {.n = 0};
+	int64_t now = duration_wall_ms();
+
+	tb_i64(&t, "x-cascade-due", now - 20000);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", key);
+	tb_i64(&t, "x-cascade-back", now - planned_ago);
+	return delivery(2, "P.delay.s2.3", &t);
+}
+
+/* Late against its due time on purpose, on time against its hop: it goes
+ * at once, and is not counted overdue. */
+Test(daemon_flow, a_wait_on_purpose_is_not_overdue)
+{
+	reorder_window(60000);
+	daemon_message_done(&d, back_planned("orders", 200));
+	cr_assert_eq(calls.npublished, 1, "not held");
+	cr_assert_eq(d.m.overdue_returns, 0);
+	cr_assert_eq(d.reorder.n, 0);
+}
+
+/* Late against its hop too (the broker held it): overdue, and held. */
+Test(daemon_flow, late_against_its_hop_is_overdue)
+{
+	reorder_window(60000);
+	daemon_message_done(&d, back_planned("orders", 3000));
+	cr_assert_eq(calls.npublished, 0, "held in the window");
+	cr_assert_eq(d.m.overdue_returns, 1);
+	cr_assert_eq(d.reorder.n, 1);
+}
+
+/* Without a window, overdue returns are counted and go at once. */
+Test(daemon_flow, a_zero_window_holds_nothing)
+{
+	reorder_window(0);
+	daemon_message_done(&d, back("orders", 5000));
+	daemon_message_done(&d, back("orders", 9000));
+	cr_assert_eq(calls.npublished, 2);
+	cr_assert_eq(d.m.overdue_returns, 2);
 }
 
 Test(daemon_flow, cancelled_is_dropped_unpublished)

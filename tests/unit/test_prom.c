@@ -84,3 +84,21 @@ Test(prom, the_wait_mode_is_the_sample_at_one)
 	                              "0\n"));
 	cr_assert_null(prom_wait_mode("cascade_info{version=\"1\"} 1\n"));
 }
+
+/* An unlabelled sample's value; not its prefix's, not a labelled one's. */
+Test(prom, a_value_of_its_own)
+{
+	static const char text[] =
+	    "# HELP cascade_overdue_returns_total x\n"
+	    "cascade_overdue_returns_total_x 9\n"
+	    "cascade_overdue_returns_total 42\n"
+	    "cascade_reorder_messages{shard=\"1\"} 3\n"
+	    "cascade_bad nope\n";
+	double v = -1;
+
+	cr_assert_eq(prom_value(text, "cascade_overdue_returns_total", &v), 1);
+	cr_assert_float_eq(v, 42.0, 1e-9);
+	cr_assert_eq(prom_value(text, "cascade_reorder_messages", &v), 0);
+	cr_assert_eq(prom_value(text, "cascade_bad", &v), 0);
+	cr_assert_eq(prom_value(text, "cascade_missing", &v), 0);
+}

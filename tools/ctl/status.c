@@ -85,6 +85,37 @@ status_json_queues(const char *key, const struct qinfo *q, unsigned n)
 	putchar(']');
 }
 
+/* What the daemon's /metrics said of overdue returns (status_targets),
+ * for status_dlx's advice: -1 when unknown. */
+static double overdue_returns = -1, reorder_waiting = -1;
+
+/* The daemon's overdue returns: text, or JSON members. */
+static void
+status_overdue(int known, const char *listen)
+{
+	if (opts.json) {
+		printf(",\"overdue_returns\":");
+		if (known && overdue_returns >= 0)
+			printf("%.0f", overdue_returns);
+		else
+			printf("null");
+		printf(",\"reorder_messages\":");
+		if (known && reorder_waiting >= 0)
+			printf("%.0f", reorder_waiting);
+		else
+			printf("null");
+		return;
+	}
+	if (!known || overdue_returns < 0)
+		return;
+	printf("overdue returns: %.0f since the daemon at %s started (came "
+	       "back from the ladder over 1 s past their time)",
+	       overdue_returns, listen);
+	if (reorder_waiting > 0)
+		printf(", %.0f waiting in the reorder window", reorder_waiting);
+	printf("\n");
+}
+
 /* The targets section of status: text, or a JSON member. */
 static void
 status_targets(const struct ctl *c)
@@ -100,10 +131,17 @@ status_targets(const struct ctl *c)
 		text = httpget_metrics(listen, why, sizeof(why));
 	if (text != NULL) {
 		mode = prom_wait_mode(text);
+		if (!prom_value(text, "cascade_overdue_returns_total",
+		                &overdue_returns))
+			overdue_returns = -1;
+		if (!prom_value(text, "cascade_reorder_messages",
+		                &reorder_waiting))
+			reorder_waiting = -1;
 		n = prom_targets_parse(text, t, TARGETS_SHOWN);
 	}
 	free(text);
 	if (opts.json) {
+		status_overdue(text != NULL, listen);
 		printf(",\"wait_mode\":");
 		json_write_or_null(stdout, mode != NULL, mode,
 		                   mode ? strlen(mode) : 0);
@@ -133,6 +171,7 @@ status_targets(const struct ctl *c)
 	}
 	printf("\nwaiting mode: %s (daemon at %s)\n",
 	       mode ? mode : "not chosen yet", listen);
+	status_overdue(1, listen);
 	if (n == 0) {
 		printf("\nno target has refused a delivery (daemon at %s)\n",
 		       listen);
@@ -175,6 +214,21 @@ status_dlx(const struct ctl *c)
 		printf("\ndead-letter re-send after a broker restart: unknown "
 		       "(%s); " DLX_CONSEQUENCE "\n",
 		       why);
+	}
+	/* Deliveries came back overdue, and the timeout is not known to be
+	 * short: say what holds them up, and what to set where. */
+	if (overdue_returns > 0 && (!known || ms == MGMT_DLX_DEFAULT_MS)) {
+		fflush(stdout);
+		fprintf(stderr,
+		        PROG ": warning: %.0f deliveries came back from the "
+		             "ladder overdue; after a broker restart or a node's "
+		             "loss RabbitMQ's dead-letter worker resends what it "
+		             "could not hand over only after " MGMT_DLX_KEY
+		             " (180 s by default): set it in the broker's "
+		             "advanced.config (conf/advanced.config: 10 s), or, "
+		             "on RabbitMQ 4.3 or later, let messages wait "
+		             "natively ([topology] mode = auto)\n",
+		        overdue_returns);
 	}
 	if (known && ms == MGMT_DLX_DEFAULT_MS) {
 		fflush(stdout);
