@@ -80,6 +80,10 @@ PLAN = {
     "test_console_browser": (HOST, "the pages in chromium: they do not "
                              "vary by broker, and the Debian roots would "
                              "need some 400 MB more for a browser"),
+    "test_restart_order": (EVERY, "a broker restart mid-delay, the "
+                           "plugin's own test: each broker's recovery and "
+                           "dead-letter worker, native waiting's holding "
+                           "queues, and the reorder window over both"),
     "test_publishers": (ONCE, "which header decides is cascade's own "
                         "logic; waiting changes nothing"),
     "test_publishers::test_an_amqp10_publisher_gets_its_delay_and_its_"
