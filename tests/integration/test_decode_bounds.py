@@ -213,7 +213,12 @@ def test_header_bombs_among_steady_traffic_cost_no_connection(client,
     among steady traffic by a publisher: every bomb is parked within 1 s
     of the broker confirming it,
     no connection is lost, and the other messages come as late as in the
-    same run without bombs (p99 within twice, and 50 ms)."""
+    same run without bombs: p99 within twice, or 100 ms more (times
+    LATE_SCALE).  With 40 messages p99 is the latest of them, so one stall
+    of a loaded machine decides it: make check saw 191 ms against 81 ms
+    calm on 2026-11-29 with 0 connections lost, and 100 ms bounded it
+    there.  What the test is for costs far more: a bomb that closes the
+    connection made the others late by 0.5 to 4.4 s (issue 46)."""
     d = daemon
     ex, q = target(client)
     calm, _ = steady(client, d, ex, q, bombs=False)
@@ -230,7 +235,7 @@ def test_header_bombs_among_steady_traffic_cost_no_connection(client,
     assert log.count(REFUSED) == len(bombed), log[-3000:]
     print("p99 lateness: %.3f s calm, %.3f s with %d bombs; slowest park "
           "%.3f s" % (p99(calm), p99(late), len(bombed), slowest))
-    assert p99(late) <= max(2 * p99(calm), p99(calm) + 0.05 * LATE_SCALE), \
+    assert p99(late) <= max(2 * p99(calm), p99(calm) + 0.1 * LATE_SCALE), \
         (p99(calm), p99(late))
     alive_and_ready(d)
 
