@@ -232,7 +232,7 @@ test-native:
 		$(NATIVE_TIERS)
 
 # A newcomer: a fresh minimal Debian 12 root (mmdebstrap, git and make
-# only), a clone of this repository's HEAD in it, the README's `make run`
+# only; a copy of the package test's bare root when there is one), a clone of this repository's HEAD in it, the README's `make run`
 # until the daemon is ready, and the README's first example against it.
 # As root; about ten minutes, most of it apt.  NEWCOMER_SUITE=trixie|forky
 # for Debian 13 or 14.

@@ -165,8 +165,10 @@ PLAN = {
     "test_shards::test_a_levels_shards_lead_on_different_nodes": (
         CLUSTERS, "leader placement over each metadata store, Mnesia and "
         "Khepri"),
-    "test_soak": (HOST, "a minute of random faults, on this machine's "
-                  "broker; longer soaks by hand on each (README)"),
+    "test_soak": ((), "a minute of random faults on a three-node cluster: "
+                  "make check-full only (test_faults has the kills, cuts, "
+                  "restarts and the node's loss it draws from); longer "
+                  "soaks by hand on each broker (README)"),
     "test_stuck": (EVERY, "backpressure, frames and redelivery counts: "
                    "each broker's and rabbitmq-c's"),
     "test_tls": (BROKERS, "TLS through each rabbitmq-c, and Proton's in "
