@@ -17,8 +17,9 @@ from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
 # them once.  (test_console is not one: its daemon and console start in a
 # second or two, so each worker starting its own beats running it all in
 # one.)
-ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43", "test_tls",
-              "test_trust", "test_trust_records")
+ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43",
+              "test_restart_order", "test_tls", "test_trust",
+              "test_trust_records")
 
 
 def pytest_configure(config):
