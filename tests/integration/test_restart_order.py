@@ -16,6 +16,14 @@ is not held, so the broker stays down here until the last of the seven
 has fallen due: the restart the window is for.  Each run prints every
 message's lateness; the latest must stay within the bound
 docs/rabbitmq-versions.md states ("After a broker restart").
+
+By hand, for docs/rabbitmq-versions.md's table:
+CASCADE_RESTART_AT_ONCE=1 restarts at once, as the plugin's test does
+(what falls due after the broker is back then goes on time, before the
+dead-letter worker's stragglers: the order assertion may fail, after the
+arrivals are printed), and CASCADE_RESTART_WAIT=S waits up to S s for
+the seven (RabbitMQ's default confirm timeout is 180 s:
+RABBITMQ_PRIVATE_DLX_CONFIRM_TIMEOUT=180000).
 """
 import os
 import shutil
@@ -114,9 +122,13 @@ def test_restart_before_the_delays_expire(restart_node, tmp_path):
     col = Collector(restart_node.url, q)
     sent = publish(restart_node, d.prefix, q)
     last_due = max(t + delay / 1000 for t, delay in sent.values())
-    restart_s = timed_restart(restart_node, down_until=last_due + 1)
+    at_once = os.environ.get("CASCADE_RESTART_AT_ONCE") == "1"
+    restart_s = timed_restart(restart_node,
+                              down_until=0 if at_once else last_due + 1)
     col.start()
-    col.wait_for(set(sent), timeout=(restart_s + BOUND_S) * LATE_SCALE + 30)
+    col.wait_for(set(sent), timeout=max(
+        (restart_s + BOUND_S) * LATE_SCALE + 30,
+        float(os.environ.get("CASCADE_RESTART_WAIT") or 0)))
     col.stopping = True
     judge("restart before the delays expire", restart_node, sent,
           col.arrivals, restart_s)
