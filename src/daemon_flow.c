@@ -238,8 +238,9 @@ daemon_may_stop(const struct daemon *d, const struct message *m)
 /*
  * Overdue deliveries back from the ladder in due order (reorder.h): a
  * delivery to its target that came back from a return queue more than a
- * second past its due time waits in the reorder window, unacked, and
- * leaves in due order; its timer lets them out.  Deliveries on time are
+ * second past its due time and its last hop's planned return
+ * (x-cascade-back) waits in the reorder window, unacked, and leaves in
+ * due order; its timer lets them out.  Deliveries on time are
  * not held, and let out first their target's overdue ones due before
  * them.  Every overdue return is counted, and logged at most once a
  * minute with what makes them late and what to set.
