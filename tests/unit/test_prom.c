@@ -88,12 +88,11 @@ Test(prom, the_wait_mode_is_the_sample_at_one)
 /* An unlabelled sample's value; not its prefix's, not a labelled one's. */
 Test(prom, a_value_of_its_own)
 {
-	static const char text[] =
-	    "# HELP cascade_overdue_returns_total x\n"
-	    "cascade_overdue_returns_total_x 9\n"
-	    "cascade_overdue_returns_total 42\n"
-	    "cascade_reorder_messages{shard=\"1\"} 3\n"
-	    "cascade_bad nope\n";
+	static const char text[] = "# HELP cascade_overdue_returns_total x\n"
+	                           "cascade_overdue_returns_total_x 9\n"
+	                           "cascade_overdue_returns_total 42\n"
+	                           "cascade_reorder_messages{shard=\"1\"} 3\n"
+	                           "cascade_bad nope\n";
 	double v = -1;
 
 	cr_assert_eq(prom_value(text, "cascade_overdue_returns_total", &v), 1);

@@ -207,8 +207,7 @@ Test(router, a_return_reads_its_planned_return)
 	static const struct {
 		int64_t v;
 		int64_t want;
-	} cases[] = {{NOW - 5000, NOW - 5000}, {0, 0}, {-7, 0},
-	             {INT64_MAX, 0}};
+	} cases[] = {{NOW - 5000, NOW - 5000}, {0, 0}, {-7, 0}, {INT64_MAX, 0}};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct tb t = {.n = 0};

@@ -220,14 +220,15 @@ status_dlx(const struct ctl *c)
 	if (overdue_returns > 0 && (!known || ms == MGMT_DLX_DEFAULT_MS)) {
 		fflush(stdout);
 		fprintf(stderr,
-		        PROG ": warning: %.0f deliveries came back from the "
-		             "ladder overdue; after a broker restart or a node's "
-		             "loss RabbitMQ's dead-letter worker resends what it "
-		             "could not hand over only after " MGMT_DLX_KEY
-		             " (180 s by default): set it in the broker's "
-		             "advanced.config (conf/advanced.config: 10 s), or, "
-		             "on RabbitMQ 4.3 or later, let messages wait "
-		             "natively ([topology] mode = auto)\n",
+		        PROG
+		        ": warning: %.0f deliveries came back from the "
+		        "ladder overdue; after a broker restart or a node's "
+		        "loss RabbitMQ's dead-letter worker resends what it "
+		        "could not hand over only after " MGMT_DLX_KEY
+		        " (180 s by default): set it in the broker's "
+		        "advanced.config (conf/advanced.config: 10 s), or, "
+		        "on RabbitMQ 4.3 or later, let messages wait "
+		        "natively ([topology] mode = auto)\n",
 		        overdue_returns);
 	}
 	if (known && ms == MGMT_DLX_DEFAULT_MS) {
