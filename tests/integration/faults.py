@@ -46,6 +46,15 @@ def stop_broker(b):
                    timeout=120)
 
 
+def own_broker():
+    """The body of a module's fixture for a broker of its own, which its
+    tests stop and start: started, given, then stopped and removed."""
+    b = start_broker()
+    yield b
+    stop_broker(b)
+    shutil.rmtree(b.dir, ignore_errors=True)
+
+
 def restart_broker(b):
     subprocess.run([BROKER_SCRIPT, "restart", b.dir], check=True,
                    capture_output=True, timeout=150)

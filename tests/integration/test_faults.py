@@ -6,15 +6,14 @@ with delays over several ladder levels, injects its fault while they are in
 flight, and counts what arrives."""
 import os
 import re
-import shutil
 import socket
 import threading
 import time
 
 import pytest
 
-from faults import (Collector, check, fast_daemon, idle, publish_batch,
-                    report, restart_broker, start_broker, start_cluster,
+from faults import (Collector, check, fast_daemon, idle, own_broker,
+                    publish_batch, report, restart_broker, start_cluster,
                     stop_broker, stop_cluster)
 from helpers import METRICS, Broker, http_get, wait_for
 
@@ -22,10 +21,7 @@ from helpers import METRICS, Broker, http_get, wait_for
 @pytest.fixture(scope="module")
 def fault_broker():
     """A broker of this module's own: these tests stop and start it."""
-    b = start_broker()
-    yield b
-    stop_broker(b)
-    shutil.rmtree(b.dir, ignore_errors=True)
+    yield from own_broker()
 
 
 def in_flight(col, sent, share=0.1, timeout=30):

@@ -26,13 +26,12 @@ the seven (RabbitMQ's default confirm timeout is 180 s:
 RABBITMQ_PRIVATE_DLX_CONFIRM_TIMEOUT=180000).
 """
 import os
-import shutil
 import time
 
 import pika
 import pytest
 
-from faults import Collector, fast_daemon, restart_broker, start_broker, \
+from faults import Collector, fast_daemon, own_broker, restart_broker, \
     stop_broker
 from helpers import LATE_SCALE, broker_version, wait_for
 
@@ -54,10 +53,7 @@ NATIVE_WINDOW = {"native_window": "10m"}
 @pytest.fixture(scope="module")
 def restart_node():
     """A broker of this module's own: these tests restart it."""
-    b = start_broker()
-    yield b
-    stop_broker(b)
-    shutil.rmtree(b.dir, ignore_errors=True)
+    yield from own_broker()
 
 
 def publish(node, prefix, queue):
