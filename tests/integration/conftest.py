@@ -10,7 +10,8 @@ import pytest
 
 import plan
 from faults import kill_fast_daemons
-from helpers import BROKER_SCRIPT, Broker, Certs, Client, Daemon, TlsBroker
+from helpers import (BROKER_SCRIPT, DAEMONS, Broker, Certs, Client, Daemon,
+                     TlsBroker, delete_queues)
 
 # Modules whose fixtures start brokers of their own for the module: under
 # pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
@@ -107,9 +108,13 @@ def daemon(daemon_factory):
 @pytest.fixture(autouse=True)
 def _no_fast_daemon_outlives_its_test():
     """A failed assertion must not leave a daemon of fast_daemon's
-    retrying forever."""
+    retrying forever.  Then the queues of the daemons the test made are
+    deleted (helpers.delete_queues; a module's own daemons, made before
+    its first test, keep theirs until its broker stops)."""
+    before = len(DAEMONS)
     yield
     kill_fast_daemons()
+    delete_queues(DAEMONS[before:])
 
 
 @pytest.fixture

@@ -426,11 +426,11 @@ def people(broker, d):
         "bob": User(broker, p + "-bob", "^$", "^%s$" % p, "^$"),
     }
     # To requeue a publisher's parked message as its owner.
-    broker.ctl("set_user_tags", made["ops"].name, "impersonator")
+    broker.set_user_tags(made["ops"].name, "impersonator")
     yield made
     for u in made.values():
         u.close()
-        broker.ctl("delete_user", u.name, check=False)
+        broker.delete_user(u.name)
 
 
 @pytest.fixture(scope="module")

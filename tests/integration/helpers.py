@@ -43,6 +43,163 @@ class Broker:
     def connect(self):
         return pika.BlockingConnection(pika.URLParameters(self.url))
 
+    def eval(self, expr, timeout=60, check=True):
+        """The value of Erlang expr on the node (expressions apart by
+        commas, a full stop at the end or not), printed as `rabbitmqctl
+        eval` prints it (~p); with check=False, None when it failed.
+
+        Through erl_call (Erlang's erl_interface, in erlang-base), a C
+        program that joins the node's distribution for one call: each
+        rabbitmqctl starts an Erlang VM of its own and loads the CLI, 0.4
+        to 1 s of CPU, and make check's polls of queues and its users
+        made and deleted by the hundred were a share of a saturated
+        machine's time.  erl_call prints an Erlang term its own way
+        (binaries as #Bin<...>), so the node writes ~p's text to a file
+        here and the call reads it."""
+        env = {}
+        with open(os.path.join(self.dir, "env")) as f:
+            for line in f:
+                m = re.match(r"(\w+)='?([^']*)'?$", line.strip())
+                if m:
+                    env[m.group(1)] = m.group(2)
+        with open(os.path.join(self.dir, ".erlang.cookie")) as f:
+            cookie = f.read().strip()
+        out = os.path.join(self.dir, "eval-%s.out" % uuid.uuid4().hex[:12])
+        body = expr.strip()
+        if body.endswith("."):
+            body = body[:-1]
+        form = ("CascadeEvalResult = begin %s end, ok = file:write_file("
+                "\"%s\", io_lib:format(\"~p~n\", [CascadeEvalResult])), "
+                "ok.\n" % (body, out))
+        r = subprocess.run([ERL_CALL, "-c", cookie, "-sname", env["NODE"],
+                            "-timeout", str(timeout), "-e"], input=form,
+                           capture_output=True, text=True,
+                           timeout=timeout + 10)
+        try:
+            if r.returncode == 0 and r.stdout.strip() == "{ok, ok}":
+                with open(out) as f:
+                    return f.read()
+        finally:
+            if os.path.exists(out):
+                os.unlink(out)
+        if check:
+            raise AssertionError("erl_call on %s failed: %s%s" % (
+                env["NODE"], r.stdout, r.stderr))
+        return None
+
+    def add_user(self, name, password, configure=None, write=None,
+                 read=None, tags=()):
+        """A user (with permissions on / when given, and tags): what
+        rabbitmqctl add_user, set_permissions and set_user_tags do, the
+        same calls, in one erl_call."""
+        calls = ["rabbit_auth_backend_internal:add_user(%s, %s, %s)" % (
+            erl_bin(name), erl_bin(password), ACTING)]
+        if configure is not None:
+            calls.append("rabbit_auth_backend_internal:set_permissions("
+                         "%s, <<\"/\">>, %s, %s, %s, %s)" % (
+                             erl_bin(name), erl_bin(configure),
+                             erl_bin(write), erl_bin(read), ACTING))
+        if tags:
+            calls.append("rabbit_auth_backend_internal:set_tags(%s, [%s], "
+                         "%s)" % (erl_bin(name),
+                                  ", ".join("'%s'" % t for t in tags),
+                                  ACTING))
+        out = self.eval("[%s]" % ", ".join(calls))
+        assert re.fullmatch(r"\[ok(,\s*ok)*\]\s*", out), out
+
+    def set_user_tags(self, name, *tags):
+        out = self.eval("rabbit_auth_backend_internal:set_tags(%s, [%s], %s)"
+                        % (erl_bin(name),
+                           ", ".join("'%s'" % t for t in tags), ACTING))
+        assert out.strip() == "ok", out
+
+    def delete_user(self, name):
+        """rabbitmqctl delete_user, without its failure when none is."""
+        self.eval("rabbit_auth_backend_internal:delete_user(%s, %s)" % (
+            erl_bin(name), ACTING), check=False)
+
+    def alive(self):
+        """Whether the node's VM runs (its pid file names a beam.smp)."""
+        try:
+            with open(os.path.join(self.dir, "pid")) as f:
+                pid = f.read().strip()
+            with open("/proc/%s/comm" % pid) as f:
+                return f.read().strip() == "beam.smp"
+        except (OSError, ValueError):
+            return False
+
+    def queue_counts(self):
+        """{name: (messages, messages_ready, messages_unacknowledged)} of
+        every queue of the virtual host /, as rabbitmqctl list_queues
+        shows them (a quorum queue's as of its last tick, every few
+        seconds); -1 where the queue cannot say."""
+        out = self.eval(QUEUE_COUNTS)
+        return {name: tuple(int(n) for n in nums.split(","))
+                for name, nums in re.findall(
+                    r'\{<<"([^"]+)">>,\s*\[([-\d,\s]+)\]\}', out)}
+
+
+ERL_CALL = "erl_call"
+# Who the tests' changes to users are logged as (rabbitmqctl's are
+# <<"rmq-cli">>).
+ACTING = '<<"cascade-tests">>'
+QUEUE_COUNTS = """
+[begin
+   I = case catch rabbit_amqqueue:info(Q, [messages, messages_ready,
+                                         messages_unacknowledged]) of
+           L when is_list(L) -> L;
+           _ -> []
+       end,
+   {element(4, amqqueue:get_name(Q)),
+    [case proplists:get_value(K, I) of N when is_integer(N) -> N; _ -> -1 end
+     || K <- [messages, messages_ready, messages_unacknowledged]]}
+ end
+ || Q <- rabbit_amqqueue:list(<<"/">>)]
+"""
+
+
+# Deletes, in a process of the node's own (the call returns at once), the
+# queues of the virtual host / whose names start with one of Ps, as
+# queue.delete does.
+DELETE_QUEUES = """
+Ps = [%s],
+spawn(fun() ->
+  [catch rabbit_amqqueue:delete(Q, false, false, <<"cascade-tests">>)
+   || Q <- rabbit_amqqueue:list(<<"/">>),
+      lists:any(fun(P) ->
+                    N = element(4, amqqueue:get_name(Q)),
+                    binary:longest_common_prefix([N, P]) =:= byte_size(P)
+                end, Ps)]
+end),
+ok
+"""
+
+
+def delete_queues(daemons):
+    """Delete the queues (the ladder, the return queues, the streams...:
+    every queue named PREFIX.*) of each of daemons that no longer runs,
+    on its broker when that still runs.
+
+    A test's daemon leaves some 13 quorum queues and 3 streams that
+    nothing uses again, and make check's session brokers gathered some
+    2,000 each: every quorum queue ticks every few seconds, so an idle
+    broker then spent 15 % of a core on them, on a machine the whole
+    check keeps busy."""
+    by = {}
+    for d in daemons:
+        if d.proc is None or d.proc.poll() is not None:
+            by.setdefault(d.broker.dir, (d.broker, set()))[1].add(d.prefix)
+    for b, prefixes in by.values():
+        if b.alive():
+            b.eval(DELETE_QUEUES % ", ".join(erl_bin(p + ".")
+                                             for p in sorted(prefixes)),
+                   timeout=10, check=False)
+
+
+def erl_bin(text):
+    """text as an Erlang binary literal."""
+    return "<<\"%s\">>" % text.replace("\\", "\\\\").replace('"', '\\"')
+
 
 _versions = {}
 
@@ -53,7 +210,7 @@ def broker_version(broker):
     check's load (a fixture that asked for every test of test_native was
     a quarter of the rabbitmqctl time sampled in one run)."""
     if broker.dir not in _versions:
-        out = broker.ctl("version").stdout.strip()
+        out = broker.eval("rabbit_misc:version()").strip().strip('"')
         m = re.match(r"(\d+)\.(\d+)", out)
         assert m, out
         _versions[broker.dir] = int(m.group(1)), int(m.group(2))
@@ -127,6 +284,10 @@ def write_config(path, url, sections):
             f.write("\n")
 
 
+# Every Daemon made, in order (conftest deletes the queues of a test's).
+DAEMONS = []
+
+
 class Daemon:
     """The real build/cascade, from a temp config with a unique prefix."""
 
@@ -151,6 +312,7 @@ class Daemon:
         write_config(self.config, broker.url, merged)
         self.logpath = os.path.join(tmpdir, self.prefix + ".log")
         self.proc = None
+        DAEMONS.append(self)
         # Run in the child before the daemon (a resource limit, say).
         self.preexec = None
 
@@ -452,7 +614,7 @@ class TlsBroker(Broker):
                    self.ca, certfile or self.server_cert,
                    keyfile or self.server_key,
                    "true" if fail_if_no_peer_cert else "false")
-        out = self.ctl("eval", "rabbit_networking:start_ssl_listener("
-                       "{\"127.0.0.1\", %d}, %s, 1)." % (port, opts))
-        assert out.stdout.strip() == "ok", out.stdout + out.stderr
+        out = self.eval("rabbit_networking:start_ssl_listener("
+                        "{\"127.0.0.1\", %d}, %s, 1)." % (port, opts))
+        assert out.strip() == "ok", out
         return port

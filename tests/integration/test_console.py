@@ -299,7 +299,7 @@ def test_a_reader_that_cannot_read_says_why(broker, d, tmp_module, people,
             c.stop()
     finally:
         blind.close()
-        broker.ctl("delete_user", blind.name, check=False)
+        broker.delete_user(blind.name)
 
 
 def reader_port(broker, c):

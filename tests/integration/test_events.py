@@ -547,13 +547,13 @@ def test_a_stalled_reading_of_cancellations_recovers(tmp_path):
         member = stream_member(d.prefix + ".cancels")
         # The first daemon wrote to the same log: count from here.
         readies = d.log().count("msg=ready")
-        on.ctl("eval", member + ", sys:suspend(Pid), ok.")
+        on.eval(member + ", sys:suspend(Pid), ok.")
         try:
             client.publish(d.prefix, "", b"", {"x-cascade-cancel": gone})
             d.wait_log("msg=cancellations_stalled", 60)
             d.wait_log("msg=ready", 30, count=readies + 1)
         finally:
-            on.ctl("eval", member + ", sys:resume(Pid), ok.", check=False)
+            on.eval(member + ", sys:resume(Pid), ok.", check=False)
         assert connected_to(d, [b, c]) is not on
         assert metric(d, "cascade_cancellations_stalls_total") == 1
         assert metric(d, "cascade_cancel_requests") == 1

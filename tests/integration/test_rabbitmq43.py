@@ -97,15 +97,11 @@ def test_consumer_timeout_loses_nothing_and_sticks_nothing(timeout_broker,
 
         # Nothing left unacknowledged or waiting anywhere.
         def settled():
-            out = broker.ctl("list_queues", "name", "messages_ready",
-                             "messages_unacknowledged", "--no-table-headers",
-                             "--quiet").stdout
-            rows = [line.split() for line in out.splitlines()
-                    if line.startswith(d.prefix + ".")
-                    and not line.startswith(d.prefix + ".events")
-                    and not line.startswith(d.prefix + ".cancels")
-                    and not line.startswith(d.prefix + ".series")]
-            return rows and all(r[1] == "0" and r[2] == "0" for r in rows)
+            rows = [n for name, n in broker.queue_counts().items()
+                    if name.startswith(d.prefix + ".") and
+                    name.split(".")[-1] not in ("events", "cancels",
+                                                "series")]
+            return rows and all(n[1] == 0 and n[2] == 0 for n in rows)
 
         wait_for(settled, 30, "every cascade queue empty and acknowledged")
     finally:

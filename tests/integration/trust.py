@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the trust tests (test_trust.py, test_trust_records.py) share:
 each attack is tried as a real broker user would, on a private RabbitMQ.
-Three kinds of user, made with rabbitmqctl for each test module (the
+Three kinds of user, made for each test module (the
 fixture users):
 
 - p_only: write on the exchange P only (what docs/operations.md gives a
@@ -47,9 +47,7 @@ class User:
     def __init__(self, broker, name, configure, write, read):
         self.broker, self.name = broker, name
         self.password = "pw-" + name
-        broker.ctl("add_user", name, self.password)
-        broker.ctl("set_permissions", "-p", "/", name, configure, write,
-                   read)
+        broker.add_user(name, self.password, configure, write, read)
         self.connect()
 
     def connect(self):
@@ -158,7 +156,7 @@ def users(broker, d, d2):
     yield made
     for u in made.values():
         u.close()
-        broker.ctl("delete_user", u.name, check=False)
+        broker.delete_user(u.name)
 
 
 @pytest.fixture(scope="module")
