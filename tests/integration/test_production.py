@@ -170,8 +170,7 @@ def test_log_level_warn_hides_info(client, daemon_factory, broker, tmp_path):
 
 def user_daemon(broker, daemon_factory, tmp_path, user, password, perms,
                 sections=None, start=True):
-    broker.ctl("add_user", user, password)
-    broker.ctl("set_permissions", "-p", "/", user, *perms)
+    broker.add_user(user, password, *perms)
     pwfile = tmp_path / ("pw-" + user)
     pwfile.write_text(password + "\n")
     host = broker.url.split("@", 1)[1]
@@ -208,7 +207,7 @@ def test_least_privilege_user_with_password_file(broker, client,
     with open(d.config) as f:
         assert password not in f.read()
     assert password not in d.log()
-    broker.ctl("delete_user", user)
+    broker.delete_user(user)
 
 
 def test_wrong_password_is_logged_without_the_password(broker,
@@ -225,14 +224,13 @@ def test_wrong_password_is_logged_without_the_password(broker,
     assert "ACCESS_REFUSED" in log or "login" in log, log
     assert "wrong-pw" not in log and "right-pw" not in log
     assert d.stop() == 0
-    broker.ctl("delete_user", user)
+    broker.delete_user(user)
 
 
 def test_password_from_the_environment(broker, client, daemon_factory,
                                        tmp_path, monkeypatch):
     user = "cascade-" + uuid.uuid4().hex[:6]
-    broker.ctl("add_user", user, "env-pw")
-    broker.ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+    broker.add_user(user, "env-pw", ".*", ".*", ".*")
     host = broker.url.split("@", 1)[1]
     monkeypatch.setenv("CASCADE_BROKER_PASSWORD", "env-pw")
     d = daemon_factory({"broker": {"url": "amqp://%s@%s" % (user, host)}})
@@ -240,7 +238,7 @@ def test_password_from_the_environment(broker, client, daemon_factory,
     client.publish(d.prefix, q, b"env", {"x-remaining-delay": 100})
     assert len(client.collect(q, 1, timeout=10)) == 1
     assert "env-pw" not in d.log()
-    broker.ctl("delete_user", user)
+    broker.delete_user(user)
 
 
 def test_tools_take_the_password_from_the_environment(broker, client, daemon):
@@ -249,8 +247,7 @@ def test_tools_take_the_password_from_the_environment(broker, client, daemon):
     password works, a wrong password is refused and not printed."""
     user = "tool-" + uuid.uuid4().hex[:6]
     password = "pw-" + uuid.uuid4().hex
-    broker.ctl("add_user", user, password)
-    broker.ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+    broker.add_user(user, password, ".*", ".*", ".*")
     host = broker.url.split("@", 1)[1]
     env = {"PATH": "/usr/bin:/bin",
            "CASCADE_BROKER_URL": "amqp://%s@%s" % (user, host),
@@ -276,7 +273,7 @@ def test_tools_take_the_password_from_the_environment(broker, client, daemon):
                        timeout=30)
     assert r.returncode == 1
     assert password not in r.stdout + r.stderr
-    broker.ctl("delete_user", user)
+    broker.delete_user(user)
 
 
 def test_metrics_on_port_0_takes_a_free_port_and_logs_it(daemon_factory):

@@ -50,8 +50,7 @@ def hops_by_shard(d):
 
 
 def queue_names(broker):
-    out = broker.ctl("list_queues", "name").stdout
-    return set(out.split())
+    return set(broker.queue_counts())
 
 
 def test_three_shards_deliver_everything_none_early_each_used(
