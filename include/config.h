@@ -93,7 +93,7 @@ enum tail_mode {
 	X(topology, drain_shards, UINT, "0", 0, LADDER_MAX_SHARDS, NULL,       \
 	  "shards of a former layout whose return queues are still "           \
 	  "consumed, their messages moved into this one; 0: none")             \
-	X(topology, mode, ENUM, "ladder", 0, 0, "ladder|native|auto",          \
+	X(topology, mode, ENUM, "auto", 0, 0, "ladder|native|auto",            \
 	  "how messages wait: the ladder of delay queues; native: their last " \
 	  "native_window in a RabbitMQ 4.3 holding queue; auto: native when "  \
 	  "the broker proves it can")                                          \

@@ -20,7 +20,7 @@ def env_num(name, default, kind=float):
 
 MINUTES = env_num("SOAK_MINUTES", 10)
 RATE = env_num("SOAK_RATE", 100)
-MODE = os.environ.get("SOAK_MODE", "ladder")
+MODE = os.environ.get("SOAK_MODE", "auto")
 FAULT_EVERY = env_num("SOAK_FAULT_EVERY", 40)
 ALERTS = os.environ.get("SOAK_ALERTS", "1") != "0"
 LATE_BOUND = env_num("SOAK_LATE_BOUND", 5)
