@@ -217,15 +217,16 @@ def broker_version(broker):
     return _versions[broker.dir]
 
 
-def wait_for(predicate, timeout, what):
-    """Poll predicate until it is true; fail naming what after timeout
-    seconds (what may be a function, asked then: it can say what was last
-    seen).  Tests wait on what they can observe, never a bare sleep."""
+def wait_for(predicate, timeout, what, every=0.1):
+    """Poll predicate every `every` seconds until it is true; fail naming
+    what after timeout seconds (what may be a function, asked then: it can
+    say what was last seen).  Tests wait on what they can observe, never a
+    bare sleep."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
-        time.sleep(0.1)
+        time.sleep(every)
     pytest.fail("timed out after %ss waiting for %s" %
                 (timeout, what() if callable(what) else what))
 
@@ -491,13 +492,13 @@ def parked(d):
 
 
 def free_port():
-    """A TCP port on loopback that nothing listens on right now."""
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A TCP port on loopback that nothing is bound to now, below the
+    kernel's ephemeral range, as the private brokers' ports are (see
+    tools/rabbitmq-private): a client's connection cannot take it before
+    whatever it is for listens on it."""
+    return int(subprocess.run([BROKER_SCRIPT, "port"], check=True,
+                              capture_output=True, text=True,
+                              timeout=30).stdout)
 
 
 def metrics_daemon(daemon_factory, **sections):

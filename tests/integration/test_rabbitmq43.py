@@ -103,7 +103,10 @@ def test_consumer_timeout_loses_nothing_and_sticks_nothing(timeout_broker,
                                                 "series")]
             return rows and all(n[1] == 0 and n[2] == 0 for n in rows)
 
-        wait_for(settled, 30, "every cascade queue empty and acknowledged")
+        # A quorum queue's counts change at its tick, every few seconds;
+        # each look is an erl_call (helpers.Broker.eval).
+        wait_for(settled, 30, "every cascade queue empty and acknowledged",
+                 every=0.5)
     finally:
         for q in (held_target, full_target):
             client.ch.queue_delete(q)
