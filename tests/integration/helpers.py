@@ -100,17 +100,12 @@ class Broker:
                              erl_bin(name), erl_bin(configure),
                              erl_bin(write), erl_bin(read), ACTING))
         if tags:
-            calls.append("rabbit_auth_backend_internal:set_tags(%s, [%s], "
-                         "%s)" % (erl_bin(name),
-                                  ", ".join("'%s'" % t for t in tags),
-                                  ACTING))
+            calls.append(set_tags_call(name, tags))
         out = self.eval("[%s]" % ", ".join(calls))
         assert re.fullmatch(r"\[ok(,\s*ok)*\]\s*", out), out
 
     def set_user_tags(self, name, *tags):
-        out = self.eval("rabbit_auth_backend_internal:set_tags(%s, [%s], %s)"
-                        % (erl_bin(name),
-                           ", ".join("'%s'" % t for t in tags), ACTING))
+        out = self.eval(set_tags_call(name, tags))
         assert out.strip() == "ok", out
 
     def delete_user(self, name):
@@ -194,6 +189,12 @@ def delete_queues(daemons):
             b.eval(DELETE_QUEUES % ", ".join(erl_bin(p + ".")
                                              for p in sorted(prefixes)),
                    timeout=10, check=False)
+
+
+def set_tags_call(name, tags):
+    """Erlang: give user name the tags (rabbitmqctl set_user_tags)."""
+    return "rabbit_auth_backend_internal:set_tags(%s, [%s], %s)" % (
+        erl_bin(name), ", ".join("'%s'" % t for t in tags), ACTING)
 
 
 def erl_bin(text):
