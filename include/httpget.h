@@ -21,6 +21,13 @@
 char *httpget_fetch(const char *host, const char *port, const char *path,
                     const char *auth, size_t max, int *status, char *why,
                     size_t whysize);
+/*
+ * GET path from the daemon at listen ([metrics] listen, HOST:PORT): as
+ * httpget_fetch, at most max bytes; a wildcard host (empty, 0.0.0.0, ::)
+ * is asked on loopback, and port 0 is refused with why.
+ */
+char *httpget_daemon(const char *listen, const char *path, size_t max,
+                     int *status, char *why, size_t whysize);
 /* GET /metrics from listen ([metrics] listen) into a malloc'd string;
  * NULL with why. */
 char *httpget_metrics(const char *listen, char *why, size_t whysize);

@@ -109,11 +109,11 @@ fail:
 }
 
 char *
-httpget_metrics(const char *listen, char *why, size_t whysize)
+httpget_daemon(const char *listen, const char *path, size_t max, int *status,
+               char *why, size_t whysize)
 {
-	char host[256], port[16], *text;
+	char host[256], port[16];
 	const char *perr;
-	int status = 0;
 
 	if (listen_parse(listen, host, sizeof(host), port, sizeof(port),
 	                 &perr) < 0) {
@@ -126,8 +126,22 @@ httpget_metrics(const char *listen, char *why, size_t whysize)
 		         "took (msg=metrics_listening)");
 		return NULL;
 	}
-	text = httpget_fetch(host, port, "/metrics", NULL, METRICS_MAX, &status,
-	                     why, whysize);
+	/* A daemon listening on every interface answers on loopback. */
+	if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	else if (strcmp(host, "::") == 0)
+		snprintf(host, sizeof(host), "::1");
+	return httpget_fetch(host, port, path, NULL, max, status, why, whysize);
+}
+
+char *
+httpget_metrics(const char *listen, char *why, size_t whysize)
+{
+	char *text;
+	int status = 0;
+
+	text = httpget_daemon(listen, "/metrics", METRICS_MAX, &status, why,
+	                      whysize);
 	if (text == NULL) {
 		char detail[128];
 		snprintf(detail, sizeof(detail), "%.120s", why);

@@ -15,7 +15,7 @@ import pytest
 from faults import (Collector, check, fast_daemon, idle, own_broker,
                     publish_batch, report, restart_broker, start_cluster,
                     stop_broker, stop_cluster)
-from helpers import METRICS, Broker, http_get, wait_for
+from helpers import METRICS, Broker, ctl, http_get, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +76,19 @@ def healthz(d):
     return http_get(d.metrics_url() + "/healthz")[0]
 
 
+def ctl_health(d):
+    """cascade-ctl health, the image's HEALTHCHECK, against d: its exit
+    status and what it printed."""
+    r = ctl(d, "health", "--metrics",
+            d.metrics_url().replace("http://", ""), rc=None)
+    return r.returncode, r.stdout.strip()
+
+
 @pytest.mark.slow
 def test_broker_stopped_and_started(fault_broker, tmp_path):
     d = fast_daemon(fault_broker, tmp_path, **METRICS).start()
     assert healthz(d) == 200
+    assert ctl_health(d) == (0, "ok")
     q = "restart-" + d.prefix
     # Other quorum queues on the node slow its restart down, as on a
     # shared broker (19 of 300 messages were once seen 180 s late with 130).
@@ -104,10 +113,13 @@ def test_broker_stopped_and_started(fault_broker, tmp_path):
     while time.time() < down:
         assert healthz(d) == 503
         time.sleep(0.2)
+    assert ctl_health(d) == (
+        1, "unhealthy (HTTP 503): not connected to the broker")
     restart_broker(fault_broker)
     d.wait_log("msg=ready", timeout=60, count=2)
     back = time.time()
     assert healthz(d) == 200
+    assert ctl_health(d) == (0, "ok")
     col.wait_for(set(sent), timeout=float(
         os.environ.get("CASCADE_FAULT_WAIT", "60")),
         settled=lambda: idle(fault_broker, d.prefix, q))

@@ -78,12 +78,15 @@ struct ctl_command {
 	 * c->err. */
 	int (*run)(struct ctl *c);
 	int error_status; /* on an error; 2 for cancel, where 1 says more */
+	int broker;       /* 1: run connected; 0: the config alone (health) */
 };
 
 /* Each command: status.c, errors.c, requeue.c, list.c, cancel.c. */
 extern const struct ctl_option status_options[], errors_options[],
     requeue_options[], list_options[], cancel_options[], reschedule_options[],
-    pause_options[];
+    pause_options[], health_options[];
+int health_option(struct ctl *c, const char *name, const char *arg);
+int health_run(struct ctl *c);
 int pause_option(struct ctl *c, const char *name, const char *arg);
 int pause_operands(int n, char **v);
 int resume_operands(int n, char **v);
@@ -122,6 +125,9 @@ int ctl_check_ids(const char *cmd, int n, char **v, const char *what);
  * the topology and connect (client_open).  -1 having said why on stderr.
  */
 int session_open(struct ctl *c, const char *path);
+/* The config and topology alone, for a command that needs no broker;
+ * session_close after it too. */
+int session_config(struct ctl *c, const char *path);
 /* A clean close: the broker has handled every ack and nack first. */
 void session_close(struct ctl *c);
 /* client_inspect of q->name on ch into q; -1 with c->cl.err. */

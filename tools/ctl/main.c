@@ -14,6 +14,7 @@
  *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
  *   cascade-ctl -c cascade.ini pause|resume [--target EXCHANGE[/KEY]] [ID...]
  *   cascade-ctl -c cascade.ini console [--listen HOST:PORT]
+ *   cascade-ctl -c cascade.ini health [--metrics HOST:PORT]
  *
  * This file is the grammar and the dispatch: the command table, the
  * common options (-c, -h), and the session's life around one command.
@@ -32,15 +33,17 @@
 #include "stackroom.h"
 
 static const struct ctl_command commands[] = {
-    {"status", status_options, status_option, NULL, status_run, 1},
-    {"errors", errors_options, errors_option, NULL, errors_run, 1},
-    {"requeue", requeue_options, requeue_option, NULL, requeue_run, 1},
-    {"list", list_options, list_option, NULL, list_run, 1},
-    {"cancel", cancel_options, cancel_option, cancel_operands, cancel_run, 2},
+    {"status", status_options, status_option, NULL, status_run, 1, 1},
+    {"errors", errors_options, errors_option, NULL, errors_run, 1, 1},
+    {"requeue", requeue_options, requeue_option, NULL, requeue_run, 1, 1},
+    {"list", list_options, list_option, NULL, list_run, 1, 1},
+    {"cancel", cancel_options, cancel_option, cancel_operands, cancel_run, 2,
+     1},
     {"reschedule", reschedule_options, reschedule_option, reschedule_operands,
-     reschedule_run, 2},
-    {"pause", pause_options, pause_option, pause_operands, pause_run, 2},
-    {"resume", pause_options, pause_option, resume_operands, resume_run, 2},
+     reschedule_run, 2, 1},
+    {"pause", pause_options, pause_option, pause_operands, pause_run, 2, 1},
+    {"resume", pause_options, pause_option, resume_operands, resume_run, 2, 1},
+    {"health", health_options, health_option, NULL, health_run, 1, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -102,6 +105,10 @@ usage(FILE *fp)
 	    "  resume ID...        resume it: its next occurrence after now "
 	    "is delivered,\n"
 	    "                      with what it missed\n"
+	    "  health              the daemon's /healthz: exit 0 while it "
+	    "is connected and\n"
+	    "                      consuming, else 1 (a container's health "
+	    "check)\n"
 	    "  console             serve the browser console "
 	    "(cascade-console) on\n"
 	    "                      --listen HOST:PORT (default [console] "
@@ -159,6 +166,10 @@ usage(FILE *fp)
 	    "                      15672; without it, HOST, user and password "
 	    "of an amqp://\n"
 	    "                      broker URL; empty: not asked\n"
+	    "      --metrics HOST:PORT\n"
+	    "                      health: the daemon's address (default "
+	    "[metrics] listen;\n"
+	    "                      a wildcard host is asked on loopback)\n"
 	    "  -h, --help          this text\n"
 	    "\n"
 	    "CASCADE_BROKER_URL, when set, overrides the URL, and "
@@ -367,7 +378,8 @@ main(int argc, char *argv[])
 	c.now = duration_wall_ms();
 	if ((cmd = main_parse(&c, argc, argv, &path, &rc)) == NULL)
 		return rc;
-	if (session_open(&c, path) < 0)
+	if ((cmd->broker ? session_open(&c, path) : session_config(&c, path)) <
+	    0)
 		return cmd->error_status;
 	rc = cmd->run(&c);
 	fflush(stdout);

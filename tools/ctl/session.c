@@ -10,7 +10,7 @@
 #include "ctl.h"
 
 int
-session_open(struct ctl *c, const char *path)
+session_config(struct ctl *c, const char *path)
 {
 	const char *why;
 
@@ -31,6 +31,14 @@ session_open(struct ctl *c, const char *path)
 		fprintf(stderr, PROG ": %s\n", why);
 		return -1;
 	}
+	return 0;
+}
+
+int
+session_open(struct ctl *c, const char *path)
+{
+	if (session_config(c, path) < 0)
+		return -1;
 	if (client_open(&c->cl, &c->cfg, &c->topo) < 0) {
 		fprintf(stderr, PROG ": %s\n", c->cl.err);
 		topology_free(&c->topo);
