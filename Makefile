@@ -55,8 +55,9 @@ LIB := $(BUILD)/libcascade.a
 
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
+	image test-image \
 	test-soak test-browser check check-calls \
-	run deps deps-clients deps-browser node-clients \
+	run deps deps-clients deps-browser deps-image node-clients \
 	fuzz install deb test-deb \
 	uninstall \
 	format format-check clean
@@ -129,12 +130,12 @@ test: deps deps-clients
 # modes, the sanitized fast tier, the fuzzers for a bounded time and a
 # newcomer's make run, in two lanes side by side (tools/check).  Each part
 # says how long it took, and the table at the end.
-check: deps deps-clients deps-browser node-clients
+check: deps deps-clients deps-browser deps-image node-clients
 	tools/check
 
 # Every test on every run, as by hand before resolving an issue that
 # changes how cascade talks to the broker (docs/development.md says which).
-check-full: deps deps-clients deps-browser node-clients
+check-full: deps deps-clients deps-browser deps-image node-clients
 	tools/check --full
 
 # Everything the unit and integration tests run, built (tools/check
@@ -185,7 +186,7 @@ PYTEST_BASE := TMPDIR=$(TEST_TMPDIR) CASCADE_BUILD=$(BUILD) \
 PYTEST := $(PYTEST_BASE) -n $(TEST_JOBS)
 integration: all
 	$(PYTEST) -m "not cluster and $(if $(INTEGRATION_SLOW),,not slow and )not \
-		newcomer and not soak and not browser" \
+		newcomer and not soak and not browser and not image" \
 		$(PYTEST_ARGS) $(TESTS)
 
 # The single-broker tests that take over 10 s each (a few minutes in all).
@@ -239,6 +240,24 @@ test-native:
 NEWCOMER_SUITE ?= bookworm
 test-newcomer:
 	NEWCOMER_SUITE=$(NEWCOMER_SUITE) $(PYTEST_BASE) -n 0 -m newcomer \
+		$(PYTEST_ARGS) $(TESTS)
+
+# The container image (conf/container/Containerfile): make image builds
+# it as IMAGE with podman or docker, whichever is here (tools/image).
+# make test-image installs podman, makes the base image from Debian's
+# packages when the engine lacks it (no registry here), builds the image
+# as IMAGE_TEST and runs tests/integration/test_image.py against it: as
+# root, about three minutes on a fresh machine.
+IMAGE ?= cascade:latest
+IMAGE_TEST ?= localhost/cascade:test
+image:
+	tools/image build $(IMAGE)
+test-image: deps-image
+	@mkdir -p $(BUILD)
+	tools/image base
+	tools/image build $(IMAGE_TEST) >$(BUILD)/image-build.log 2>&1 || \
+		{ cat $(BUILD)/image-build.log; exit 1; }
+	CASCADE_IMAGE=$(IMAGE_TEST) $(PYTEST_BASE) -n 0 -m image \
 		$(PYTEST_ARGS) $(TESTS)
 
 # The Grafana dashboard (conf/grafana) against Grafana's published schema
@@ -295,6 +314,11 @@ deps:
 
 deps-browser:
 	@tools/install-deps --browser
+
+# podman, runc and mmdebstrap, for make test-image (and make check, which
+# runs it).
+deps-image:
+	@tools/install-deps --image
 
 # The clients docs/clients.md's snippets are run with (some 500 MB):
 # make test and make check need them, make run does not.

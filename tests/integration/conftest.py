@@ -37,6 +37,9 @@ def pytest_configure(config):
         "markers", "newcomer: a fresh Debian root, make run in it (make "
         "test-newcomer); needs root and Debian's mirror")
     config.addinivalue_line(
+        "markers", "image: runs the container image under podman (make "
+        "test-image, which builds it); needs root")
+    config.addinivalue_line(
         "markers", "browser: drives Debian's chromium through selenium "
         "(make test-browser, which installs them); make test leaves it out")
     config.addinivalue_line(

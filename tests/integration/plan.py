@@ -196,6 +196,9 @@ PLAN = {
                            "logic (every daemon's start reads P.series on "
                            "every broker)"),
     "test_newcomer": (HOST, "a fresh Debian 12 root (make test-newcomer)"),
+    "test_image": (HOST, "the container image (Debian 12 slim, "
+                   "rabbitmq-c 0.11) against this machine's broker, "
+                   "under podman and runc (make test-image)"),
 }
 
 

@@ -438,3 +438,87 @@ def test_ci_can_install_its_packages_in_one_apt_get():
     r = subprocess.run(["apt-get", "install", "-s", "-qq", *pkgs],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_the_container_examples_match_the_image_and_the_contract():
+    """docs/examples' compose file and Kubernetes manifests, which no test
+    here can run (a cluster; a registry), checked for what can be: they
+    parse, they build the repository's Containerfile, the config each
+    mounts passes `cascade --check`, and their user, ports, probe paths,
+    mount paths and variables are the image's and the contract's."""
+    import yaml
+
+    ex = os.path.join(ROOT, "docs", "examples")
+    with open(os.path.join(ROOT, "conf", "container", "Containerfile")) as f:
+        cf = f.read()
+    user = re.search(r"^USER (\d+):(\d+)$", cf, re.M).groups()
+    exposed = re.search(r"^EXPOSE (.*)$", cf, re.M).group(1).split()
+    assert "9464" in exposed
+    with open(os.path.join(ROOT, "docs", "CONTRACT.md")) as f:
+        contract = f.read()
+    for path in ("/healthz", "/metrics"):
+        assert "**`%s`**" % path in contract
+    env = contract_section("5.2")
+    assert "`CASCADE_BROKER_URL`" in env
+
+    def check_config(text, where):
+        """The mounted config: it loads (the password from the
+        environment, which wins over password_file) and listens for
+        probes on every interface at the exposed port."""
+        path = os.path.join(tempfile.mkdtemp(), "cascade.ini")
+        with open(path, "w") as f:
+            f.write(text)
+        e = clean_env()
+        e["CASCADE_BROKER_PASSWORD"] = "x"
+        r = subprocess.run([os.path.join(BUILD, "cascade"), "-c", path,
+                            "--check"], capture_output=True, text=True,
+                           timeout=30, env=e)
+        assert r.returncode == 0, (where, r.stdout, r.stderr)
+        assert re.search(r"^listen = :9464$", text, re.M), where
+        return re.search(r"^password_file = (\S+)$", text, re.M).group(1)
+
+    with open(os.path.join(ex, "compose.yaml")) as f:
+        compose = yaml.safe_load(f)
+    c = compose["services"]["cascade"]
+    assert c["build"]["dockerfile"] == "conf/container/Containerfile"
+    assert os.path.exists(os.path.join(ex, c["build"]["context"],
+                                       c["build"]["dockerfile"]))
+    assert c["user"] == "%s:%s" % user and c["read_only"] is True
+    assert c["ports"] == ["127.0.0.1:9464:9464"]
+    cfg = compose["configs"][c["configs"][0]["source"]]["file"]
+    assert c["configs"][0]["target"] == "/etc/cascade/cascade.ini"
+    with open(os.path.join(ex, cfg)) as f:
+        pw = check_config(f.read(), "compose.yaml's config")
+    assert pw == "/run/secrets/" + c["secrets"][0]
+    adv = compose["services"]["rabbitmq"]["volumes"][0].split(":")[0]
+    assert os.path.exists(os.path.join(ex, adv))
+
+    with open(os.path.join(ex, "kubernetes.yaml")) as f:
+        docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
+    assert set(docs) == {"Secret", "ConfigMap", "Deployment",
+                         "PodDisruptionBudget", "Service", "ServiceMonitor"}
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    assert docs["Deployment"]["spec"]["replicas"] >= 2
+    sc = pod["securityContext"]
+    assert (str(sc["runAsUser"]), str(sc["runAsGroup"])) == user
+    box = pod["containers"][0]
+    assert box["securityContext"]["readOnlyRootFilesystem"] is True
+    assert box["args"] == ["cascade", "-c", "/etc/cascade/cascade.ini"]
+    assert box["ports"] == [{"name": "metrics", "containerPort": 9464}]
+    assert box["readinessProbe"]["httpGet"] == {"path": "/healthz",
+                                                "port": "metrics"}
+    assert box["livenessProbe"]["httpGet"] == {"path": "/metrics",
+                                               "port": "metrics"}
+    assert [e["name"] for e in box["env"]] == ["CASCADE_BROKER_URL"]
+    mounts = {m["name"]: m["mountPath"] for m in box["volumeMounts"]}
+    assert mounts["config"] == "/etc/cascade"
+    ini = docs["ConfigMap"]["data"]["cascade.ini"]
+    pw = check_config(ini, "kubernetes.yaml's ConfigMap")
+    vol = [v for v in pod["volumes"] if v["name"] == "broker"][0]
+    item = vol["secret"]["items"][0]
+    assert pw == mounts["broker"] + "/" + item["path"]
+    assert item["key"] in docs["Secret"]["stringData"]
+    assert pod["terminationGracePeriodSeconds"] > 10  # stop_timeout
+    svc = docs["Service"]["spec"]["ports"][0]
+    assert svc["name"] == "metrics" and svc["port"] == 9464
+    assert docs["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == "metrics"
