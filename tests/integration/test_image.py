@@ -42,7 +42,7 @@ RUN_FLAGS = ["--runtime", "runc", "--network", "host",
              "--ulimit", "nofile=%d:%d" % (NOFILE, NOFILE),
              "--ulimit", "nproc=4096:4096"]
 # As documented: no write anywhere, a user that is not root.
-LOCKED = ["--read-only", "--user", "10001:10001"]
+LOCKED = ["--read-only", "--read-only-tmpfs=false", "--user", "10001:10001"]
 
 
 def podman(*args, check=True, timeout=120):
@@ -261,7 +261,8 @@ def test_the_console_from_the_image_serves_its_login_page(
     of the kind OpenShift assigns, group 0), read-only."""
     port = free_port()
     env = {"CASCADE_BROKER_URL": image_broker.url}
-    c = containers("--read-only", "--user", "23456:0", "--no-healthcheck",
+    c = containers("--read-only", "--read-only-tmpfs=false", "--user",
+                   "23456:0", "--no-healthcheck",
                    IMAGE, "cascade-console", "-c",
                    "/etc/cascade/cascade.ini", "--listen",
                    "127.0.0.1:%d" % port, env=env).run()
