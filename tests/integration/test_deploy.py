@@ -485,9 +485,10 @@ def test_the_container_examples_match_the_image_and_the_contract():
                                        c["build"]["dockerfile"]))
     assert c["user"] == "%s:%s" % user and c["read_only"] is True
     assert c["ports"] == ["127.0.0.1:9464:9464"]
-    cfg = compose["configs"][c["configs"][0]["source"]]["file"]
-    assert c["configs"][0]["target"] == "/etc/cascade/cascade.ini"
-    with open(os.path.join(ex, cfg)) as f:
+    cfg = [v.split(":")[0] for v in c["volumes"]
+           if v.split(":")[1] == "/etc/cascade/cascade.ini"]
+    assert len(cfg) == 1, c["volumes"]
+    with open(os.path.join(ex, cfg[0])) as f:
         pw = check_config(f.read(), "compose.yaml's config")
     assert pw == "/run/secrets/" + c["secrets"][0]
     adv = compose["services"]["rabbitmq"]["volumes"][0].split(":")[0]
@@ -519,6 +520,16 @@ def test_the_container_examples_match_the_image_and_the_contract():
     assert pw == mounts["broker"] + "/" + item["path"]
     assert item["key"] in docs["Secret"]["stringData"]
     assert pod["terminationGracePeriodSeconds"] > 10  # stop_timeout
+    labels = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    for kind in ("Service", "PodDisruptionBudget"):
+        sel = docs[kind]["spec"]["selector"]
+        sel = sel.get("matchLabels", sel)
+        assert sel.items() <= labels.items(), (kind, sel, labels)
+    assert docs["Deployment"]["spec"]["selector"]["matchLabels"].items() \
+        <= labels.items()
+    sm = docs["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
+    assert sm.items() <= docs["Service"]["metadata"]["labels"].items()
+    assert item["mode"] & 0o040 and sc["fsGroup"] == int(user[1])
     svc = docs["Service"]["spec"]["ports"][0]
     assert svc["name"] == "metrics" and svc["port"] == 9464
     assert docs["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == "metrics"

@@ -29,11 +29,18 @@ image() {
 			--read-only --read-only-tmpfs=false \
 			-e CASCADE_BROKER_URL="$url" "$img" \
 			cascade -c /etc/cascade/cascade.ini >/dev/null 2>&1
-		until podman logs "$name" 2>&1 | grep -q msg=ready; do
+		for _ in $(seq 3000); do
+			podman logs "$name" 2>&1 | grep -q msg=ready && break
 			sleep 0.02
 		done
+		podman logs "$name" 2>&1 | grep -q msg=ready || {
+			podman logs "$name" >&2
+			podman rm -f "$name" >/dev/null 2>&1
+			exit 1
+		}
 		ready=$(date +%s.%N)
-		until podman healthcheck run "$name" >/dev/null 2>&1; do
+		for _ in $(seq 3000); do
+			podman healthcheck run "$name" >/dev/null 2>&1 && break
 			sleep 0.02
 		done
 		healthy=$(date +%s.%N)

@@ -69,7 +69,7 @@ health_run(struct ctl *c)
 	}
 	/* The body as the daemon wrote it, on one line, printable bytes
 	 * only: it is a container runtime's health log. */
-	for (char *p = body; *p != '\0'; p++)
+	for (unsigned char *p = (unsigned char *)body; *p != '\0'; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			*p = ' ';
 	n = strlen(body);
