@@ -236,14 +236,20 @@ daemon_may_stop(const struct daemon *d, const struct message *m)
 }
 
 /*
- * Overdue deliveries back from the ladder in due order (reorder.h): a
- * delivery to its target that came back from a return queue more than a
- * second past its due time and its last hop's planned return
- * (x-cascade-back) waits in the reorder window, unacked, and leaves in
- * due order; its timer lets them out.  Deliveries on time are
- * not held, and let out first their target's overdue ones due before
- * them.  Every overdue return is counted, and logged at most once a
- * minute with what makes them late and what to set.
+ * Overdue deliveries in due order (reorder.h): a delivery to its target
+ * that came back from a return queue more than a second past its due time
+ * and its last hop's planned return (x-cascade-back), that P.ingress
+ * handed out again (the broker's redelivered flag: a daemon had it when
+ * it stopped or lost its connection), or that a holding queue gave back
+ * without having held it until its due time (x-opt-delivery-time), more
+ * than a second past its due time, waits in the reorder window, unacked,
+ * and leaves in due order; its timer lets them out.  Deliveries on time
+ * are not held, nor a first delivery from P.ingress that asked for a
+ * time already past, nor one a holding queue held until its time (the
+ * broker releases those in due order), and each
+ * lets out first its target's overdue ones due before it.  Every overdue
+ * return is counted, and logged at most once a minute with what makes
+ * them late and what to set.
  */
 
 /* How often the log says that deliveries come back overdue. */
@@ -346,10 +352,19 @@ daemon_reorder(struct daemon *d, struct message *m)
 	planned = m->route.back > 0 ? m->route.back : m->route.due;
 	if (planned < m->route.due)
 		planned = m->route.due;
-	if (!m->reordered && m->src == ROUTE_FROM_RETURN &&
+	/* After a broker's restart a holding queue gives back first what a
+	 * daemon had taken and not yet given back with its due time (4.3
+	 * returns to the front), before what it held until its time: seen
+	 * as the first of seven, 15 s late; and P.ingress redelivers what a
+	 * daemon was moving, beside them.  Those wait too. */
+	if (!m->reordered &&
+	    (m->src == ROUTE_FROM_RETURN ||
+	     (m->src == ROUTE_FROM_INGRESS && m->redelivered) ||
+	     (m->src == ROUTE_FROM_HOLD && m->delivery_time < m->route.due)) &&
 	    now - planned > REORDER_LATE_MS) {
 		m->reordered = 1;
-		overdue(d, m, now - planned);
+		if (m->src == ROUTE_FROM_RETURN)
+			overdue(d, m, now - planned);
 		if (reorder_overdue(&d->reorder, planned, now)) {
 			reorder_add(&d->reorder, m, m->route.due, key, now,
 			            &out);

@@ -501,6 +501,50 @@ Test(daemon_flow, late_against_its_hop_is_overdue)
 	cr_assert_eq(d.reorder.n, 1);
 }
 
+/* From P.ingress asking for a time `ago` ms past, handed out before
+ * (redelivered) or not. */
+static struct message *
+ingress_past(const char *key, int64_t ago, int redelivered)
+{
+	struct tb t = {.n = 0};
+	struct message *m;
+
+	tb_i64(&t, "x-deliver-at", duration_wall_ms() - ago);
+	m = delivery(0, key, &t);
+	m->redelivered = redelivered;
+	return m;
+}
+
+/* After a broker's restart P.ingress hands out again what a daemon was
+ * moving when it went: overdue, it waits in the window with the ladder's
+ * overdue returns, and they all leave in due order. */
+Test(daemon_flow, a_redelivered_overdue_ingress_leaves_in_due_order)
+{
+	reorder_window(60000);
+	daemon_message_done(&d, ingress_past("orders", 3000, 1));
+	cr_assert_eq(calls.npublished, 0, "held in the window");
+	cr_assert_eq(d.reorder.n, 1);
+	cr_assert_eq(d.m.overdue_returns, 0, "not a return from the ladder");
+	daemon_message_done(&d, back("orders", 4000));
+	cr_assert_eq(d.reorder.n, 2);
+	daemon_message_done(&d, back("orders", 0));
+	cr_assert_eq(calls.npublished, 3);
+	cr_assert_lt(published(0)->due, published(1)->due);
+	cr_assert_lt(published(1)->due, published(2)->due);
+	cr_assert_eq(d.reorder.n, 0);
+}
+
+/* A first delivery that asks for a time already past is not a
+ * disruption's: it goes at once. */
+Test(daemon_flow, a_first_delivery_for_a_past_time_goes_at_once)
+{
+	reorder_window(60000);
+	daemon_message_done(&d, ingress_past("orders", 5000, 0));
+	settle();
+	cr_assert_eq(calls.npublished, 1);
+	cr_assert_eq(d.reorder.n, 0);
+}
+
 /* Without a window, overdue returns are counted and go at once. */
 Test(daemon_flow, a_zero_window_holds_nothing)
 {
@@ -734,6 +778,38 @@ Test(daemon_flow, native_due_is_delivered_from_the_holding_queue)
 	cr_assert_eq(d.m.native_returns, 0);
 	cr_assert(
 	    headers_bytes_eq(r->routing_key, amqp_cstring_bytes("orders")));
+}
+
+/* From the holding queue `ago` ms overdue: held there until its time
+ * (given back with x-opt-delivery-time = its due time) or not. */
+static struct message *
+held_overdue(int64_t ago, int timed)
+{
+	struct message *m = held_delivery(-ago);
+
+	m->delivery_time = timed ? duration_wall_ms() - ago : 0;
+	return m;
+}
+
+/* After a broker's restart RabbitMQ 4.3 gives back first what a daemon
+ * had taken and not yet given back with its time, then the rest in due
+ * order: the first waits for those due before it. */
+Test(daemon_flow, native_one_given_back_first_after_a_restart_keeps_due_order)
+{
+	native();
+	reorder_window(60000);
+	daemon_message_done(&d, held_overdue(4000, 0));
+	cr_assert_eq(calls.npublished, 0, "never held by the queue: waits");
+	cr_assert_eq(d.reorder.n, 1);
+	daemon_message_done(&d, held_overdue(5000, 1));
+	cr_assert_eq(calls.npublished, 1, "held by the queue: goes at once");
+	cr_assert_eq(d.reorder.n, 1);
+	daemon_message_done(&d, held_overdue(3000, 1));
+	cr_assert_eq(calls.npublished, 3);
+	cr_assert_lt(published(0)->due, published(1)->due);
+	cr_assert_lt(published(1)->due, published(2)->due);
+	cr_assert_eq(d.reorder.n, 0);
+	cr_assert_eq(d.m.overdue_returns, 0, "not the ladder's");
 }
 
 Test(daemon_flow, native_a_refusing_holding_queue_sends_it_round_the_ladder)
