@@ -206,6 +206,9 @@ daemon_connect(struct daemon *d)
 	}
 	d->check_open = 1;
 	d->consuming = 1;
+	/* What comes back now may have waited out the broker's restart, or
+	 * this daemon's: the reorder window opens. */
+	daemon_reorder_disrupted(d);
 	outbox_open(&d->out);
 	/* What we may send; we accept more (see broker.h). */
 	d->frame_max = broker_frame_max(d->conn);

@@ -243,10 +243,13 @@ daemon_may_stop(const struct daemon *d, const struct message *m)
  * it stopped or lost its connection), or that a holding queue gave back
  * without having held it until its due time (x-opt-delivery-time), more
  * than a second past its due time, waits in the reorder window, unacked,
- * and leaves in due order; its timer lets them out.  Deliveries on time
- * are not held, nor a first delivery from P.ingress that asked for a
- * time already past, nor one a holding queue held until its time (the
- * broker releases those in due order), and each
+ * and leaves in due order; its timer lets them out.  The window holds
+ * only after a disruption this daemon saw (a connection made, a
+ * redelivery), until returns have been on time for a window's length: a
+ * burst late behind its own backlog, with nothing disrupted, goes at
+ * once.  Deliveries on time are not held, nor a first delivery from
+ * P.ingress that asked for a time already past, nor one a holding queue
+ * held until its time (the broker releases those in due order), and each
  * lets out first its target's overdue ones due before it.  Every overdue
  * return is counted, and logged at most once a minute with what makes
  * them late and what to set.
@@ -263,10 +266,27 @@ arm(struct daemon *d)
 	ev_timer_stop(d->loop, &d->reorder_timer);
 	if (at == INT64_MAX)
 		return;
-	now = duration_wall_ms();
+	now = duration_mono_ms();
 	ev_timer_set(&d->reorder_timer,
 	             at > now ? (double)(at - now) / 1000.0 : 0., 0.);
 	ev_timer_start(d->loop, &d->reorder_timer);
+}
+
+/*
+ * Out of the window.  A delivery to a paced target took its slot before
+ * it waited (plan.h): that slot has passed, and the window lets out
+ * several at once.  So it takes its turn at the pace again, from the
+ * plan: late rather than in a burst.  The rest goes now.
+ */
+static void
+let_out(struct daemon *d, struct message *m)
+{
+	if (m->route.slot != 0) {
+		m->route.slot = 0;
+		daemon_dispatch(d, m);
+		return;
+	}
+	daemon_send(d, m);
 }
 
 static void
@@ -277,8 +297,8 @@ on_reorder(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	while ((m = reorder_take(&d->reorder, duration_wall_ms())) != NULL)
-		daemon_send(d, m);
+	while ((m = reorder_take(&d->reorder, duration_mono_ms())) != NULL)
+		let_out(d, m);
 	arm(d);
 }
 
@@ -301,10 +321,18 @@ daemon_reorder_free(struct daemon *d)
 	reorder_free(&d->reorder);
 }
 
+void
+daemon_reorder_disrupted(struct daemon *d)
+{
+	reorder_disrupted(&d->reorder, duration_mono_ms());
+}
+
 /* Counted, and said at most once a minute: a restart's stragglers come
- * back over minutes, each level's in a batch. */
+ * back over minutes, each level's in a batch.  open: after a disruption
+ * this daemon saw; else a backlog in the return queue (or a disruption
+ * it did not see: a node lost elsewhere in the cluster). */
 static void
-overdue(struct daemon *d, const struct message *m, int64_t late)
+overdue(struct daemon *d, const struct message *m, int64_t late, int open)
 {
 	int64_t mono = duration_mono_ms();
 
@@ -316,18 +344,33 @@ overdue(struct daemon *d, const struct message *m, int64_t late)
 	    mono - d->overdue_logged_at < OVERDUE_LOG_MS)
 		return;
 	d->overdue_logged_at = mono;
-	log_warn("overdue_returns",
-	         " count=%" PRIu64 " worst_late_ms=%" PRId64
-	         " queue=%s reorder_window_ms=%" PRId64
-	         " reason=\"deliveries came back from the ladder late: after "
-	         "a broker restart or a node's loss RabbitMQ's dead-letter "
-	         "worker resends what it could not hand over only after "
-	         "dead_letter_worker_publisher_confirm_timeout (180 s by "
-	         "default; conf/advanced.config sets 10 s; cascade-ctl status "
-	         "shows it); RabbitMQ 4.3 waits natively (mode = auto)\"",
-	         d->overdue_unlogged, d->overdue_worst,
-	         d->consumers[m->consumer].queue,
-	         d->cfg->router_reorder_window);
+	if (open)
+		log_warn("overdue_returns",
+		         " count=%" PRIu64 " worst_late_ms=%" PRId64
+		         " queue=%s reorder_window_ms=%" PRId64
+		         " reason=\"deliveries came back from the ladder "
+		         "late: after a broker restart or a node's loss "
+		         "RabbitMQ's dead-letter worker resends what it could "
+		         "not hand over only after "
+		         "dead_letter_worker_publisher_confirm_timeout (180 s "
+		         "by default; conf/advanced.config sets 10 s; "
+		         "cascade-ctl status shows it); RabbitMQ 4.3 waits "
+		         "natively (mode = auto)\"",
+		         d->overdue_unlogged, d->overdue_worst,
+		         d->consumers[m->consumer].queue,
+		         d->cfg->router_reorder_window);
+	else
+		log_warn("overdue_returns",
+		         " count=%" PRIu64 " worst_late_ms=%" PRId64
+		         " queue=%s reorder_window_ms=%" PRId64
+		         " reason=\"deliveries came back from the ladder "
+		         "late with no disruption seen by this daemon: more "
+		         "came due at once than the daemons move at once (a "
+		         "backlog in the return queue), or a node was lost "
+		         "elsewhere in the cluster; they go at once\"",
+		         d->overdue_unlogged, d->overdue_worst,
+		         d->consumers[m->consumer].queue,
+		         d->cfg->router_reorder_window);
 	d->overdue_unlogged = 0;
 	d->overdue_worst = 0;
 }
@@ -336,7 +379,7 @@ static int
 daemon_reorder(struct daemon *d, struct message *m)
 {
 	uint64_t key;
-	int64_t now, planned;
+	int64_t now, mono, planned;
 	struct message *x;
 	void *out;
 
@@ -346,12 +389,17 @@ daemon_reorder(struct daemon *d, struct message *m)
 	key = reorder_key(m->route.exchange.bytes, m->route.exchange.len,
 	                  m->route.routing_key.bytes, m->route.routing_key.len);
 	now = duration_wall_ms();
+	mono = duration_mono_ms();
 	/* Late against when its last hop was to give it back: a wait on
 	 * purpose (a pace's slot, a paused or refusing target) is not the
 	 * broker's delay.  A message of an earlier daemon: its due time. */
 	planned = m->route.back > 0 ? m->route.back : m->route.due;
 	if (planned < m->route.due)
 		planned = m->route.due;
+	/* Handed out before: a daemon had it when it stopped or lost its
+	 * connection.  A disruption, whether or not this one is late. */
+	if (!m->reordered && m->redelivered)
+		reorder_disrupted(&d->reorder, mono);
 	/* After a broker's restart a holding queue gives back first what a
 	 * daemon had taken and not yet given back with its due time (4.3
 	 * returns to the front), before what it held until its time: seen
@@ -362,16 +410,18 @@ daemon_reorder(struct daemon *d, struct message *m)
 	     (m->src == ROUTE_FROM_INGRESS && m->redelivered) ||
 	     (m->src == ROUTE_FROM_HOLD && m->delivery_time < m->route.due)) &&
 	    now - planned > REORDER_LATE_MS) {
+		int open = reorder_open(&d->reorder, mono);
+
 		m->reordered = 1;
 		if (m->src == ROUTE_FROM_RETURN)
-			overdue(d, m, now - planned);
-		if (reorder_overdue(&d->reorder, planned, now)) {
+			overdue(d, m, now - planned, open);
+		if (open && reorder_overdue(&d->reorder, planned, now)) {
 			reorder_add(&d->reorder, m, m->route.due, key, now,
-			            &out);
+			            mono, &out);
 			arm(d);
 			if (out != m) {
 				if (out != NULL)
-					daemon_send(d, out);
+					let_out(d, out);
 				return 1;
 			}
 		}
@@ -380,7 +430,7 @@ daemon_reorder(struct daemon *d, struct message *m)
 	/* Going out now: first its target's overdue ones due before it. */
 	while ((x = reorder_take_before(&d->reorder, key, m->route.due)) !=
 	       NULL)
-		daemon_send(d, x);
+		let_out(d, x);
 	if (d->reorder.n == 0)
 		ev_timer_stop(d->loop, &d->reorder_timer);
 	return 0;

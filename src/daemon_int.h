@@ -422,6 +422,8 @@ void daemon_send(struct daemon *d, struct message *m);
  * daemon_flow.c). */
 void daemon_reorder_init(struct daemon *d);
 void daemon_reorder_free(struct daemon *d);
+/* A disruption (a connection made): the reorder window opens. */
+void daemon_reorder_disrupted(struct daemon *d);
 /* Carry out what the plan said. */
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
                  const char *why);

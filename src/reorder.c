@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The reorder window (reorder.h): a binary heap by due time. */
+/* The reorder window (reorder.h): a binary heap by due time, open after a
+ * disruption. */
 #include "reorder.h"
 
 #include <stdlib.h>
@@ -20,6 +21,23 @@ reorder_free(struct reorder *r)
 	free(r->heap);
 	r->heap = NULL;
 	r->n = 0;
+}
+
+void
+reorder_disrupted(struct reorder *r, int64_t mono)
+{
+	if (r->window <= 0)
+		return;
+	if (!reorder_open(r, mono))
+		r->opened_total++;
+	if (mono + r->window > r->open_until)
+		r->open_until = mono + r->window;
+}
+
+int
+reorder_open(const struct reorder *r, int64_t mono)
+{
+	return r->window > 0 && mono < r->open_until;
 }
 
 int
@@ -104,14 +122,17 @@ reorder_key(const void *exchange, size_t exchange_len, const void *routing_key,
 
 void
 reorder_add(struct reorder *r, void *item, int64_t due, uint64_t key,
-            int64_t now, void **out)
+            int64_t now, int64_t mono, void **out)
 {
 	/* As long as it is late, up to the window: the router bounds due,
 	 * the clock now, so now - due does not overflow. */
 	int64_t hold = now - due < r->window ? now - due : r->window;
-	struct reorder_entry e = {due, now, now + hold, r->seq++, key, item};
+	struct reorder_entry e = {due, mono, mono + hold, r->seq++, key, item};
 
 	*out = NULL;
+	/* Overdue ones still coming back: the disruption goes on. */
+	if (mono + r->window > r->open_until)
+		r->open_until = mono + r->window;
 	if (r->n == r->max) {
 		r->full_total++;
 		/* Full: the one due first goes now, which may be this one. */
@@ -140,13 +161,13 @@ oldest(const struct reorder *r)
 }
 
 void *
-reorder_take(struct reorder *r, int64_t now)
+reorder_take(struct reorder *r, int64_t mono)
 {
 	if (r->n == 0)
 		return NULL;
-	if (now >= r->heap[0].until)
+	if (mono >= r->heap[0].until)
 		return take_at(r, 0);
-	if (now - oldest(r) >= 2 * r->window) {
+	if (mono - oldest(r) >= 2 * r->window) {
 		r->forced_total++;
 		return take_at(r, 0);
 	}

@@ -417,12 +417,21 @@ back(const char *key, int64_t ago)
 	return delivery(2, "P.delay.s2.3", &t);
 }
 
+/* The window, as it is when nothing was disrupted. */
 static void
-reorder_window(int64_t ms)
+reorder_window_closed(int64_t ms)
 {
 	cfg.router_reorder_window = ms;
 	cfg.router_prefetch = 1000;
 	daemon_reorder_init(&d);
+}
+
+/* The window, open as it is after the daemon connected. */
+static void
+reorder_window(int64_t ms)
+{
+	reorder_window_closed(ms);
+	daemon_reorder_disrupted(&d);
 }
 
 /* Back from the ladder overdue, in any order: they leave in due order
@@ -543,6 +552,77 @@ Test(daemon_flow, a_first_delivery_for_a_past_time_goes_at_once)
 	settle();
 	cr_assert_eq(calls.npublished, 1);
 	cr_assert_eq(d.reorder.n, 0);
+}
+
+/* A burst due together, late behind its own backlog, with nothing
+ * disrupted: counted overdue, and gone at once, as with no window. */
+Test(daemon_flow, a_backlog_with_no_disruption_is_not_held)
+{
+	reorder_window_closed(60000);
+	daemon_message_done(&d, back("orders", 3000));
+	daemon_message_done(&d, back("orders", 5000));
+	daemon_message_done(&d, back("orders", 4000));
+	cr_assert_eq(calls.npublished, 3, "not held");
+	cr_assert_eq(d.reorder.n, 0);
+	cr_assert_eq(d.m.overdue_returns, 3);
+}
+
+/* A return handed out before (another daemon had it when it stopped) is
+ * a disruption: the window opens, for it and for what comes after it. */
+Test(daemon_flow, a_redelivery_opens_the_window)
+{
+	struct message *m;
+
+	reorder_window_closed(60000);
+	m = back("orders", 5000);
+	m->redelivered = 1;
+	daemon_message_done(&d, m);
+	cr_assert_eq(d.reorder.n, 1, "held: a disruption");
+	daemon_message_done(&d, back("orders", 4000));
+	cr_assert_eq(d.reorder.n, 2, "the window is open");
+	cr_assert_eq(calls.npublished, 0);
+}
+
+/* A return due `ago` ms ago, for a paced target, holding the slot that
+ * this daemon reserved for it at `slot_ago` ms ago. */
+static struct message *
+back_slotted(const char *key, int64_t ago, int64_t slot_ago)
+{
+	struct tb t = {.n = 0};
+	int64_t now = duration_wall_ms();
+
+	tb_i64(&t, "x-cascade-due", now - ago);
+	tb_str(&t, "x-cascade-exchange", "");
+	tb_str(&t, "x-cascade-routing-key", key);
+	tb_i64(&t, "x-cascade-slot", now - slot_ago);
+	tb_str(&t, "x-cascade-slot-by", "daemon-test");
+	return delivery(2, "P.delay.s2.3", &t);
+}
+
+/* A paced target's overdue delivery took its slot, then waited in the
+ * window.  An on-time one with its own slot lets it out: it takes its
+ * turn at the pace again instead of going beside it. */
+Test(daemon_flow, a_paced_target_gets_no_burst_out_of_the_window)
+{
+	static struct pace pace;
+	const char *why = NULL;
+
+	pace_init(&pace);
+	cr_assert_eq(pace_add(&pace, "/orders", 7, 1.0, &why), 0);
+	d.plan.pace = &pace;
+	d.plan.own = amqp_cstring_bytes("daemon-test");
+	reorder_window(60000);
+	daemon_message_done(&d, back("orders", 5000));
+	cr_assert_eq(d.reorder.n, 1, "its slot now, then held");
+	daemon_message_done(&d, back_slotted("orders", 0, 0));
+	cr_assert_eq(d.reorder.n, 0);
+	cr_assert_eq(calls.npublished, 2);
+	cr_assert_eq(published(0)->action, ROUTE_HOP,
+	             "the one let out waits for a slot of its own");
+	cr_assert_eq(published(1)->action, ROUTE_DELIVER,
+	             "the one on time, in its slot, goes");
+	cr_assert_gt(published(0)->slot, published(1)->slot);
+	d.plan.pace = NULL;
 }
 
 /* Without a window, overdue returns are counted and go at once. */

@@ -3,7 +3,8 @@
  * The reorder window: overdue deliveries in any arrival order leave in due
  * order; on-time ones are never held and overtake none of their target's;
  * nothing waits more than twice the window; a full window lets the first
- * due out.
+ * due out; the window is open after a disruption, while overdue ones keep
+ * coming, and its holds run on the monotonic clock.
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -42,7 +43,7 @@ add(int due_s, int64_t now)
 {
 	void *out;
 
-	reorder_add(&r, ITEM(due_s), T0 + due_s * 1000, KEY, now, &out);
+	reorder_add(&r, ITEM(due_s), T0 + due_s * 1000, KEY, now, now, &out);
 	cr_assert_null(out, "nothing leaves while there is room");
 }
 
@@ -127,7 +128,8 @@ Test(reorder, one_on_time_lets_out_those_of_its_target_due_before_it)
 	add(2, T0 + 20000);
 	add(12, T0 + 20000);
 	add(7, T0 + 20000);
-	reorder_add(&r, ITEM(1), T0 + 1000, OTHER, T0 + 20000, &out);
+	reorder_add(&r, ITEM(1), T0 + 1000, OTHER, T0 + 20000, T0 + 20000,
+	            &out);
 	cr_assert_eq(SECS(reorder_take_before(&r, KEY, T0 + 8000)), 2);
 	cr_assert_eq(SECS(reorder_take_before(&r, KEY, T0 + 8000)), 7);
 	cr_assert_null(reorder_take_before(&r, KEY, T0 + 8000));
@@ -188,13 +190,17 @@ Test(reorder, a_full_window_lets_the_first_due_out)
 	void *out;
 
 	cr_assert_eq(reorder_init(&small, W, 2), 0);
-	reorder_add(&small, ITEM(5), T0 + 5000, KEY, T0 + 60000, &out);
+	reorder_add(&small, ITEM(5), T0 + 5000, KEY, T0 + 60000, T0 + 60000,
+	            &out);
 	cr_assert_null(out);
-	reorder_add(&small, ITEM(9), T0 + 9000, KEY, T0 + 60000, &out);
+	reorder_add(&small, ITEM(9), T0 + 9000, KEY, T0 + 60000, T0 + 60000,
+	            &out);
 	cr_assert_null(out);
-	reorder_add(&small, ITEM(7), T0 + 7000, KEY, T0 + 60000, &out);
+	reorder_add(&small, ITEM(7), T0 + 7000, KEY, T0 + 60000, T0 + 60000,
+	            &out);
 	cr_assert_eq(SECS(out), 5, "the first due of the three goes");
-	reorder_add(&small, ITEM(1), T0 + 1000, KEY, T0 + 60000, &out);
+	reorder_add(&small, ITEM(1), T0 + 1000, KEY, T0 + 60000, T0 + 60000,
+	            &out);
 	cr_assert_eq(SECS(out), 1, "the one coming in, due first, goes");
 	cr_assert_eq(small.n, 2);
 	cr_assert_eq(small.full_total, 2);
@@ -241,7 +247,7 @@ Test(reorder, random_arrivals_keep_the_rule)
 				                : T0 + rand_r(&seed) % 900000;
 				arrived[next] = now;
 				reorder_add(&q, ITEM(next), due[next], KEY, now,
-				            &full);
+				            now, &full);
 				cr_assert_null(full);
 				next++;
 			}
@@ -282,4 +288,49 @@ Test(reorder, random_arrivals_keep_the_rule)
 	}
 	cr_assert_geq(unforced, 10,
 	              "the odd rounds check the window's promise");
+}
+
+/* Closed until a disruption; open for a window after it, and a window
+ * after the last overdue one held; closed again once returns were on time
+ * for a window's length. */
+Test(reorder, open_after_a_disruption_until_a_window_with_none_overdue)
+{
+	struct reorder none;
+	int64_t mono = 5000000;
+	void *out;
+
+	cr_assert(!reorder_open(&r, mono), "closed before any disruption");
+	reorder_disrupted(&r, mono);
+	cr_assert(reorder_open(&r, mono));
+	cr_assert(reorder_open(&r, mono + W - 1));
+	cr_assert(!reorder_open(&r, mono + W), "a window with none overdue");
+	cr_assert_eq(r.opened_total, 1);
+	reorder_disrupted(&r, mono);
+	reorder_disrupted(&r, mono + 1);
+	cr_assert_eq(r.opened_total, 2, "once a disruption, while closed");
+	/* Overdue ones keep coming back: it stays open. */
+	reorder_add(&r, ITEM(1), T0 + 1000, KEY, T0 + 60000, mono + W - 1,
+	            &out);
+	cr_assert(reorder_open(&r, mono + 2 * W - 2));
+	cr_assert(!reorder_open(&r, mono + 2 * W - 1));
+	cr_assert_eq(r.opened_total, 2);
+	cr_assert_eq(reorder_init(&none, 0, 10), 0);
+	reorder_disrupted(&none, mono);
+	cr_assert(!reorder_open(&none, mono), "a zero window never opens");
+	reorder_free(&none);
+}
+
+/* How long an entry waits is counted on the monotonic clock: the wall
+ * clock stepping back an hour between its arrival and now changes
+ * nothing. */
+Test(reorder, a_wall_clock_step_does_not_change_the_hold)
+{
+	int64_t mono = 7000000;
+	void *out;
+
+	/* Back 3 s late by the wall clock: held 3 s by the monotonic. */
+	reorder_add(&r, ITEM(10), T0 + 10000, KEY, T0 + 13000, mono, &out);
+	cr_assert_eq(reorder_next_at(&r), mono + 3000);
+	cr_assert_null(reorder_take(&r, mono + 2999));
+	cr_assert_eq(SECS(reorder_take(&r, mono + 3000)), 10);
 }
