@@ -84,6 +84,9 @@ PLAN = {
                            "plugin's own test: each broker's recovery and "
                            "dead-letter worker, native waiting's holding "
                            "queues, and the reorder window over both"),
+    "test_burst": (BROKER_ENDS, "a burst due together, the window on and "
+                   "off: the ladder's backlog in the return queue on 3.x, "
+                   "the holding queue in the mode 4.3 waits in by default"),
     "test_publishers": (ONCE, "which header decides is cascade's own "
                         "logic; waiting changes nothing"),
     "test_publishers::test_an_amqp10_publisher_gets_its_delay_and_its_"

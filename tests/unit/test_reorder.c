@@ -305,14 +305,15 @@ Test(reorder, open_after_a_disruption_until_a_window_with_none_overdue)
 	cr_assert(reorder_open(&r, mono + W - 1));
 	cr_assert(!reorder_open(&r, mono + W), "a window with none overdue");
 	cr_assert_eq(r.opened_total, 1);
+	mono += W;
 	reorder_disrupted(&r, mono);
 	reorder_disrupted(&r, mono + 1);
-	cr_assert_eq(r.opened_total, 2, "once a disruption, while closed");
+	cr_assert_eq(r.opened_total, 2, "counted once, opened while closed");
+	cr_assert(!reorder_open(&r, mono + W + 1));
 	/* Overdue ones keep coming back: it stays open. */
-	reorder_add(&r, ITEM(1), T0 + 1000, KEY, T0 + 60000, mono + W - 1,
-	            &out);
-	cr_assert(reorder_open(&r, mono + 2 * W - 2));
-	cr_assert(!reorder_open(&r, mono + 2 * W - 1));
+	reorder_add(&r, ITEM(1), T0 + 1000, KEY, T0 + 60000, mono + W, &out);
+	cr_assert(reorder_open(&r, mono + 2 * W - 1));
+	cr_assert(!reorder_open(&r, mono + 2 * W));
 	cr_assert_eq(r.opened_total, 2);
 	cr_assert_eq(reorder_init(&none, 0, 10), 0);
 	reorder_disrupted(&none, mono);

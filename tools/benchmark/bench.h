@@ -52,6 +52,8 @@ struct opts {
 	int64_t delay_lo, delay_hi;
 	int dist;      /* DIST_FIXED_OR_RANGE, DIST_UNIFORM, DIST_LOGUNIFORM */
 	uint64_t seed; /* --dist's generator */
+	int64_t at_ms; /* --at: every message due at the start + this, ms
+	                  (x-deliver-at); -1: --delay or --dist */
 	unsigned hops; /* hops per message, for hops/s */
 	unsigned size;
 	int64_t unit; /* TTL of the shortest queue of the chains, ms */

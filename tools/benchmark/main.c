@@ -66,6 +66,9 @@ usage(FILE *fp)
 	    "                        each message draws its own delay "
 	    "(e.g. loguniform:100ms:30s)\n"
 	    "      --seed N          --dist's generator (default 1)\n"
+	    "      --at D            every message due at one instant, D "
+	    "after the start\n"
+	    "                        (x-deliver-at): a burst due together\n"
 	    "  -q, --queue NAME      target queue (default bench.target)\n"
 	    "      --target-type T   its type: quorum (default) or "
 	    "classic\n"
@@ -113,6 +116,7 @@ main(int argc, char *argv[])
 	    {"target-type", required_argument, NULL, 'T'},
 	    {"dist", required_argument, NULL, 'D'},
 	    {"seed", required_argument, NULL, 'E'},
+	    {"at", required_argument, NULL, 'A'},
 	    {"stream", required_argument, NULL, 'Z'},
 	    {"kind", required_argument, NULL, 'K'},
 	    {"copy-bytes", required_argument, NULL, 'C'},
@@ -149,6 +153,7 @@ main(int argc, char *argv[])
 	o.idle_ms = 10000;
 	o.unit = 1;
 	o.seed = 1;
+	o.at_ms = -1;
 	o.stream = "series";
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
 	                         NULL)) != -1) {
@@ -229,6 +234,15 @@ main(int argc, char *argv[])
 			break;
 		case 'J':
 			o.json = optarg;
+			break;
+		case 'A':
+			if (duration_parse(optarg, strlen(optarg),
+			                   DURATION_BARE_MS, &o.at_ms,
+			                   &why) < 0) {
+				fprintf(stderr, "cascade-bench: --at: %s\n",
+				        why);
+				return 2;
+			}
 			break;
 		case 'U':
 			if (duration_parse(optarg, strlen(optarg),

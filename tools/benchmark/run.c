@@ -109,20 +109,31 @@ run_measure(const struct opts *o)
 		            o->rate * (double)(now - start) / 1e6)) {
 			amqp_table_entry_t h[2];
 			amqp_basic_properties_t props = {0};
-			int64_t d = stats_draw_delay(o, &rng);
+			int64_t d, due_ms = 0;
 			const char *ex, *rk;
+			if (o->at_ms >= 0) {
+				/* One instant, in whole ms as x-deliver-at
+				 * says it. */
+				due_ms = start / 1000 + o->at_ms;
+				d = due_ms - now_us() / 1000;
+				pl.due_us = due_ms * 1000;
+			} else {
+				d = stats_draw_delay(o, &rng);
+				pl.due_us = now_us() + d * 1000;
+			}
 			delay_sum += (double)d;
 			pl.id = published + 1;
-			pl.due_us = now_us() + d * 1000;
 			memcpy(buf, &pl, sizeof(pl));
 			props._flags = AMQP_BASIC_HEADERS_FLAG;
 			props.headers.entries = h;
 			props.headers.num_entries = 0;
 			if (o->mode == MODE_CASCADE) {
-				h[0].key =
-				    amqp_cstring_bytes("x-remaining-delay");
+				h[0].key = amqp_cstring_bytes(
+				    o->at_ms >= 0 ? "x-deliver-at"
+				                  : "x-remaining-delay");
 				h[0].value.kind = AMQP_FIELD_KIND_I64;
-				h[0].value.value.i64 = d;
+				h[0].value.value.i64 =
+				    o->at_ms >= 0 ? due_ms : d;
 				props.headers.num_entries = 1;
 				ex = o->prefix;
 				rk = o->target;
