@@ -7,12 +7,11 @@
 #include "listen.h"
 
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -29,6 +28,7 @@ struct httpd {
 	httpd_handler handler;
 	void *ctx;
 	char *body;
+	int port;
 };
 
 static void httpd_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -123,53 +123,39 @@ struct httpd *
 httpd_start(struct ev_loop *loop, const char *listen, httpd_handler handler,
             void *ctx, char *err, size_t errsize)
 {
-	struct addrinfo hints, *ai = NULL;
 	const union MHD_DaemonInfo *info;
 	struct httpd *h;
-	char host[256], port[16];
-	const char *why;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-	int rc;
+	int fd, port, v6;
 
-	if (listen_parse(listen, host, sizeof(host), port, sizeof(port), &why) <
-	    0) {
-		snprintf(err, errsize, "%s: %s", listen, why);
+	/* Our own socket (listen.h): MHD_USE_DUAL_STACK would not fall
+	 * back to IPv4 on a host without IPv6. */
+	fd = listen_open(listen, 0, &port, &v6, err, errsize);
+	if (fd < 0)
 		return NULL;
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	rc = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
-	if (rc != 0) {
-		snprintf(err, errsize, "%s: %s", listen, gai_strerror(rc));
-		return NULL;
-	}
 	h = calloc(1, sizeof(*h));
 	if (h == NULL || (h->body = malloc(HTTPD_BODY_MAX)) == NULL) {
 		free(h);
-		freeaddrinfo(ai);
+		close(fd);
 		snprintf(err, errsize, "out of memory");
 		return NULL;
 	}
 	h->loop = loop;
 	h->handler = handler;
 	h->ctx = ctx;
-	if (ai->ai_family == AF_INET6)
+	h->port = port;
+	if (v6)
 		flags |= MHD_USE_IPv6;
 	h->mhd = MHD_start_daemon(
 	    flags, 0, NULL, NULL, httpd_answer, h,
 	    /* first, or MHD logs the other options' errors itself */
 	    MHD_OPTION_EXTERNAL_LOGGER, httpd_mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)HTTPD_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)HTTPD_TIMEOUT_S, MHD_OPTION_END);
-	freeaddrinfo(ai);
 	if (h->mhd == NULL) {
-		snprintf(err, errsize,
-		         "cannot listen on %s (address in use, or not this "
-		         "host's?)",
-		         listen);
+		close(fd);
+		snprintf(err, errsize, "cannot serve on %s", listen);
 		free(h->body);
 		free(h);
 		return NULL;
@@ -189,10 +175,7 @@ httpd_start(struct ev_loop *loop, const char *listen, httpd_handler handler,
 int
 httpd_port(const struct httpd *h)
 {
-	const union MHD_DaemonInfo *info =
-	    MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-
-	return info != NULL ? (int)info->port : -1;
+	return h->port;
 }
 
 void

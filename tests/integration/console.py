@@ -38,10 +38,11 @@ class Console:
     configuration of a daemon (a helpers.Daemon, or the path of a config
     file), plus the sections given (console={"session_idle": "2s"}), in a
     file of its own: the daemon never reads the [console] section.  It
-    listens on 127.0.0.1, on a port the kernel picks, which it logs
-    (msg=console_listening ... port=N)."""
+    listens on 127.0.0.1 (or where listen says), on a port the kernel
+    picks, which it logs (msg=console_listening ... port=N)."""
 
-    def __init__(self, daemon_or_config, tmpdir, ctl=False, **sections):
+    def __init__(self, daemon_or_config, tmpdir, ctl=False,
+                 listen="127.0.0.1:0", **sections):
         binary = CTL if ctl else CONSOLE
         if not os.access(binary, os.X_OK):
             pytest.fail("%s is missing: run `make` first" % binary)
@@ -65,6 +66,7 @@ class Console:
                     f.write("%s = %s\n" % (k, v))
                 f.write("\n")
         self.ctl = ctl
+        self.listen = listen
         self.proc = None
         self.port = None
 
@@ -75,9 +77,9 @@ class Console:
         env.pop("CASCADE_BROKER_URL", None)
         if self.ctl:
             argv = [CTL, "-c", self.config, "console", "--listen",
-                    "127.0.0.1:0"]
+                    self.listen]
         else:
-            argv = [CONSOLE, "-c", self.config, "--listen", "127.0.0.1:0"]
+            argv = [CONSOLE, "-c", self.config, "--listen", self.listen]
         # Its log is its standard error (and anything on standard out).
         self.proc = subprocess.Popen(argv, stdout=self.logfile,
                                      stderr=subprocess.STDOUT, env=env)

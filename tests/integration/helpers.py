@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -500,6 +501,17 @@ def free_port():
     return int(subprocess.run([BROKER_SCRIPT, "port"], check=True,
                               capture_output=True, text=True,
                               timeout=30).stdout)
+
+
+def loopback6():
+    """Whether this machine has IPv6's loopback, ::1 (a socket binds it):
+    without it a test of both families skips, saying so."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def metrics_daemon(daemon_factory, **sections):

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from helpers import (CASCADE, Daemon, http_get, metrics_daemon, scrape,
-                     wait_for)
+from helpers import (CASCADE, Daemon, ctl, free_port, http_get, loopback6,
+                     metrics_daemon, scrape, wait_for)
 
 
 def launch(d):
@@ -85,6 +85,25 @@ def test_healthz_and_unknown_paths(daemon_factory):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 405
+
+
+def test_an_empty_host_listens_on_ipv4_and_ipv6(daemon_factory):
+    """`[metrics] listen = :PORT` is every interface of both families (one
+    dual-stack socket, docs/CONTRACT.md section 5.3): /healthz and /metrics
+    answer on 127.0.0.1 and on [::1], as a probe on an IPv6-only cluster
+    needs, and cascade-ctl health still finds the daemon on loopback.
+    That 0.0.0.0 and [::] keep to one family each: test_metrics.c."""
+    if not loopback6():
+        pytest.skip("this machine has no ::1 (IPv6 loopback)")
+    port = free_port()
+    d = daemon_factory({"metrics": {"listen": ":%d" % port}})
+    assert "msg=metrics_listening listen=:%d port=%d" % (port, port) in \
+        d.log()
+    for host in ("127.0.0.1", "[::1]"):
+        url = "http://%s:%d" % (host, port)
+        assert http_get(url + "/healthz") == (200, "ok\n"), host
+        assert scrape(url)["cascade_connected"] == 1, host
+    assert ctl(d, "health").stdout == "ok\n"
 
 
 def test_metrics_port_in_use_is_a_clear_start_up_error(broker, tmp_path):

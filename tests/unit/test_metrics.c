@@ -188,6 +188,13 @@ Test(metrics, too_small_a_buffer_fails)
 	cr_assert_eq(metrics_render(&m, &labels, small, sizeof(small)), -1);
 }
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "listen.h"
 
 Test(httpd, parse_listen)
@@ -221,6 +228,80 @@ Test(httpd, parse_listen)
 	cr_assert_eq(listen_parse("host:80x", host, sizeof(host), port,
 	                          sizeof(port), &why),
 	             -1);
+}
+
+/* Does a TCP connection to addr (IPv4 or IPv6), port open? */
+static int
+connects(const char *addr, int port)
+{
+	struct sockaddr_in6 s6;
+	struct sockaddr_in s4;
+	int v6 = strchr(addr, ':') != NULL, fd, ok;
+
+	memset(&s6, 0, sizeof(s6));
+	memset(&s4, 0, sizeof(s4));
+	s6.sin6_family = AF_INET6;
+	s6.sin6_port = htons((uint16_t)port);
+	s4.sin_family = AF_INET;
+	s4.sin_port = htons((uint16_t)port);
+	cr_assert_eq(v6 ? inet_pton(AF_INET6, addr, &s6.sin6_addr)
+	                : inet_pton(AF_INET, addr, &s4.sin_addr),
+	             1);
+	fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	ok = v6 ? connect(fd, (struct sockaddr *)&s6, sizeof(s6)) == 0
+	        : connect(fd, (struct sockaddr *)&s4, sizeof(s4)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* listen_open(listen): its socket's family and the loopbacks it answers
+ * on, then the socket closed. */
+static void
+listens_on(const char *listen, int v6, int on4, int on6)
+{
+	char err[256];
+	int fd, port = -1, is6 = -1;
+
+	fd = listen_open(listen, 1, &port, &is6, err, sizeof(err));
+	cr_assert_geq(fd, 0, "%s: %s", listen, err);
+	cr_assert_gt(port, 0, "%s", listen);
+	cr_assert_eq(is6, v6, "%s", listen);
+	cr_assert_eq(connects("127.0.0.1", port), on4, "%s on 127.0.0.1",
+	             listen);
+	cr_assert_eq(connects("::1", port), on6, "%s on ::1", listen);
+	close(fd);
+}
+
+/* An empty host is both families (one dual-stack socket), an address its
+ * own family only; a taken port and a name where numbers are asked for
+ * are refused with the listen address in the reason. */
+Test(httpd, listen_open_families)
+{
+	char err[256], taken[32];
+	int fd, port, v6;
+
+	fd = socket(AF_INET6, SOCK_STREAM, 0);
+	if (fd < 0)
+		cr_skip_test("no IPv6 on this host: %s", strerror(errno));
+	close(fd);
+	if (!connects("::1", 1) && errno == EADDRNOTAVAIL)
+		cr_skip_test("no ::1 on this host");
+	listens_on(":0", 1, 1, 1);
+	listens_on("0.0.0.0:0", 0, 1, 0);
+	listens_on("[::]:0", 1, 0, 1);
+	listens_on("127.0.0.1:0", 0, 1, 0);
+	listens_on("[::1]:0", 1, 0, 1);
+
+	fd = listen_open("0.0.0.0:0", 1, &port, &v6, err, sizeof(err));
+	cr_assert_geq(fd, 0, "%s", err);
+	snprintf(taken, sizeof(taken), ":%d", port);
+	cr_assert_eq(listen_open(taken, 1, &port, &v6, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "cannot listen on :") == err, "%s", err);
+	close(fd);
+	cr_assert_eq(
+	    listen_open("localhost:0", 1, &port, &v6, err, sizeof(err)), -1);
+	cr_assert(strncmp(err, "localhost:0: ", 13) == 0, "%s", err);
 }
 
 /* The largest layout, 64 shards of 39 levels (1 ms x 2^38 is the longest
