@@ -12,14 +12,36 @@
  *   in all             300 failures in 1 minute: every client but the
  *                       known ones
  *
- * A known client is an address that logged in in the last 7 days
- * (ratelimit_known; the latest 256 of them, kept apart from the failure
- * table, so that no flood of failures pushes one out).  So a client's
- * failures slow that client only: a stranger cannot make another client's
- * correct login wait by failing with its user name or with any number of
- * names, and a flood from many addresses, which the global ceiling holds
- * to 300 broker logins a minute, keeps out new clients for as long as it
- * lasts but never the operators who logged in before.
+ * A known client is a (user, address) pair, a login of that user from that
+ * address in the last 7 days (ratelimit_known), kept apart from the
+ * failure table, so that no flood of failures pushes one out.  Only that
+ * user from that address passes the ceiling: another name tried from an
+ * operator's address is a stranger's attempt.  The pairs are bounded per
+ * user and in all, so that one user's logins (a publisher's credentials
+ * ship with every app) cannot push another user's clients out:
+ *
+ *   per user   RATELIMIT_KNOWN_USER (8) pairs: a ninth address replaces
+ *              that user's least recently seen
+ *   in all     RATELIMIT_KNOWN (256) pairs: when they are all in their 7
+ *              days, a user's new pair replaces the least recently seen
+ *              pair of the user holding the most, if that user holds more
+ *              than the newcomer, else the newcomer's own least recent
+ *              (counted in known_evicted when it was another user's)
+ *
+ * So a user logging in from any number of addresses holds at most 8 pairs,
+ * and takes another user's only when all 256 are in use (the others then
+ * holding at least 249) and only from a user holding more than they do: a
+ * user's latest pair leaves for another's only when 256 users hold one
+ * each.  A user's own pairs leave in the order it last logged in from
+ * them.  Finding the user holding the most is a scan of the 256 for each
+ * of them, only when all are in use.
+ *
+ * A client's failures thus slow that client only: a stranger cannot make
+ * another client's correct login wait by failing with its user name or
+ * with any number of names, and a flood from many addresses, which the
+ * global ceiling holds to 300 broker logins a minute, keeps out new
+ * clients for as long as it lasts but never an operator from where they
+ * logged in before.
  *
  * Sliding windows, kept exactly: each counter holds the times of its
  * latest failures (5, 20 or 60 of them), and a login is refused while the
@@ -72,15 +94,11 @@
 #define RATELIMIT_GLOBAL_FAILS 300
 #define RATELIMIT_GLOBAL_WINDOW_MS INT64_C(60000)
 #define RATELIMIT_KNOWN 256
+#define RATELIMIT_KNOWN_USER 8
 #define RATELIMIT_KNOWN_MS INT64_C(604800000) /* 7 days */
 
-struct ratelimit_known {
-	int64_t at; /* the latest login; 0: an empty slot */
-	uint8_t len;
-	char addr[RATELIMIT_ADDR_MAX];
-};
-
 struct ratelimit_entry; /* private to ratelimit.c */
+struct ratelimit_known; /* likewise */
 
 struct ratelimit {
 	struct ratelimit_entry *e; /* max slots, allocated once */
@@ -94,9 +112,10 @@ struct ratelimit {
 	int64_t global[RATELIMIT_GLOBAL_FAILS]; /* ring of the latest */
 	unsigned global_head;                   /* the oldest, when full */
 	unsigned global_count;
-	struct ratelimit_known known[RATELIMIT_KNOWN];
-	uint64_t evicted;      /* entries removed to make room */
-	uint64_t evicted_live; /* of those, still counting a failure */
+	struct ratelimit_known *known; /* RATELIMIT_KNOWN slots */
+	uint64_t evicted;              /* entries removed to make room */
+	uint64_t evicted_live;         /* of those, still counting a failure */
+	uint64_t known_evicted; /* known pairs taken for another user's */
 };
 
 /*
@@ -126,11 +145,15 @@ void ratelimit_fail(struct ratelimit *rl, const char *addr, const char *user,
                     size_t user_len, int64_t now);
 
 /*
- * A login from addr succeeded at now: the address is a known client for
- * RATELIMIT_KNOWN_MS, which the global limit does not hold back (the
- * least recently seen of RATELIMIT_KNOWN leaves for a new one).
+ * A login by user from addr succeeded at now: that user from that address
+ * is a known client for RATELIMIT_KNOWN_MS, which the global limit does
+ * not hold back.  A new pair takes a slot by the rules above.
  */
-void ratelimit_known(struct ratelimit *rl, const char *addr, int64_t now);
+void ratelimit_known(struct ratelimit *rl, const char *addr, const char *user,
+                     size_t user_len, int64_t now);
+
+/* The known pairs still in their RATELIMIT_KNOWN_MS at now. */
+size_t ratelimit_known_count(const struct ratelimit *rl, int64_t now);
 
 /*
  * A login by user from addr succeeded: its (address, user) failures are

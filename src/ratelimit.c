@@ -2,7 +2,8 @@
 /*
  * The console's login rate limits: rings of failure times, in a table of
  * fixed slots allocated once, found by a chained hash and ordered by a
- * doubly linked least-recently-failed list, all by 32-bit index.
+ * doubly linked least-recently-failed list, all by 32-bit index; and the
+ * known (user, address) pairs, RATELIMIT_KNOWN slots scanned in full.
  */
 #include "ratelimit.h"
 
@@ -27,6 +28,16 @@ struct ratelimit_entry {
 	uint8_t head;   /* the oldest time, when the ring is full */
 	uint8_t count;
 	uint8_t has_user; /* 0: the address's own counter */
+	uint8_t addr_len;
+	uint8_t user_len;
+	char addr[RATELIMIT_ADDR_MAX];
+	char user[RATELIMIT_USER_MAX];
+};
+
+/* A known pair: a user's login from an address. */
+struct ratelimit_known {
+	int64_t at;         /* the latest login; 0: an empty slot */
+	uint32_t user_hash; /* user_hash(): the scans' first test */
 	uint8_t addr_len;
 	uint8_t user_len;
 	char addr[RATELIMIT_ADDR_MAX];
@@ -286,7 +297,8 @@ ratelimit_init(struct ratelimit *rl, size_t max_entries)
 	/* calloc: slots are touched only as the table fills. */
 	rl->e = calloc(max_entries, sizeof(*rl->e));
 	rl->bucket = malloc(nbucket * sizeof(*rl->bucket));
-	if (rl->e == NULL || rl->bucket == NULL) {
+	rl->known = calloc(RATELIMIT_KNOWN, sizeof(*rl->known));
+	if (rl->e == NULL || rl->bucket == NULL || rl->known == NULL) {
 		ratelimit_free(rl);
 		return -1;
 	}
@@ -301,44 +313,148 @@ ratelimit_free(struct ratelimit *rl)
 {
 	free(rl->e);
 	free(rl->bucket);
+	free(rl->known);
 	memset(rl, 0, sizeof(*rl));
 	rl->free = rl->lru_head = rl->lru_tail = NIL;
 }
 
-/* The slot of a known client k at now, or -1. */
+static uint32_t
+user_hash(const struct key *k)
+{
+	return fnv(2166136261u, k->user, k->user_len);
+}
+
+/* Whether slot c holds a pair in its RATELIMIT_KNOWN_MS at now (a time
+ * later than now, a clock set back, counts as in them). */
+static int
+known_live(const struct ratelimit_known *c, int64_t now)
+{
+	return c->at != 0 && now - c->at < RATELIMIT_KNOWN_MS;
+}
+
+static int
+known_user_is(const struct ratelimit_known *c, uint32_t hash, const char *user,
+              size_t user_len)
+{
+	return c->user_hash == hash && c->user_len == user_len &&
+	       memcmp(c->user, user, user_len) == 0;
+}
+
+static int
+known_addr_is(const struct ratelimit_known *c, const struct key *k)
+{
+	return c->addr_len == k->addr_len &&
+	       memcmp(c->addr, k->addr, k->addr_len) == 0;
+}
+
+/* Whether k (a user's key) is a known pair at now. */
 static int
 known_at(const struct ratelimit *rl, const struct key *k, int64_t now)
 {
+	uint32_t h = user_hash(k);
+
 	for (int i = 0; i < RATELIMIT_KNOWN; i++) {
 		const struct ratelimit_known *c = &rl->known[i];
-		if (c->at != 0 && now - c->at < RATELIMIT_KNOWN_MS &&
-		    c->len == k->addr_len &&
-		    memcmp(c->addr, k->addr, k->addr_len) == 0)
-			return i;
+		if (known_live(c, now) &&
+		    known_user_is(c, h, k->user, k->user_len) &&
+		    known_addr_is(c, k))
+			return 1;
 	}
-	return -1;
+	return 0;
+}
+
+/* The live pairs at now of slot i's user. */
+static int
+known_held(const struct ratelimit *rl, int i, int64_t now)
+{
+	const struct ratelimit_known *u = &rl->known[i];
+	int n = 0;
+
+	for (int j = 0; j < RATELIMIT_KNOWN; j++)
+		if (known_live(&rl->known[j], now) &&
+		    known_user_is(&rl->known[j], u->user_hash, u->user,
+		                  u->user_len))
+			n++;
+	return n;
+}
+
+/*
+ * Every slot is live and the newcomer holds mine pairs (below the per-user
+ * cap), own its least recently seen (-1 when none): the slot it takes.
+ * The least recently seen pair of the user holding the most, when that is
+ * more than mine, else the newcomer's own.  One scan of the slots for
+ * each slot: only when all are live.
+ */
+static int
+known_victim(struct ratelimit *rl, int mine, int own, int64_t now)
+{
+	int best = -1, best_n = 0;
+
+	for (int i = 0; i < RATELIMIT_KNOWN; i++) {
+		int n = known_held(rl, i, now);
+		if (n > best_n || (n == best_n && best >= 0 &&
+		                   rl->known[i].at < rl->known[best].at)) {
+			best = i;
+			best_n = n;
+		}
+	}
+	if (best_n > mine || own < 0) {
+		rl->known_evicted++;
+		return best;
+	}
+	return own;
 }
 
 void
-ratelimit_known(struct ratelimit *rl, const char *addr, int64_t now)
+ratelimit_known(struct ratelimit *rl, const char *addr, const char *user,
+                size_t user_len, int64_t now)
 {
-	struct key k = make_key(addr, NULL, 0, 0);
-	int at = -1, oldest = 0;
+	struct key k = make_key(addr, user, user_len, 1);
+	uint32_t h = user_hash(&k);
+	int at = -1, own = -1, empty = -1, mine = 0;
+	struct ratelimit_known *c;
 
-	/* Its own slot; else an empty one (at 0) or the oldest. */
-	for (int j = 0; j < RATELIMIT_KNOWN && at < 0; j++) {
-		const struct ratelimit_known *c = &rl->known[j];
-		if (c->at != 0 && c->len == k.addr_len &&
-		    memcmp(c->addr, k.addr, k.addr_len) == 0)
-			at = j;
-		else if (c->at < rl->known[oldest].at)
-			oldest = j;
+	if (rl->known == NULL)
+		return;
+	/* Its own slot; else a free one, or one the rules give up. */
+	for (int i = 0; i < RATELIMIT_KNOWN && at < 0; i++) {
+		c = &rl->known[i];
+		if (!known_live(c, now)) {
+			if (empty < 0)
+				empty = i;
+		} else if (known_user_is(c, h, k.user, k.user_len)) {
+			if (known_addr_is(c, &k))
+				at = i;
+			else if (mine++ == 0 || c->at < rl->known[own].at)
+				own = i;
+		}
 	}
-	if (at < 0)
-		at = oldest;
-	rl->known[at].at = now != 0 ? now : 1;
-	rl->known[at].len = (uint8_t)k.addr_len;
-	memcpy(rl->known[at].addr, k.addr, k.addr_len);
+	if (at < 0 && mine >= RATELIMIT_KNOWN_USER)
+		at = own;
+	else if (at < 0 && empty >= 0)
+		at = empty;
+	else if (at < 0)
+		at = known_victim(rl, mine, own, now);
+	c = &rl->known[at];
+	c->at = now != 0 ? now : 1;
+	c->user_hash = h;
+	c->addr_len = (uint8_t)k.addr_len;
+	c->user_len = (uint8_t)k.user_len;
+	memcpy(c->addr, k.addr, k.addr_len);
+	memcpy(c->user, k.user, k.user_len);
+}
+
+size_t
+ratelimit_known_count(const struct ratelimit *rl, int64_t now)
+{
+	size_t n = 0;
+
+	if (rl->known == NULL)
+		return 0;
+	for (int i = 0; i < RATELIMIT_KNOWN; i++)
+		if (known_live(&rl->known[i], now))
+			n++;
+	return n;
 }
 
 int64_t
@@ -354,7 +470,7 @@ ratelimit_check(const struct ratelimit *rl, const char *addr, const char *user,
 	                 rl->global_count, RATELIMIT_GLOBAL_WINDOW_MS, now);
 	if (rl->max == 0)
 		return wait;
-	if (wait > 0 && known_at(rl, &ka, now) >= 0)
+	if (wait > 0 && known_at(rl, &ku, now))
 		wait = 0;
 	i = find(rl, &ka);
 	if (i != NIL && (w = entry_wait(&rl->e[i], now)) > wait)

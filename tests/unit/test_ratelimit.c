@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ratelimit: the three limits, sliding windows, waits, the cap, keys. */
+/* ratelimit: the three limits, sliding windows, waits, the cap, keys, the
+ * known clients. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,18 +126,42 @@ Test(ratelimit, twenty_failures_from_one_address_in_a_minute)
 	cr_assert_eq(check("198.51.100.8", "new", T0 + 1900), 0);
 }
 
+static void
+known(const char *addr, const char *user, int64_t now)
+{
+	ratelimit_known(&rl, addr, user, strlen(user), now);
+}
+
+/* The global ceiling reached at now: 300 failures from 30 clients of
+ * their own (10 each: under each client's limit), the last at now. */
+static void
+flood(int64_t now)
+{
+	for (unsigned i = 0; i < RATELIMIT_GLOBAL_FAILS; i++)
+		fail(nth_addr(5000 + i % 30), nth_user(i), now);
+	cr_assert_eq(check("192.0.2.250", "stranger", now), GLOBAL_W,
+	             "the ceiling holds a new client");
+}
+
+/* Whether user from addr passes the ceiling at now (a flood at now). */
+static int
+exempt(const char *addr, const char *user, int64_t now)
+{
+	return check(addr, user, now) == 0;
+}
+
 /*
  * 300 failures in all in a minute, from 30 clients (10 each: under each
  * client's own limit): every client waits for the oldest to leave the
  * minute, a new one too (the ceiling on broker logins), but not a known
- * client, one that logged in in the last 7 days: a flood never refuses
- * the operators who logged in before.  A flood of failures from fresh
- * addresses does not push a known client out.
+ * client, a user that logged in from there in the last 7 days: a flood
+ * never refuses the operators who logged in before.  A flood of failures
+ * from fresh addresses does not push a known client out.
  */
 Test(ratelimit, the_global_ceiling_holds_every_client_but_known_ones)
 {
-	ratelimit_known(&rl, "203.0.113.5", T0 - 1000);
-	ratelimit_known(&rl, "203.0.113.9", T0 - RATELIMIT_KNOWN_MS - 1);
+	known("203.0.113.5", "ops", T0 - 1000);
+	known("203.0.113.9", "ops", T0 - RATELIMIT_KNOWN_MS - 1);
 	for (unsigned i = 0; i < RATELIMIT_GLOBAL_FAILS - 1; i++) {
 		fail(nth_addr(i % 30), nth_user(i), T0 + i * 10);
 		cr_assert_eq(check(nth_addr(0), "new", T0 + i * 10), 0);
@@ -147,6 +172,8 @@ Test(ratelimit, the_global_ceiling_holds_every_client_but_known_ones)
 	             "a new client is held too: the ceiling");
 	cr_assert_eq(check("203.0.113.5", "ops", T0 + 2990), 0,
 	             "a known client is not held");
+	cr_assert_eq(check("203.0.113.5", "root", T0 + 2990), GLOBAL_W - 2990,
+	             "another user from a known client's address is held");
 	cr_assert_eq(check("203.0.113.9", "ops", T0 + 2990), GLOBAL_W - 2990,
 	             "known over 7 days ago: no more");
 	/* The oldest leaves the window: the next may fail. */
@@ -158,6 +185,181 @@ Test(ratelimit, the_global_ceiling_holds_every_client_but_known_ones)
 		fail(nth_addr(1000 + i), "x", T0 + GLOBAL_W + i);
 	cr_assert_eq(check("203.0.113.5", "ops", T0 + GLOBAL_W + 10000), 0);
 	cr_assert_gt(check("192.0.2.200", "ops", T0 + GLOBAL_W + 10000), 0);
+}
+
+/* The key of the i-th /64 of 2001:db8:0:ab00::/56 (and on past it), as
+ * webgate_limit_key writes it: 256 of them are one /56. */
+static const char *
+nth_net(unsigned i)
+{
+	static char b[48];
+
+	snprintf(b, sizeof(b), "2001:db8:0:%x::/64", 0xab00u + i);
+	return b;
+}
+
+/*
+ * Issue 55: a publisher's credentials ship with every app, so anyone can
+ * log in as that user, from 256 client keys (one IPv6 /56) and more.
+ * That user keeps its latest 8 clients; an operator who logged in before
+ * stays known, and so passes the ceiling during a flood.
+ */
+Test(ratelimit, one_users_logins_push_no_other_users_client_out)
+{
+	static const struct {
+		const char *addr;
+		const char *user;
+		int exempt;
+		const char *why;
+	} rows[] = {
+	    {"203.0.113.5", "ops", 1, "the operator, from where they were"},
+	    {"203.0.113.6", "ops", 0, "the operator from a new client"},
+	    {"203.0.113.5", "alice", 0, "alice from the operator's client"},
+	    {"198.51.100.1", "bob", 1, "bob, who logged in 6 days ago"},
+	    {"2001:db8:0:ac2b::/64", "alice", 1, "alice's latest"},
+	    {"2001:db8:0:ac24::/64", "alice", 1, "alice's 8th latest"},
+	    {"2001:db8:0:ac23::/64", "alice", 0, "alice's 9th latest"},
+	    {"2001:db8:0:ab00::/64", "alice", 0, "alice's first"},
+	    {"2001:db8:0:ac2b::/64", "ops", 0, "ops from alice's latest"},
+	};
+	int64_t t = T0;
+
+	known("198.51.100.1", "bob", t - 6 * 86400000);
+	known("203.0.113.5", "ops", t);
+	for (unsigned i = 0; i < 300; i++)
+		known(nth_net(i), "alice", t + 1 + i);
+	t += 1000;
+	cr_assert_eq(ratelimit_known_count(&rl, t), 2 + RATELIMIT_KNOWN_USER);
+	cr_assert_eq(rl.known_evicted, 0);
+	flood(t);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		cr_assert_eq(exempt(rows[i].addr, rows[i].user, t),
+		             rows[i].exempt, "%s: %s from %s", rows[i].why,
+		             rows[i].user, rows[i].addr);
+}
+
+/* A user's own clients leave in the order it last logged in from them:
+ * a login again from a client makes it the latest. */
+Test(ratelimit, a_users_least_recently_seen_client_leaves_first)
+{
+	static const struct {
+		unsigned net; /* nth_net */
+		int exempt;
+	} rows[] = {
+	    {0, 1}, /* seen again at 8 */
+	    {1, 0}, /* the least recently seen at 9 */
+	    {2, 0}, /* then at 10 */
+	    {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 1},
+	};
+
+	for (unsigned i = 0; i < 8; i++)
+		known(nth_net(i), "alice", T0 + i);
+	known(nth_net(0), "alice", T0 + 8);
+	cr_assert_eq(ratelimit_known_count(&rl, T0 + 8), 8, "no new pair");
+	known(nth_net(8), "alice", T0 + 9);
+	known(nth_net(9), "alice", T0 + 10);
+	cr_assert_eq(ratelimit_known_count(&rl, T0 + 10), 8);
+	cr_assert_eq(rl.known_evicted, 0, "alice's own: not counted");
+	flood(T0 + 100);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		cr_assert_eq(exempt(nth_net(rows[i].net), "alice", T0 + 100),
+		             rows[i].exempt, "net %u", rows[i].net);
+}
+
+/*
+ * All 256 in use: 128 users holding 2 each.  A newcomer takes the least
+ * recently seen pair of a user holding the most (2) while it holds fewer
+ * (0, then 1), and then only its own: it ends with 2, two users with 1,
+ * and every user keeps its latest.
+ */
+Test(ratelimit, a_full_table_gives_up_the_biggest_holders_pairs)
+{
+	char a[32], u[32];
+	int64_t t = T0;
+
+	for (unsigned i = 0; i < RATELIMIT_KNOWN / 2; i++)
+		for (unsigned j = 0; j < 2; j++) {
+			snprintf(a, sizeof(a), "10.1.%u.%u", i, j);
+			known(a, nth_user(i), t++);
+		}
+	cr_assert_eq(ratelimit_known_count(&rl, t), RATELIMIT_KNOWN);
+	for (unsigned i = 0; i < 20; i++)
+		known(nth_net(i), "mallory", t++);
+	cr_assert_eq(ratelimit_known_count(&rl, t), RATELIMIT_KNOWN);
+	cr_assert_eq(rl.known_evicted, 2);
+	flood(t);
+	for (unsigned i = 0; i < RATELIMIT_KNOWN / 2; i++) {
+		snprintf(u, sizeof(u), "%s", nth_user(i));
+		snprintf(a, sizeof(a), "10.1.%u.1", i);
+		cr_assert(exempt(a, u, t), "%s's latest", u);
+		snprintf(a, sizeof(a), "10.1.%u.0", i);
+		cr_assert_eq(exempt(a, u, t), i >= 2, "%s's first", u);
+	}
+	cr_assert(exempt(nth_net(19), "mallory", t));
+	cr_assert(exempt(nth_net(18), "mallory", t));
+	cr_assert_not(exempt(nth_net(17), "mallory", t));
+	cr_assert_not(exempt(nth_net(0), "mallory", t));
+}
+
+/* 256 users holding one each: only then does a user's latest pair leave
+ * for another's (the least recently seen). */
+Test(ratelimit, a_users_latest_client_leaves_only_for_256_others)
+{
+	for (unsigned i = 0; i < RATELIMIT_KNOWN; i++)
+		known(nth_addr(i), nth_user(i), T0 + i);
+	known("192.0.2.77", "newcomer", T0 + 1000);
+	cr_assert_eq(rl.known_evicted, 1);
+	flood(T0 + 2000);
+	cr_assert(exempt("192.0.2.77", "newcomer", T0 + 2000));
+	cr_assert_not(exempt(nth_addr(0), "user0", T0 + 2000));
+	cr_assert(exempt(nth_addr(1), "user1", T0 + 2000));
+	cr_assert(exempt(nth_addr(255), "user255", T0 + 2000));
+}
+
+/* Pairs past their 7 days free their slots: a full table of old pairs
+ * takes a new one without giving up any in their days. */
+Test(ratelimit, known_pairs_expire_after_7_days)
+{
+	int64_t later = T0 + RATELIMIT_KNOWN_MS;
+
+	for (unsigned i = 0; i < RATELIMIT_KNOWN; i++)
+		known(nth_addr(i), nth_user(i % 32), T0);
+	known(nth_addr(0), "ops", later - 1);
+	cr_assert_eq(rl.known_evicted, 1, "at later - 1 all were in use");
+	cr_assert_eq(ratelimit_known_count(&rl, later), 1);
+	for (unsigned i = 0; i < 8; i++)
+		known(nth_net(i), "alice", later + i);
+	cr_assert_eq(rl.known_evicted, 1);
+	cr_assert_eq(ratelimit_known_count(&rl, later + 8), 9);
+	flood(later + 8);
+	cr_assert(exempt(nth_addr(0), "ops", later + 8));
+	cr_assert_not(exempt(nth_addr(1), "user1", later + 8));
+	cr_assert(exempt(nth_net(0), "alice", later + 8));
+}
+
+/* Users are told apart by every byte of their first 255: a NUL is a byte
+ * like any other, and names longer than that share their pairs. */
+Test(ratelimit, known_users_by_every_byte)
+{
+	char u[300], v[300];
+
+	ratelimit_known(&rl, "192.0.2.1", "a\0b", 3, T0);
+	for (unsigned i = 0; i < 9; i++)
+		ratelimit_known(&rl, nth_net(i), "a\0c", 3, T0 + 1 + i);
+	memset(u, 'u', sizeof(u));
+	memcpy(v, u, sizeof(v));
+	v[sizeof(v) - 1] = 'v';
+	ratelimit_known(&rl, "192.0.2.2", u, sizeof(u), T0 + 20);
+	cr_assert_eq(ratelimit_known_count(&rl, T0 + 20), 1 + 8 + 1);
+	flood(T0 + 100);
+	cr_assert_eq(ratelimit_check(&rl, "192.0.2.1", "a\0b", 3, T0 + 100), 0);
+	cr_assert_gt(ratelimit_check(&rl, "192.0.2.1", "a", 1, T0 + 100), 0);
+	cr_assert_gt(ratelimit_check(&rl, "192.0.2.1", "a\0c", 3, T0 + 100), 0);
+	cr_assert_eq(ratelimit_check(&rl, "192.0.2.2", v, sizeof(v), T0 + 100),
+	             0);
+	cr_assert_gt(ratelimit_check(&rl, "192.0.2.2", v,
+	                             RATELIMIT_USER_MAX - 1, T0 + 100),
+	             0);
 }
 
 Test(ratelimit, the_longest_wait_wins)
@@ -356,6 +558,8 @@ Test(ratelimit, init_bounds)
 	cr_assert_eq(ratelimit_check(&r, "192.0.2.1", "alice", 5, T0),
 	             GLOBAL_W);
 	ratelimit_success(&r, "192.0.2.1", "alice", 5);
+	ratelimit_known(&r, "192.0.2.1", "alice", 5, T0);
+	cr_assert_eq(ratelimit_known_count(&r, T0), 0);
 	ratelimit_free(&r);
 	cr_assert_eq(ratelimit_init(&r, (size_t)RATELIMIT_MAX_ENTRIES + 1), -1);
 	ratelimit_free(&r);

@@ -213,10 +213,11 @@ page_health(struct ask *a, struct answer *r)
 	struct hbuf *b = &r->body;
 	char list[CONFIG_STR_MAX], *save = NULL, *tok;
 	uint64_t records, untrusted, version, req_refused, series_refused;
+	uint64_t known_evicted;
 	int64_t live, err_ms;
 	char err[sizeof(c->reader_err)];
 	int caught, first = 1;
-	size_t sessions;
+	size_t sessions, known;
 	uint32_t mine = 0, shown;
 
 	pthread_mutex_lock(&c->lock);
@@ -240,6 +241,8 @@ page_health(struct ask *a, struct answer *r)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&c->sess_lock);
 	sessions = c->sessions.n;
+	known = ratelimit_known_count(&c->rl, a->now);
+	known_evicted = c->rl.known_evicted;
 	pthread_mutex_unlock(&c->sess_lock);
 	snprintf(list, sizeof(list), "%s",
 	         c->cfg.console_metrics[0] != '\0' ? c->cfg.console_metrics
@@ -256,10 +259,12 @@ page_health(struct ask *a, struct answer *r)
 		    ",\"waiting\":%" PRIu64 ",\"ended_held\":%" PRIu64
 		    ",\"refused\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
 		    ",\"requests_refused\":%" PRIu64
-		    ",\"series_refused\":%" PRIu64 ",\"reader_error\":",
+		    ",\"series_refused\":%" PRIu64 ",\"known_clients\":%zu"
+		    ",\"known_evicted\":%" PRIu64 ",\"reader_error\":",
 		    caught ? "true" : "false", records, version, a->now - live,
 		    sessions, untrusted, st.waiting, st.ended, st.refused,
-		    st.arena_bytes, req_refused, series_refused);
+		    st.arena_bytes, req_refused, series_refused, known,
+		    known_evicted);
 		health_error(a, b, 1, err, err_ms);
 		hbuf_lit(b, "},\"daemons\":[");
 	} else {
@@ -274,12 +279,16 @@ page_health(struct ask *a, struct answer *r)
 		    " refused at its caps; %" PRIu64 " ends held; %" PRIu64
 		    " series and %" PRIu64
 		    " requests refused at theirs</dd><dt>Sessions</dt><dd>%zu"
-		    "</dd><dt>Records skipped</dt><dd>%" PRIu64
+		    "</dd><dt>Known clients</dt><dd>%zu logins of the last 7 "
+		    "days by user and client; %" PRIu64
+		    " given up for another user's</dd>"
+		    "<dt>Records skipped</dt><dd>%" PRIu64
 		    " from writers neither cascade's nor control users"
 		    "</dd><dt>Reader's last error</dt><dd id=reader-error>",
 		    caught ? "caught up" : "catching up", records,
 		    a->now - live, st.waiting, st.arena_bytes, st.refused,
-		    st.ended, series_refused, req_refused, sessions, untrusted);
+		    st.ended, series_refused, req_refused, sessions, known,
+		    known_evicted, untrusted);
 		health_error(a, b, 0, err, err_ms);
 		hbuf_lit(b,
 		         "</dd></dl><h2>Daemons</h2><table id=daemons><thead>"
