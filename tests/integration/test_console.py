@@ -19,7 +19,8 @@ import pytest
 
 from console import (CSP, FORM, Console, con, d, daemon_user, people,
                      tmp_module)
-from helpers import LATE_SCALE, Client, Daemon, ctl, wait_for
+from helpers import (LATE_SCALE, Client, Daemon, ctl, http_get, loopback6,
+                     wait_for)
 from trust import User, config_as, now_ms
 from waiting import (LATE, SHORT, SLACK, expect_nothing, ladder, listing,
                      records, uid)
@@ -195,6 +196,23 @@ def test_healthz_answers_ok_without_a_session(con):
     assert (a.status, a.text.strip()) == (200, "ok"), a
 
 
+def test_an_empty_host_serves_ipv4_and_ipv6(d, tmp_module):
+    """`--listen :PORT` (as [console] listen) is every interface of both
+    families, one dual-stack socket (docs/CONTRACT.md section 5.3): the
+    console answers on 127.0.0.1 and on [::1].  Off loopback it wants an
+    https:// public_url."""
+    if not loopback6():
+        pytest.skip("this machine has no ::1 (IPv6 loopback)")
+    c = Console(d, tmp_module, listen=":0",
+                console={"public_url": "https://console.example"}).start()
+    try:
+        for host in ("127.0.0.1", "[::1]"):
+            status, body = http_get("http://%s:%d/healthz" % (host, c.port))
+            assert (status, body.strip()) == (200, "ok"), (host, body)
+    finally:
+        assert c.stop() == 0, c.log()[-3000:]
+
+
 def test_health_shows_the_console_and_its_daemon(d, tmp_module, people):
     """/health as JSON: the console caught up with nothing refused and no
     reader error, and the daemon's /metrics (at [console] metrics) read:
@@ -225,7 +243,7 @@ def test_health_shows_the_console_and_its_daemon(d, tmp_module, people):
             assert set(h) == PUBLISHER_HEALTH | {
                 "records", "version", "sessions", "untrusted_skipped",
                 "ended_held", "refused", "arena_bytes", "requests_refused",
-                "series_refused"}, h
+                "series_refused", "known_clients", "known_evicted"}, h
             assert (h["refused"], h["series_refused"]) == (0, 0), h
             assert h["sessions"] >= 1, h
             assert daemon["refusing"] == [] and daemon["held"] >= 0, daemon
@@ -438,6 +456,66 @@ def test_strangers_failures_do_not_refuse_a_correct_login(d, tmp_module,
         assert login_from(c, "198.51.100.68", alice_.name,
                           alice_.password).status == 200
         assert "from=198.51.100.67" in c.log(), c.log()[-2000:]
+    finally:
+        assert c.stop() == 0, c.log()[-3000:]
+
+
+def test_one_users_logins_push_out_no_other_users_known_client(
+        d, tmp_module, people):
+    """Issue 55: a publisher's credentials ship with every app, so anyone
+    can log in as alice, here from 264 clients (the /64s of one IPv6 /56,
+    and 8 more).  She keeps her latest 8; the control user's client stays
+    known.  Then 300 failed logins from 15 other clients reach the ceiling:
+    a new client waits, the control user from where they logged in before
+    does not, nor alice from her latest client, while alice from her first
+    and from the control user's client wait (docs/CONTRACT.md section
+    7.11)."""
+    c = Console(d, tmp_module,
+                console={"trusted_proxies": "127.0.0.1"}).start()
+    try:
+        ops_, alice_ = people["ops"], people["alice"]
+        a = login_from(c, "198.51.100.10", ops_.name, ops_.password)
+        assert a.status == 200, a
+        ops_s = c.session()
+        ops_s.token = a.data["token"]
+        nets = ["2001:db8:0:%x::1" % (0xab00 + i) for i in range(264)]
+        for net in nets:
+            a = login_from(c, net, alice_.name, alice_.password)
+            assert a.status == 200, (net, a)
+        h = ops_s.get_json("/health").data["console"]
+        assert (h["known_clients"], h["known_evicted"]) == (1 + 8, 0), h
+
+        # 20 failures from each of 15 clients (5 for each of 4 made-up
+        # names): 300, side by side so that they all fall in one minute.
+        got = []
+
+        def fail_from(k):
+            for n in range(20):
+                got.append(login_from(c, "192.0.2.%d" % (k + 1),
+                                      "nobody-%d-%d" % (k, n // 5),
+                                      "x").status)
+        threads = [threading.Thread(target=fail_from, args=(k,))
+                   for k in range(15)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert got == [401] * 300, got
+        # Refusals count nothing; a success takes back its own count, one
+        # of the 300, so one more failure fills the ceiling again.
+        refused(login_from(c, "198.51.100.11", ops_.name, ops_.password),
+                429, "rate_limited")
+        refused(login_from(c, nets[0], alice_.name, alice_.password), 429,
+                "rate_limited")
+        refused(login_from(c, "198.51.100.10", alice_.name,
+                           alice_.password), 429, "rate_limited")
+        assert login_from(c, "198.51.100.10", ops_.name,
+                          ops_.password).status == 200
+        assert login_from(c, "192.0.2.100", "nobody", "x").status == 401
+        refused(login_from(c, "198.51.100.12", ops_.name, ops_.password),
+                429, "rate_limited")
+        assert login_from(c, nets[-1], alice_.name,
+                          alice_.password).status == 200
     finally:
         assert c.stop() == 0, c.log()[-3000:]
 

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -707,7 +706,7 @@ route_login(struct ask *a, struct answer *r)
 	control = config_control_user(&c->cfg, amqp_cstring_bytes(user));
 	pthread_mutex_lock(&c->sess_lock);
 	ratelimit_refund(&c->rl, key, user, strlen(user));
-	ratelimit_known(&c->rl, key, a->now);
+	ratelimit_known(&c->rl, key, user, strlen(user), a->now);
 	if (websession_trim_user(&c->sessions, user, strlen(user),
 	                         CONSOLE_USER_SESSIONS, &evicted)) {
 		csess_gone(evicted, &later);
@@ -960,68 +959,27 @@ web_hosts(struct console *c, const char *host)
 		c->hosts[i] = c->hostbuf[i];
 }
 
-/*
- * A listening socket on addr, its port in *port: bound before the server
- * starts, so that the Host and Origin it accepts are known before the
- * first request.  -1 with errno.
- */
-static int
-web_listen(const struct addrinfo *ai, int *port)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int fd, one = 1;
-
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	*port = ss.ss_family == AF_INET6
-	            ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-	            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	return fd;
-}
-
 int
 web_start(struct console *c, char *err, size_t size)
 {
-	struct addrinfo hints, *ai = NULL;
 	char host[256], port[16];
 	const char *why;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
 	                 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-	int rc, fd;
+	int fd, v6;
 
 	if (listen_parse(c->listen, host, sizeof(host), port, sizeof(port),
 	                 &why) < 0) {
 		snprintf(err, size, "%s: %s", c->listen, why);
 		return -1;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
-	rc = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
-	if (rc != 0) {
-		snprintf(err, size, "%s: %s", c->listen, gai_strerror(rc));
+	/* Bound before the server starts, so that the Host and Origin it
+	 * accepts are known before the first request. */
+	fd = listen_open(c->listen, 1, &c->port, &v6, err, size);
+	if (fd < 0)
 		return -1;
-	}
-	if (ai->ai_family == AF_INET6)
+	if (v6)
 		flags |= MHD_USE_IPv6;
-	fd = web_listen(ai, &c->port);
-	freeaddrinfo(ai);
-	if (fd < 0) {
-		snprintf(err, size, "cannot listen on %s: %s", c->listen,
-		         strerror(errno));
-		return -1;
-	}
 	web_hosts(c, host[0] != '\0' ? host : "127.0.0.1");
 	c->mhd = MHD_start_daemon(
 	    flags, 0, NULL, NULL, web_answer, c, MHD_OPTION_EXTERNAL_LOGGER,
