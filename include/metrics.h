@@ -65,6 +65,9 @@ struct metrics {
 	uint64_t native_returns;
 	uint64_t native_early;
 	uint64_t native_relinks; /* holding queue links attached afresh */
+	/* auto's canary answers: [0] the ladder, [1] native, [2] could not
+	 * tell */
+	uint64_t canaries[3];
 	uint64_t delivered;
 	uint64_t parked[PARK_KINDS];
 	uint64_t published; /* every publish, confirmed or not */

@@ -18,6 +18,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,9 @@
 /* The default CA store, when [broker] tls_ca_file is empty. */
 #define AMQP1_SYSTEM_CAS "/etc/ssl/certs/ca-certificates.crt"
 
-/* Every connection gets the next: a settle names the one it is for. */
-static uint64_t amqp1_generations;
+/* Every connection gets the next: a settle names the one it is for.
+ * Atomic: the daemon's canary opens one from a thread of its own. */
+static _Atomic uint64_t amqp1_generations;
 
 int
 amqp1_params_from_url(struct amqp1_params *p, const struct config *cfg,
@@ -522,7 +524,7 @@ amqp1_open(const struct amqp1_params *p, const char *const *queues, unsigned n,
 	c->fd = -1;
 	c->h = h;
 	c->ctx = ctx;
-	c->gen = ++amqp1_generations;
+	c->gen = atomic_fetch_add(&amqp1_generations, 1) + 1;
 	snprintf(name, sizeof(name), "cascade-%ld-%llu", (long)getpid(),
 	         (unsigned long long)c->gen);
 	pn_connection_set_container(c->drv.connection, name);

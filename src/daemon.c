@@ -290,6 +290,7 @@ daemon_run(const struct config *cfg)
 	daemon_series_init(d);
 	daemon_scan_init(d);
 	daemon_reorder_init(d);
+	daemon_hold_init(d);
 	ev_init(&d->stop_timer, on_stop_timeout);
 	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&d->sigint, on_signal, SIGINT);
@@ -328,6 +329,7 @@ daemon_run(const struct config *cfg)
 	outbox_drop(&d->out, daemon_give_back, d);
 	daemon_drop_held(d);
 	daemon_hold_shutdown(d);
+	daemon_hold_free(d);
 	daemon_drop_state(d);
 	daemon_close(d);
 	free(d->batch);

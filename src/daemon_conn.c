@@ -96,7 +96,7 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 		amqp_destroy_connection(d->conn);
 		d->conn = NULL;
 	}
-	if (d->consuming)
+	if (d->consuming && !d->switching)
 		d->m.reconnects++;
 	d->broken = 0;
 	d->consuming = 0;
@@ -105,8 +105,14 @@ on_teardown(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_break(d->loop, EVBREAK_ALL);
 		return;
 	}
-	delay = backoff_seconds(d->reconnects++, RECONNECT_MIN_MS,
-	                        d->cfg->broker_reconnect_max);
+	/* auto changes the waiting mode: back at once, on the same URL. */
+	delay = d->switching
+	            ? 0.
+	            : backoff_seconds(d->reconnects++, RECONNECT_MIN_MS,
+	                              d->cfg->broker_reconnect_max);
+	if (d->switching)
+		d->url_next--;
+	d->switching = 0;
 	log_info("reconnect_scheduled", " in_ms=%.0f attempt=%u", delay * 1000,
 	         d->reconnects);
 	ev_timer_set(&d->reconnect, delay, 0.);

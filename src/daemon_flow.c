@@ -78,6 +78,13 @@ daemon_dispatch(struct daemon *d, struct message *m)
 	daemon_act(d, m, &v);
 }
 
+/* How long a delivery a holding queue released early waits in memory
+ * before it goes back: twice as long at each early release, from the
+ * least to the most (and never past its due time), and the least again
+ * after a minute without one. */
+#define EARLY_BACKOFF_MIN_MS 100
+#define EARLY_BACKOFF_MAX_MS 10000
+
 /* m from a holding queue, not due: back to it with its due time (or held
  * in memory for the last few ms).  Takes m. */
 static void
@@ -86,9 +93,19 @@ daemon_wait_again(struct daemon *d, struct message *m)
 	int64_t now = duration_wall_ms(), left = m->route.due - now;
 
 	/* Given back before with its due time, and released this early: the
-	 * broker's clock is ahead of ours.  Given back again, once more. */
+	 * broker's clock is ahead of ours, or the queue ignores the time.
+	 * Given back again at once, it would come straight back, at
+	 * round-trip speed: it waits here first, backing off. */
 	if (m->delivery_time >= m->route.due && left > ROUTER_NATIVE_HOLD_MS) {
 		int64_t mono = duration_mono_ms();
+
+		if (d->early_backoff == 0 || mono - d->early_at >= 60000)
+			d->early_backoff = EARLY_BACKOFF_MIN_MS;
+		else if (d->early_backoff < EARLY_BACKOFF_MAX_MS)
+			d->early_backoff *= 2;
+		if (d->early_backoff > EARLY_BACKOFF_MAX_MS)
+			d->early_backoff = EARLY_BACKOFF_MAX_MS;
+		d->early_at = mono;
 		d->m.native_early++;
 		if (mono - d->early_logged_at >= 60000) {
 			d->early_logged_at = mono;
@@ -100,6 +117,14 @@ daemon_wait_again(struct daemon *d, struct message *m)
 			         d->consumers[m->consumer].queue, left,
 			         d->m.native_early);
 		}
+		/* Then back with its time, as a first wait: not counted
+		 * again. */
+		m->delivery_time = 0;
+		m->route.action = ROUTE_HOLD;
+		m->route.left =
+		    left < d->early_backoff ? left : d->early_backoff;
+		daemon_hold(d, m);
+		return;
 	}
 	/* Due within a few ms: held in memory for the rest. */
 	if (left <= ROUTER_NATIVE_HOLD_MS) {

@@ -9,15 +9,18 @@
  * target like any other, and is accepted once the target confirmed it.
  * docs/how-it-works.md, "Native waiting", has the whole path.
  *
- * auto chooses native once per process: the broker says it is 4.3 or
- * later, and a canary message in a queue of its own comes back no earlier
- * than its delivery time.  Otherwise the ladder, and the log says why.  In
+ * auto waits natively where the broker says it is 4.3 or later and a
+ * canary message in a queue of its own comes back no earlier than its
+ * delivery time (daemon_canary.c, in the background: the daemon is ready
+ * on the ladder meanwhile, and switches when the canary answers).  In
  * ladder mode, holding queues that exist (a native daemon made them) are
  * drained over 0-9-1: what they release goes on over the ladder.
  *
- * Owns: native, a1, hold_link, hold_queues, the consumers' amqp1 and off.
+ * Owns: native, auto_native, canary_version, canary_due, canary_retry,
+ * canary_async, switching, a1, hold_link, hold_queues, the consumers'
+ * amqp1 and off.
  * Calls into: daemon_sort (a delivery from a holding queue),
- * daemon_publish (daemon_park), daemon_fail, topology.h.
+ * daemon_publish (daemon_park), daemon_canary, daemon_fail, topology.h.
  */
 #include "daemon_int.h"
 
@@ -39,164 +42,146 @@
 #ifndef HOLD_RELINK_S
 #define HOLD_RELINK_S 60
 #endif
-/* The canary's wait, and how long it may take to come back. */
-#define CANARY_DELAY_MS 300
-#define CANARY_TIMEOUT_MS 10000
+/* s: how long auto waits before it asks the canary again when the last
+ * could not tell (refused, limited, timed out). */
+#ifndef CANARY_RETRY_S
+#define CANARY_RETRY_S 300
+#endif
 
 /*
- * The canary
- */
-
-struct canary {
-	unsigned got;
-	struct amqp1_delivery dv;
-	int64_t at; /* wall ms of the last delivery */
-};
-
-static void
-canary_delivery(void *ctx, unsigned link, struct amqp1_delivery dv,
-                const char *bytes, size_t len)
-{
-	struct canary *c = ctx;
-
-	(void)link;
-	(void)bytes;
-	(void)len;
-	c->got++;
-	c->dv = dv;
-	c->at = duration_wall_ms();
-}
-
-static void
-canary_failed(void *ctx, const char *why)
-{
-	(void)ctx;
-	(void)why;
-}
-
-static const struct amqp1_handler canary_handler = {canary_delivery,
-                                                    canary_failed};
-
-/*
- * Does a quorum queue on this broker hold a message given back with
- * x-opt-delivery-time until then?  A queue of our own (it expires a
- * minute after we leave it), one message, one return.  1 yes, 0 no (with
- * why in err), -1 could not tell (err).
+ * auto's choice.  Classic queues or a broker older than 4.3: the ladder,
+ * said once.  Otherwise this connection waits as the canary last answered
+ * (the ladder until it has), and the canary (daemon_canary.c) asks again
+ * in the background once connected: at every connection, and every
+ * CANARY_RETRY_S while it cannot tell.  An answer that differs from the
+ * mode in use switches it (a reconnect); one that cannot tell changes
+ * nothing, and says what to change.  So auto never leaves a daemon idle.
+ * 1: the broker can hold (a canary runs); 0: it cannot (ladder for good).
  */
 static int
-daemon_canary(struct daemon *d, const char *url, char *err, size_t errsize)
+auto_may_hold(struct daemon *d, int version)
 {
-	char queue[TOPOLOGY_NAME_MAX], host[64];
-	const char *queues[1] = {queue};
-	amqp_table_entry_t e[2];
-	amqp_basic_properties_t props;
-	struct amqp1_params p;
-	struct amqp1 *a;
-	struct canary c = {0};
-	int64_t due;
-	int rc = -1;
-
-	if (gethostname(host, sizeof(host)) != 0)
-		snprintf(host, sizeof(host), "host");
-	host[sizeof(host) - 1] = '\0';
-	snprintf(queue, sizeof(queue), "%.180s.canary.%.40s.%ld",
-	         d->cfg->topology_prefix, host, (long)getpid());
-	e[0].key = amqp_cstring_bytes("x-queue-type");
-	e[0].value.kind = AMQP_FIELD_KIND_UTF8;
-	e[0].value.value.bytes = amqp_cstring_bytes("quorum");
-	e[1].key = amqp_cstring_bytes("x-expires");
-	e[1].value.kind = AMQP_FIELD_KIND_I64;
-	e[1].value.value.i64 = 60000;
-	amqp_queue_declare(d->conn, BROKER_CH_WORK, amqp_cstring_bytes(queue),
-	                   0, 1, 0, 0, (amqp_table_t){2, e});
-	if (broker_check(d->conn, "declare the canary queue", err, errsize) < 0)
-		return -1;
-	if (amqp1_params_from_url(&p, d->cfg, url, err, errsize) < 0)
-		return -1;
-	a = amqp1_open(&p, queues, 1, 1, BROKER_SETUP_TIMEOUT * 1000,
-	               &canary_handler, &c, err, errsize);
-	if (a == NULL)
-		goto out;
-	memset(&props, 0, sizeof(props));
-	props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG;
-	props.content_type = amqp_cstring_bytes("text/plain");
-	if (amqp_basic_publish(d->conn, BROKER_CH_WORK, amqp_empty_bytes,
-	                       amqp_cstring_bytes(queue), 0, 0, &props,
-	                       amqp_cstring_bytes("cascade canary")) !=
-	    AMQP_STATUS_OK) {
-		snprintf(err, errsize, "publish the canary: connection lost");
-		goto out;
-	}
-	if (amqp1_wait(a, &c.got, 1, CANARY_TIMEOUT_MS, err, errsize) < 0)
-		goto out;
-	due = duration_wall_ms() + CANARY_DELAY_MS;
-	amqp1_delay(a, c.dv, due);
-	if (amqp1_wait(a, &c.got, 2, CANARY_TIMEOUT_MS, err, errsize) < 0)
-		goto out;
-	amqp1_accept(a, c.dv);
-	amqp1_flush(a);
-	if (c.at < due) {
-		snprintf(err, errsize,
-		         "a quorum queue gave a message back %" PRId64
-		         " ms before its x-opt-delivery-time",
-		         due - c.at);
-		rc = 0;
-	} else {
-		rc = 1;
-	}
-out:
-	amqp1_close(a);
-	amqp_queue_delete(d->conn, BROKER_CH_WORK, amqp_cstring_bytes(queue), 0,
-	                  0);
-	if (amqp_get_rpc_reply(d->conn).reply_type != AMQP_RESPONSE_NORMAL &&
-	    rc >= 0) {
-		snprintf(err, errsize, "delete the canary queue %s", queue);
-		rc = -1;
-	}
-	return rc;
-}
-
-/* auto, the first time: native when the broker proves it.  0, or -1. */
-static int
-daemon_choose(struct daemon *d, const char *url, char *err, size_t errsize)
-{
-	int version = broker_version(d->conn);
-	char why[512];
-	int rc;
-
 	if (d->cfg->topology_queue_type != QUEUE_TYPE_QUORUM) {
-		d->native = 0;
-		log_info("wait_mode",
-		         " mode=ladder reason=\"auto: "
-		         "topology.queue_type is classic\"%s",
-		         "");
+		if (d->native < 0)
+			log_info("wait_mode",
+			         " mode=ladder reason=\"auto: "
+			         "topology.queue_type is classic\"%s",
+			         "");
 		return 0;
 	}
 	if (version < NATIVE_MIN_VERSION) {
-		d->native = 0;
-		log_info("wait_mode",
-		         " mode=ladder reason=\"auto: RabbitMQ %d.%d holds no "
-		         "message until a time (4.3 or later does)\"",
-		         version / 1000, version % 1000);
+		if (d->native < 0)
+			log_info("wait_mode",
+			         " mode=ladder reason=\"auto: RabbitMQ %d.%d "
+			         "holds no message until a time (4.3 or later "
+			         "does)\"",
+			         version / 1000, version % 1000);
 		return 0;
 	}
-	rc = daemon_canary(d, url, why, sizeof(why));
-	if (rc < 0) {
-		snprintf(err, errsize, "auto: the canary failed: %s", why);
-		return -1;
-	}
-	d->native = rc;
-	if (rc)
+	return 1;
+}
+
+/* The switch to the mode the canary answered: from a fresh connection,
+ * at once, what was in flight given back to the broker. */
+static void
+auto_switch(struct daemon *d, int native, int version, const char *why)
+{
+	if (native)
 		log_info("wait_mode",
-		         " mode=native reason=\"auto: RabbitMQ "
-		         "%d.%d held the canary until its time\"",
+		         " mode=native reason=\"auto: RabbitMQ %d.%d held the "
+		         "canary until its time\"",
 		         version / 1000, version % 1000);
 	else
 		log_warn("wait_mode",
 		         " mode=ladder reason=\"auto: %s (a queue on an older "
 		         "machine version, in a cluster being upgraded?)\"",
 		         why);
-	return 0;
+	d->auto_native = native;
+	if (d->native != native && d->consuming && !d->broken) {
+		d->switching = 1;
+		daemon_teardown_soon(d);
+	}
+}
+
+static void
+on_canary(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, canary_async);
+	char why[512];
+	int rc, version = d->canary_version;
+
+	(void)loop;
+	(void)revents;
+	rc = daemon_canary_answer(d, why, sizeof(why));
+	if (rc == -2 || d->stopping)
+		return;
+	d->m.canaries[rc < 0 ? 2 : rc]++;
+	if (rc >= 0) {
+		ev_timer_stop(d->loop, &d->canary_retry);
+		if (rc != d->auto_native)
+			auto_switch(d, rc, version, why);
+		return;
+	}
+	/* Could not tell: the mode stays, and it asks again later. */
+	log_warn("wait_mode",
+	         " mode=%s reason=\"auto: the canary could not tell (%s); "
+	         "%s; it asks again in %d s and at every connection. To "
+	         "wait natively, let this user open one more connection "
+	         "(max-connections) and its vhost one more queue "
+	         "(max-queues), or set [topology] mode = native; to keep "
+	         "the ladder without asking, mode = ladder\"",
+	         d->native == 1 ? "native" : "ladder", why,
+	         d->native == 1 ? "native waiting goes on"
+	                        : "the ladder meanwhile",
+	         CANARY_RETRY_S);
+	ev_timer_set(&d->canary_retry, CANARY_RETRY_S, 0.);
+	ev_timer_start(d->loop, &d->canary_retry);
+}
+
+/* Ask the canary, in the background, on the URL this connection used. */
+static void
+canary_ask(struct daemon *d)
+{
+	char err[256], raw[CONFIG_STR_MAX];
+
+	if (d->canary != NULL || d->stopping)
+		return;
+	if (config_broker_url(d->cfg, d->url_next % d->urls, raw, sizeof(raw)) <
+	    0)
+		return;
+	if (daemon_canary_start(d, raw, err, sizeof(err)) < 0)
+		log_warn("wait_mode",
+		         " mode=%s reason=\"auto: the canary did not start: "
+		         "%s\"",
+		         d->native == 1 ? "native" : "ladder", err);
+}
+
+static void
+on_canary_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, canary_retry);
+
+	(void)loop;
+	(void)revents;
+	if (d->consuming && !d->broken)
+		canary_ask(d);
+}
+
+void
+daemon_hold_init(struct daemon *d)
+{
+	ev_async_init(&d->canary_async, on_canary);
+	ev_async_start(d->loop, &d->canary_async);
+	ev_init(&d->canary_retry, on_canary_retry);
+	d->auto_native = -1;
+}
+
+void
+daemon_hold_free(struct daemon *d)
+{
+	ev_timer_stop(d->loop, &d->canary_retry);
+	ev_async_stop(d->loop, &d->canary_async);
+	daemon_canary_orphan(d);
 }
 
 /*
@@ -276,7 +261,9 @@ static const struct amqp1_handler hold_handler = {on_hold_delivery,
  * Connecting
  */
 
-/* Native: the holding queues, and a link to each this daemon consumes. */
+/* Native: the holding queues, and a link to each this daemon consumes.
+ * 0; -1 (err) when a declare failed (the channel is gone); -2 (err) when
+ * the AMQP 1.0 connection failed (the 0-9-1 one goes on). */
 static int
 daemon_hold_open(struct daemon *d, const char *url, char *err, size_t errsize)
 {
@@ -299,13 +286,13 @@ daemon_hold_open(struct daemon *d, const char *url, char *err, size_t errsize)
 		queues[n++] = c->queue;
 	}
 	if (amqp1_params_from_url(&p, d->cfg, url, err, errsize) < 0)
-		return -1;
+		return -2;
 	/* No credit yet: nothing is routed before P.cancels is read (see
 	 * daemon_consume_queues). */
 	d->a1 = amqp1_open(&p, queues, n, 0, BROKER_SETUP_TIMEOUT * 1000,
 	                   &hold_handler, d, err, errsize);
 	if (d->a1 == NULL)
-		return -1;
+		return -2;
 	d->rp.native_window = d->cfg->topology_native_window;
 	d->plan.hold_queues = d->hold_queues;
 	return 0;
@@ -343,7 +330,7 @@ int
 daemon_hold_connect(struct daemon *d, const char *url, char *err,
                     size_t errsize, int *fatal)
 {
-	int version = broker_version(d->conn);
+	int version = broker_version(d->conn), rc;
 
 	*fatal = 0;
 	for (unsigned s = 0; s < d->topo.shards; s++)
@@ -365,15 +352,47 @@ daemon_hold_connect(struct daemon *d, const char *url, char *err,
 		d->native = 1;
 		break;
 	case WAIT_AUTO:
-		if (d->native < 0 && daemon_choose(d, url, err, errsize) < 0)
+		if (!auto_may_hold(d, version)) {
+			d->native = 0;
+			break;
+		}
+		if (d->native < 0 && d->auto_native < 0)
+			log_info(
+			    "wait_mode",
+			    " mode=ladder reason=\"auto: RabbitMQ %d.%d: "
+			    "the ladder until a canary, in the background, "
+			    "shows that a quorum queue holds a message until "
+			    "its time\"",
+			    version / 1000, version % 1000);
+		d->canary_version = version;
+		d->native = d->auto_native == 1;
+		d->canary_due = !ev_is_active(&d->canary_retry);
+		if (!d->native)
+			break;
+		rc = daemon_hold_open(d, url, err, errsize);
+		if (rc == 0)
+			return 0;
+		/* Not on this connection: the ladder, and the canary asks
+		 * again after its pause, not at once. */
+		d->auto_native = -1;
+		d->canary_due = 0;
+		ev_timer_set(&d->canary_retry, CANARY_RETRY_S, 0.);
+		ev_timer_start(d->loop, &d->canary_retry);
+		if (rc == -1)
 			return -1;
+		log_warn("wait_mode",
+		         " mode=ladder reason=\"auto: native waiting could "
+		         "not start on this connection (%s); the ladder until "
+		         "the canary shows it can\"",
+		         err);
+		d->native = 0;
 		break;
 	default:
 		d->native = 0;
 		break;
 	}
 	if (d->native)
-		return daemon_hold_open(d, url, err, errsize);
+		return daemon_hold_open(d, url, err, errsize) < 0 ? -1 : 0;
 	return daemon_hold_drain(d, err, errsize);
 }
 
@@ -403,6 +422,10 @@ on_relink(struct ev_loop *loop, ev_timer *w, int revents)
 void
 daemon_hold_start(struct daemon *d)
 {
+	if (d->canary_due) {
+		d->canary_due = 0;
+		canary_ask(d);
+	}
 	if (d->a1 == NULL)
 		return;
 	amqp1_start(d->a1, d->loop);

@@ -17,6 +17,7 @@
  *                     channel close (the only file that knows frames)
  *   daemon_hold.c     native waiting: the choice of mode, the holding
  *                     queues over AMQP 1.0, their deliveries in
+ *   daemon_canary.c   auto's canary, in a thread of its own
  *   daemon_answer.c   what comes back of a publish: confirms and the next
  *                     step, nacks, lookups answered, retries due, resumes
  *   daemon_sort.c     a complete message by what it is: a record, a
@@ -258,13 +259,25 @@ struct daemon {
 	ev_timer batch_timer;
 
 	/* daemon_hold.c: native waiting. */
-	int native;       /* -1: not decided yet; 0: the ladder; 1: native */
-	int native_tried; /* auto: the canary ran (once per process) */
+	int native; /* -1: not decided yet; 0: the ladder; 1: native */
+	/* auto: what the canary last answered (-1: nothing yet), the broker
+	 * version it asks of, whether it is to ask once connected, and its
+	 * pause after it could not tell. */
+	int auto_native;
+	int canary_version;
+	int canary_due;
+	ev_timer canary_retry;
+	ev_async canary_async; /* daemon_canary.c: the answer is in */
+	struct canary_job *canary;
+	int switching;    /* a teardown to change the waiting mode */
 	struct amqp1 *a1; /* the holding queues' consumer, when native */
 	ev_timer relink;  /* replaces its quiet links now and then */
 	unsigned hold_link[AMQP1_MAX_LINKS]; /* link i's consumer index */
 	const char *hold_queues[LADDER_MAX_SHARDS]; /* plan.hold_queues */
 	int64_t early_logged_at;                    /* mono ms */
+	/* daemon_flow.c: the wait before a delivery released early goes
+	 * back (ms), and when the last came (mono ms). */
+	int64_t early_backoff, early_at;
 
 	/* daemon_http.c */
 	struct httpd *httpd;
@@ -565,8 +578,12 @@ void daemon_scan_drop(struct daemon *d);
  * daemon_hold.c
  */
 
+/* The canary's watchers; at the end, the canary let go. */
+void daemon_hold_init(struct daemon *d);
+void daemon_hold_free(struct daemon *d);
 /*
- * After the topology: choose the mode (once), then, native, declare the
+ * After the topology: the mode for this connection (auto: what the canary
+ * last answered, the ladder until it has), then, native, declare the
  * holding queues and consume them over AMQP 1.0; ladder, drain those that
  * exist over 0-9-1.  0, or -1 with err; *fatal when retrying is useless.
  */
@@ -586,6 +603,24 @@ void daemon_hold_shutdown(struct daemon *d);
 /* After a failure: detach the links when the AMQP 1.0 connection still
  * works (bounded), and close it; what it held goes back to the queues. */
 void daemon_hold_close(struct daemon *d);
+
+/*
+ * daemon_canary.c
+ */
+
+/*
+ * Ask whether this broker's quorum queues hold a message until its
+ * x-opt-delivery-time, in a thread of its own on connections of its own
+ * to url: canary_async is sent when the answer is in.  0, or -1 with err
+ * (one is running already, no memory, no thread).
+ */
+int daemon_canary_start(struct daemon *d, const char *url, char *err,
+                        size_t errsize);
+/* The answer, once canary_async was sent: 1 yes, 0 no (why says it), -1
+ * could not tell (why); -2 none yet.  The job is freed. */
+int daemon_canary_answer(struct daemon *d, char *why, size_t whysize);
+/* At exit: a canary still running frees itself when it ends, unheard. */
+void daemon_canary_orphan(struct daemon *d);
 
 /*
  * daemon_outgoing.c: what a publish carries besides the message's own.

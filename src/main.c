@@ -71,13 +71,15 @@ print_ladder(const struct config *cfg)
 	if (cfg->topology_mode != WAIT_LADDER) {
 		char win[32];
 		duration_format(cfg->topology_native_window, win, sizeof(win));
-		printf("mode %s: on RabbitMQ 4.3 or later the last %s of a "
-		       "delay waits in %s%s%s\n",
-		       cfg->topology_mode == WAIT_AUTO ? "auto" : "native", win,
-		       t.hold[0], t.shards > 1 ? " (one per shard)" : "",
-		       cfg->topology_mode == WAIT_AUTO
-		           ? ", if a canary proves it at start; else the ladder"
-		           : "");
+		printf(
+		    "mode %s: on RabbitMQ 4.3 or later the last %s of a "
+		    "delay waits in %s%s%s\n",
+		    cfg->topology_mode == WAIT_AUTO ? "auto" : "native", win,
+		    t.hold[0], t.shards > 1 ? " (one per shard)" : "",
+		    cfg->topology_mode == WAIT_AUTO
+		        ? ", once a canary proves it (in the background; the "
+		          "ladder until then)"
+		        : "");
 	}
 	topology_free(&t);
 	short_ladder = ladder_short(&l, cfg->router_max_delay, &hops);

@@ -175,6 +175,16 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Deliveries a holding queue released before their due time "
 	        "by this daemon's clock (the broker's clock is ahead).",
 	        m->native_early);
+	out_head(&o, "cascade_canary_total", "counter",
+	         "auto's canary, by its answer: native (a quorum queue held "
+	         "it until its time), ladder (released it early), unknown "
+	         "(it could not tell: refused, limited, timed out).");
+	out_printf(&o, "cascade_canary_total{answer=\"native\"} %" PRIu64 "\n",
+	           m->canaries[1]);
+	out_printf(&o, "cascade_canary_total{answer=\"ladder\"} %" PRIu64 "\n",
+	           m->canaries[0]);
+	out_printf(&o, "cascade_canary_total{answer=\"unknown\"} %" PRIu64 "\n",
+	           m->canaries[2]);
 	out_head(&o, "cascade_wait_mode", "gauge",
 	         "1 for how messages wait now: ladder or native "
 	         "([topology] mode); none before the first connection.");

@@ -6,14 +6,20 @@ ladder and native refuses to start (docs/how-it-works.md, "Native
 waiting").  Every other test runs in native mode too with
 CASCADE_TEST_MODE=native (make test-native)."""
 import json
+import re
+import shutil
+import socket
+import subprocess
 import time
+import uuid
 
 import pika
 import pytest
 
 from faults import fast_daemon
-from helpers import (LATE_SCALE, METRICS, Client, Daemon, broker_version, ctl,
-                     total, wait_for)
+from helpers import (CASCADE, LATE_SCALE, METRICS, Client, Daemon,
+                     broker_version, ctl, free_port, http_get, total,
+                     wait_for)
 
 
 def native_broker(broker):
@@ -129,17 +135,28 @@ def test_native_a_long_delay_rides_the_ladder_then_waits(broker, needs_43,
         d.stop()
 
 
+def ready_in(d, mode):
+    """A ready line of d's in that mode."""
+    return re.search(r"msg=ready .* mode=%s\n" % mode, d.log())
+
+
 def test_auto_chooses_by_what_the_broker_proves(broker, tmp_path):
-    """mode = auto: native on RabbitMQ 4.3 (the canary came back on
-    time), the ladder before it; the log and the metrics say which."""
+    """mode = auto: ready at once on the ladder; on RabbitMQ 4.3 the
+    canary, in the background, comes back on time and the daemon goes
+    native (connected afresh); before 4.3 it stays on the ladder, asking
+    no canary.  The log and the metrics say which."""
     d = Daemon(broker, str(tmp_path),
                dict(METRICS, topology={"mode": "auto"})).start()
     try:
         native = native_broker(broker)
         want = "native" if native else "ladder"
-        assert "msg=wait_mode mode=%s" % want in d.log(), d.log()
+        d.wait_log("msg=wait_mode mode=%s" % want)
+        wait_for(lambda: ready_in(d, want), 30, "ready in " + want)
         m = d.metrics()
         assert m["cascade_wait_mode{mode=\"%s\"}" % want] == 1
+        assert m["cascade_canary_total{answer=\"native\"}"] == native
+        assert total(m, "cascade_reconnects_total") == 0, \
+            "a change of mode is not a lost connection"
         # The canary's queue is gone.
         assert not [name for name in broker.queue_counts()
                     if ".canary." in name]
@@ -149,6 +166,93 @@ def test_auto_chooses_by_what_the_broker_proves(broker, tmp_path):
         check_arrivals(client.collect(t.queue, 2, 20), due, 500)
     finally:
         d.stop()
+
+
+def watch_http(port, until, timeout):
+    """GET /healthz and /metrics every 0.2 s until until() or timeout:
+    how long the slowest answer took (each must answer)."""
+    slowest, deadline = 0.0, time.time() + timeout
+    while not until():
+        assert time.time() < deadline, "timed out after %ss" % timeout
+        for path in ("/healthz", "/metrics"):
+            t0 = time.time()
+            try:
+                status, _ = http_get("http://127.0.0.1:%d%s" % (port, path))
+            except OSError:
+                status = None  # not listening yet: before the loop runs
+            slowest = max(slowest, time.time() - t0)
+            assert status in (None, 200, 503), (path, status)
+        time.sleep(0.2)
+    return slowest
+
+
+def test_auto_with_one_connection_allowed_waits_on_the_ladder(broker, needs_43,
+                                                            tmp_path):
+    """A hosted plan's limit: the daemon's user may open one connection,
+    so neither the canary nor native waiting's AMQP 1.0 link can open.  The
+    daemon is ready on the ladder within 15 s and delivers; /healthz and
+    /metrics answer throughout; the warning says why and what to change."""
+    user = "one-conn-" + uuid.uuid4().hex[:8]
+    broker.add_user(user, "secret", ".*", ".*", ".*")
+    broker.ctl("set_user_limits", user, '{"max-connections": 1}')
+    port = free_port()
+    url = broker.url.replace("guest:guest@", "%s:secret@" % user)
+    d = Daemon(broker, str(tmp_path),
+               {"broker": {"url": url}, "topology": {"mode": "auto"},
+                "metrics": {"listen": "127.0.0.1:%d" % port}})
+    t0 = time.time()
+    d.spawn()
+    slowest = watch_http(port, lambda: "the canary could not tell" in
+                         d.log() and ready_in(d, "ladder"), 15)
+    print("ready on the ladder after %.1f s; slowest answer %.2f s" % (
+        time.time() - t0, slowest))
+    try:
+        assert slowest < 2, "the loop was held up %.2f s" % slowest
+        assert "max-connections" in d.log()
+        m = d.metrics()
+        assert m["cascade_wait_mode{mode=\"ladder\"}"] == 1
+        assert m["cascade_canary_total{answer=\"unknown\"}"] == 1
+        client = Client(broker)
+        t = Target(d, client)
+        due = publish_due(client, t, [500, 900])
+        check_arrivals(client.collect(t.queue, 2, 20), due, 500)
+    finally:
+        d.stop()
+        broker.delete_user(user)
+
+
+def test_a_stale_canary_queue_does_not_decide(broker, needs_43, tmp_path):
+    """A container restarted keeps its host name and PID 1: the queue a
+    killed instance's canary left (P.canary.HOST.1, x-expires 60 s, its
+    message still in it) is not the new canary's, which still finds
+    that the broker holds a message until its time."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to run the daemon as PID 1")
+    d = Daemon(broker, str(tmp_path),
+               dict(METRICS, topology={"mode": "auto"}))
+    stale = "%s.canary.%s.1" % (d.prefix, socket.gethostname()[:40])
+    conn = broker.connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare(stale, durable=True, arguments={
+        "x-queue-type": "quorum", "x-expires": 60000})
+    ch.basic_publish("", stale, b"cascade canary")
+    conn.close()
+    d.logfile = open(d.logpath, "ab")
+    d.proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", CASCADE, "-c",
+         d.config], stdout=d.logfile, stderr=subprocess.STDOUT)
+    try:
+        d.wait_log("msg=wait_mode mode=", 30, count=2)
+        assert "msg=wait_mode mode=native" in d.log(), d.log()
+        wait_for(lambda: ready_in(d, "native"), 30, "ready in native")
+    finally:
+        d.proc.terminate()
+        d.proc.wait(30)
+        d.logfile.close()
+        conn = broker.connect()
+        conn.channel().queue_delete(stale)
+        conn.close()
 
 
 def test_native_on_an_older_broker_refuses_to_start(broker, tmp_path):

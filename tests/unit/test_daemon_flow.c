@@ -892,6 +892,43 @@ Test(daemon_flow, native_one_given_back_first_after_a_restart_keeps_due_order)
 	cr_assert_eq(d.m.overdue_returns, 0, "not the ladder's");
 }
 
+/* Given back with its due time, and released `left` ms before it (a
+ * queue that ignores the time, a broker's clock ahead). */
+static struct message *
+held_early(int64_t left)
+{
+	struct message *m = held_delivery(left);
+
+	m->delivery_time = duration_wall_ms() + left;
+	return m;
+}
+
+/* Released early, it is not given back at once (it would come straight
+ * back, at round-trip speed) but waits in memory, backing off: twice as
+ * long at each early release; then it goes back with its time, counted
+ * once. */
+Test(daemon_flow, native_a_release_that_comes_back_early_waits_backing_off)
+{
+	native();
+	daemon_message_done(&d, held_early(800));
+	cr_assert_eq(d.m.native_early, 1);
+	cr_assert_eq(d.m.native_returns, 0, "not given back at once");
+	cr_assert_eq(message_count(&d.held), 1, "it waits here");
+	cr_assert_eq(d.early_backoff, 100);
+	daemon_message_done(&d, held_early(700));
+	cr_assert_eq(d.early_backoff, 200, "twice as long");
+	settle();
+	cr_assert_eq(d.m.native_returns, 2, "then back with their time");
+	cr_assert_eq(d.m.native_early, 2, "counted once each");
+	/* Due before the wait is over: it waits until due, and goes. */
+	d.early_backoff = 10000;
+	daemon_message_done(&d, held_early(300));
+	settle();
+	cr_assert_eq(calls.npublished, 1);
+	cr_assert_eq(published(0)->action, ROUTE_DELIVER);
+	cr_assert_eq(d.m.native_returns, 2);
+}
+
 Test(daemon_flow, native_a_refusing_holding_queue_sends_it_round_the_ladder)
 {
 	const struct route *r;
