@@ -52,11 +52,12 @@
  * auto's choice.  Classic queues or a broker older than 4.3: the ladder,
  * said once.  Otherwise this connection waits as the canary last answered
  * (the ladder until it has), and the canary (daemon_canary.c) asks again
- * in the background once connected: at every connection, and every
- * CANARY_RETRY_S while it cannot tell.  An answer that differs from the
- * mode in use switches it (a reconnect); one that cannot tell changes
- * nothing, and says what to change.  So auto never leaves a daemon idle.
- * 1: the broker can hold (a canary runs); 0: it cannot (ladder for good).
+ * in the background once connected: at a connection unless it answered in
+ * the last CANARY_RETRY_S, and every CANARY_RETRY_S while it cannot tell.  An
+ * answer that differs from the mode in use switches it (a reconnect); one that
+ * cannot tell changes nothing, and says what to change.  So auto never leaves a
+ * daemon idle. 1: the broker can hold (a canary runs); 0: it cannot (ladder for
+ * good).
  */
 static int
 auto_may_hold(struct daemon *d, int version)
@@ -117,6 +118,7 @@ on_canary(struct ev_loop *loop, ev_async *w, int revents)
 		return;
 	d->m.canaries[rc < 0 ? 2 : rc]++;
 	if (rc >= 0) {
+		d->canary_at = duration_mono_ms();
 		ev_timer_stop(d->loop, &d->canary_retry);
 		if (rc != d->auto_native)
 			auto_switch(d, rc, version, why);
@@ -125,7 +127,7 @@ on_canary(struct ev_loop *loop, ev_async *w, int revents)
 	/* Could not tell: the mode stays, and it asks again later. */
 	log_warn("wait_mode",
 	         " mode=%s reason=\"auto: the canary could not tell (%s); "
-	         "%s; it asks again in %d s and at every connection. To "
+	         "%s; it asks again in %d s. To "
 	         "wait natively, let this user open one more connection "
 	         "(max-connections) and its vhost one more queue "
 	         "(max-queues), or set [topology] mode = native; to keep "
@@ -366,7 +368,12 @@ daemon_hold_connect(struct daemon *d, const char *url, char *err,
 			    version / 1000, version % 1000);
 		d->canary_version = version;
 		d->native = d->auto_native == 1;
-		d->canary_due = !ev_is_active(&d->canary_retry);
+		/* Asked again at a connection, unless it answered lately (the
+		 * switch it asked for is this connection) or is pausing. */
+		d->canary_due =
+		    !ev_is_active(&d->canary_retry) &&
+		    (d->auto_native < 0 || duration_mono_ms() - d->canary_at >=
+		                               CANARY_RETRY_S * 1000);
 		if (!d->native)
 			break;
 		rc = daemon_hold_open(d, url, err, errsize);

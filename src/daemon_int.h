@@ -264,6 +264,7 @@ struct daemon {
 	 * version it asks of, whether it is to ask once connected, and its
 	 * pause after it could not tell. */
 	int auto_native;
+	int64_t canary_at; /* mono ms of its last answer */
 	int canary_version;
 	int canary_due;
 	ev_timer canary_retry;

@@ -247,7 +247,9 @@ def test_a_stale_canary_queue_does_not_decide(broker, needs_43, tmp_path):
         assert "msg=wait_mode mode=native" in d.log(), d.log()
         wait_for(lambda: ready_in(d, "native"), 30, "ready in native")
     finally:
-        d.proc.terminate()
+        # unshare passes no SIGTERM on; killed, it kills the daemon
+        # (--kill-child).
+        d.proc.kill()
         d.proc.wait(30)
         d.logfile.close()
         conn = broker.connect()
