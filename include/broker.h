@@ -29,6 +29,12 @@
  * for them.
  */
 #define BROKER_CH_EVENTS 4
+/*
+ * The daemon's looks for holding queues that appeared while it runs on the
+ * ladder (passive queue declares, one at a time): opened when needed, and
+ * a 404 closes it.
+ */
+#define BROKER_CH_PROBE 5
 
 /* Seconds any blocking set-up step may take before the attempt fails. */
 #define BROKER_SETUP_TIMEOUT 10

@@ -42,6 +42,11 @@
 #ifndef HOLD_RELINK_S
 #define HOLD_RELINK_S 60
 #endif
+/* s: how often a daemon on the ladder looks for holding queues that
+ * appeared since it connected. */
+#ifndef HOLD_PROBE_S
+#define HOLD_PROBE_S 30
+#endif
 /* s: how long auto waits before it asks the canary again when the last
  * could not tell (refused, limited, timed out). */
 #ifndef CANARY_RETRY_S
@@ -169,9 +174,12 @@ on_canary_retry(struct ev_loop *loop, ev_timer *w, int revents)
 		canary_ask(d);
 }
 
+static void on_hold_probe(struct ev_loop *loop, ev_timer *w, int revents);
+
 void
 daemon_hold_init(struct daemon *d)
 {
+	ev_init(&d->hold_probe, on_hold_probe);
 	ev_async_init(&d->canary_async, on_canary);
 	ev_async_start(d->loop, &d->canary_async);
 	ev_init(&d->canary_retry, on_canary_retry);
@@ -181,6 +189,7 @@ daemon_hold_init(struct daemon *d)
 void
 daemon_hold_free(struct daemon *d)
 {
+	ev_timer_stop(d->loop, &d->hold_probe);
 	ev_timer_stop(d->loop, &d->canary_retry);
 	ev_async_stop(d->loop, &d->canary_async);
 	daemon_canary_orphan(d);
@@ -403,6 +412,147 @@ daemon_hold_connect(struct daemon *d, const char *url, char *err,
 	return daemon_hold_drain(d, err, errsize);
 }
 
+/*
+ * Holding queues that appear while a daemon runs on the ladder (a native
+ * daemon of the same prefix made them, and may since have stopped): every
+ * HOLD_PROBE_S, once ready, each shard's holding queue this daemon does not
+ * consume yet is looked for, one passive declare at a time on a channel of
+ * its own (a 404 closes it, so it is opened again for the next), and one
+ * that exists is consumed from then on.  So none is left without a
+ * consumer for more than HOLD_PROBE_S.
+ */
+
+/* The next holding queue not consumed, from consumer index `from` on;
+ * d->nconsumers when none is left. */
+static unsigned
+probe_next(const struct daemon *d, unsigned from)
+{
+	for (unsigned i = from; i < d->nconsumers; i++)
+		if (d->consumers[i].src == ROUTE_FROM_HOLD &&
+		    d->consumers[i].off && !d->consumers[i].amqp1)
+			return i;
+	return d->nconsumers;
+}
+
+/* Look for consumer i's queue: the channel first, when it is closed. */
+static void
+probe_send(struct daemon *d)
+{
+	amqp_queue_declare_t q;
+	amqp_channel_open_t open = {amqp_empty_bytes};
+	int st;
+
+	if (d->probe_state == PROBE_CLOSED) {
+		st = amqp_send_method(d->conn, BROKER_CH_PROBE,
+		                      AMQP_CHANNEL_OPEN_METHOD, &open);
+		d->probe_state = PROBE_OPENING;
+	} else {
+		memset(&q, 0, sizeof(q));
+		q.queue = amqp_cstring_bytes(d->consumers[d->probe_at].queue);
+		q.passive = 1;
+		q.arguments = amqp_empty_table;
+		st = amqp_send_method(d->conn, BROKER_CH_PROBE,
+		                      AMQP_QUEUE_DECLARE_METHOD, &q);
+		d->probe_state = PROBE_ASKING;
+	}
+	if (st != AMQP_STATUS_OK)
+		daemon_fail(d, "cannot look for a holding queue");
+}
+
+/* The next look of this round, or the round's end. */
+static void
+probe_step(struct daemon *d, unsigned from)
+{
+	d->probe_at = probe_next(d, from);
+	if (d->probe_at < d->nconsumers)
+		probe_send(d);
+	else if (d->probe_state != PROBE_CLOSED)
+		d->probe_state = PROBE_IDLE;
+}
+
+static void
+on_hold_probe(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, hold_probe);
+
+	(void)loop;
+	(void)revents;
+	/* Once ready (a consume-ok now is not one it waits for), and not
+	 * while a look is under way. */
+	if (d->broken || d->stopping || !d->consuming || d->replaying ||
+	    d->consume_oks > 0 || d->probe_state == PROBE_OPENING ||
+	    d->probe_state == PROBE_ASKING)
+		return;
+	if (probe_next(d, 0) == d->nconsumers) {
+		ev_timer_stop(d->loop, &d->hold_probe);
+		return;
+	}
+	probe_step(d, 0);
+}
+
+void
+daemon_hold_probe_opened(struct daemon *d)
+{
+	d->probe_state = PROBE_IDLE;
+	if (d->probe_at < d->nconsumers)
+		probe_send(d);
+}
+
+void
+daemon_hold_probe_found(struct daemon *d)
+{
+	struct consumer *c;
+	amqp_basic_consume_t bc;
+
+	d->probe_state = PROBE_IDLE;
+	if (d->probe_at >= d->nconsumers)
+		return;
+	c = &d->consumers[d->probe_at];
+	c->off = 0;
+	memset(&bc, 0, sizeof(bc));
+	bc.queue = amqp_cstring_bytes(c->queue);
+	bc.consumer_tag = amqp_cstring_bytes(c->tag);
+	bc.arguments = amqp_empty_table;
+	if (amqp_send_method(d->conn, BROKER_CH_WORK, AMQP_BASIC_CONSUME_METHOD,
+	                     &bc) != AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot consume a holding queue");
+		return;
+	}
+	log_info("hold_drain",
+	         " queues=1 queue=%s reason=\"a holding queue of native "
+	         "waiting appeared: what it releases goes on over the "
+	         "ladder\"",
+	         c->queue);
+	probe_step(d, d->probe_at + 1);
+}
+
+void
+daemon_hold_probe_closed(struct daemon *d, const amqp_channel_close_t *c)
+{
+	amqp_channel_close_ok_t ok = {0};
+
+	d->probe_state = PROBE_CLOSED;
+	if (amqp_send_method(d->conn, BROKER_CH_PROBE,
+	                     AMQP_CHANNEL_CLOSE_OK_METHOD,
+	                     &ok) != AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot close the probe channel");
+		return;
+	}
+	/* Not there (404): the next.  Anything else: said, and the next
+	 * round tries again. */
+	if (c->reply_code != AMQP_NOT_FOUND) {
+		log_warn("hold_probe_failed", " queue=%s reason=\"%u %.*s\"",
+		         d->probe_at < d->nconsumers
+		             ? d->consumers[d->probe_at].queue
+		             : "",
+		         c->reply_code, (int)c->reply_text.len,
+		         (const char *)c->reply_text.bytes);
+		d->probe_at = d->nconsumers;
+		return;
+	}
+	probe_step(d, d->probe_at + 1);
+}
+
 void
 daemon_give_back(struct outbox_item *it, void *ctx)
 {
@@ -432,6 +582,15 @@ daemon_hold_start(struct daemon *d)
 	if (d->canary_due) {
 		d->canary_due = 0;
 		canary_ask(d);
+	}
+	/* A fresh connection: the probe channel is not open on it. */
+	d->probe_state = PROBE_CLOSED;
+	d->probe_at = d->nconsumers;
+	if (!d->native && probe_next(d, 0) < d->nconsumers) {
+		ev_timer_set(&d->hold_probe, HOLD_PROBE_S, HOLD_PROBE_S);
+		ev_timer_start(d->loop, &d->hold_probe);
+	} else {
+		ev_timer_stop(d->loop, &d->hold_probe);
 	}
 	if (d->a1 == NULL)
 		return;

@@ -270,7 +270,17 @@ struct daemon {
 	ev_timer canary_retry;
 	ev_async canary_async; /* daemon_canary.c: the answer is in */
 	struct canary_job *canary;
-	int switching;    /* a teardown to change the waiting mode */
+	int switching; /* a teardown to change the waiting mode */
+	/* On the ladder: the look for holding queues that appeared, its
+	 * timer, its channel's state, the consumer it looks for. */
+	ev_timer hold_probe;
+	enum {
+		PROBE_CLOSED,
+		PROBE_OPENING,
+		PROBE_IDLE,
+		PROBE_ASKING
+	} probe_state;
+	unsigned probe_at;
 	struct amqp1 *a1; /* the holding queues' consumer, when native */
 	ev_timer relink;  /* replaces its quiet links now and then */
 	unsigned hold_link[AMQP1_MAX_LINKS]; /* link i's consumer index */
@@ -598,6 +608,11 @@ int daemon_hold_connect(struct daemon *d, const char *url, char *err,
 void daemon_give_back(struct outbox_item *it, void *ctx);
 /* Run the AMQP 1.0 connection on the loop (after consuming). */
 void daemon_hold_start(struct daemon *d);
+/* The probe channel's answers (daemon_wire.c): opened, the queue looked
+ * for exists, the broker closed the channel (404: it does not). */
+void daemon_hold_probe_opened(struct daemon *d);
+void daemon_hold_probe_found(struct daemon *d);
+void daemon_hold_probe_closed(struct daemon *d, const amqp_channel_close_t *c);
 /* At exit: settle what is settled and close the AMQP 1.0 connection
  * cleanly (bounded).  The caller released what it drops first. */
 void daemon_hold_shutdown(struct daemon *d);

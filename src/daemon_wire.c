@@ -132,6 +132,10 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 		daemon_pub_closed(d, c, why);
 		return;
 	}
+	if (ch == BROKER_CH_PROBE) {
+		daemon_hold_probe_closed(d, c);
+		return;
+	}
 	if (ch != BROKER_CH_CHECK) {
 		char msg[340];
 		snprintf(msg, sizeof(msg), "channel %u closed by broker: %s",
@@ -261,8 +265,14 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		if (ch == BROKER_CH_CHECK)
 			daemon_lookup_done(d, 1, NULL);
 		return;
+	case AMQP_QUEUE_DECLARE_OK_METHOD:
+		if (ch == BROKER_CH_PROBE)
+			daemon_hold_probe_found(d);
+		return;
 	case AMQP_CHANNEL_OPEN_OK_METHOD:
-		if (ch == BROKER_CH_CHECK) {
+		if (ch == BROKER_CH_PROBE) {
+			daemon_hold_probe_opened(d);
+		} else if (ch == BROKER_CH_CHECK) {
 			d->check_open = 1;
 			while (!d->broken &&
 			       (lk = xcheck_unsent(&d->xc)) != NULL)

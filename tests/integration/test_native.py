@@ -477,3 +477,35 @@ def test_a_previous_release_beside_native_daemons(broker, previous_cascade,
         new.stop()
     # Both did some of the work.
     assert "received=0 " not in old.log(), old.log()
+
+
+@pytest.mark.slow
+def test_a_holding_queue_that_appears_is_consumed_within_a_minute(
+        broker, needs_43, tmp_path):
+    """A daemon on the ladder started before any holding queue existed; a
+    native daemon of the same prefix then makes P.hold, takes messages
+    into it, and stops (scaled in): the ladder daemon finds P.hold within
+    30 s (it looks every 30 s once ready) and delivers what waits there,
+    none early, none lost."""
+    (tmp_path / "ladder").mkdir()
+    (tmp_path / "native").mkdir()
+    ladder = Daemon(broker, str(tmp_path / "ladder"),
+                    dict(METRICS, topology={"mode": "ladder"})).start()
+    native = Daemon(broker, str(tmp_path / "native"),
+                    dict(METRICS, topology={"mode": "native",
+                                            "native_window": "10m"}),
+                    prefix=ladder.prefix).start()
+    try:
+        client = Client(broker)
+        t = Target(ladder, client)
+        due = publish_due(client, t, [25000 + 10 * i for i in range(20)])
+        wait_for(lambda: total(native.metrics(), "cascade_waits_total") > 0,
+                 10, "some waiting in the native daemon's P.hold")
+        assert native.stop() == 0
+        got = client.collect(t.queue, len(due), 25 + 30 + 15 * LATE_SCALE)
+        check_arrivals(got, due, (30 + 5) * 1000)
+        assert "msg=hold_drain queues=1 queue=%s.hold" % ladder.prefix in \
+            ladder.log(), ladder.log()
+    finally:
+        ladder.stop()
+        native.stop()
