@@ -369,33 +369,24 @@ overdue(struct daemon *d, const struct message *m, int64_t late, int open)
 	    mono - d->overdue_logged_at < OVERDUE_LOG_MS)
 		return;
 	d->overdue_logged_at = mono;
-	if (open)
-		log_warn("overdue_returns",
-		         " count=%" PRIu64 " worst_late_ms=%" PRId64
-		         " queue=%s reorder_window_ms=%" PRId64
-		         " reason=\"deliveries came back from the ladder "
-		         "late: after a broker restart or a node's loss "
-		         "RabbitMQ's dead-letter worker resends what it could "
-		         "not hand over only after "
-		         "dead_letter_worker_publisher_confirm_timeout (180 s "
-		         "by default; conf/advanced.config sets 10 s; "
-		         "cascade-ctl status shows it); RabbitMQ 4.3 waits "
-		         "natively (mode = auto)\"",
-		         d->overdue_unlogged, d->overdue_worst,
-		         d->consumers[m->consumer].queue,
-		         d->cfg->router_reorder_window);
-	else
-		log_warn("overdue_returns",
-		         " count=%" PRIu64 " worst_late_ms=%" PRId64
-		         " queue=%s reorder_window_ms=%" PRId64
-		         " reason=\"deliveries came back from the ladder "
-		         "late with no disruption seen by this daemon: more "
-		         "came due at once than the daemons move at once (a "
-		         "backlog in the return queue), or a node was lost "
-		         "elsewhere in the cluster; they go at once\"",
-		         d->overdue_unlogged, d->overdue_worst,
-		         d->consumers[m->consumer].queue,
-		         d->cfg->router_reorder_window);
+	log_warn("overdue_returns",
+	         " count=%" PRIu64 " worst_late_ms=%" PRId64
+	         " queue=%s reorder_window_ms=%" PRId64 " reason=\"%s\"",
+	         d->overdue_unlogged, d->overdue_worst,
+	         d->consumers[m->consumer].queue, d->cfg->router_reorder_window,
+	         open ? "deliveries came back from the ladder late: after a "
+	                "broker restart or a node's loss RabbitMQ's "
+	                "dead-letter worker resends what it could not hand "
+	                "over only after "
+	                "dead_letter_worker_publisher_confirm_timeout (180 s "
+	                "by default; conf/advanced.config sets 10 s; "
+	                "cascade-ctl status shows it); RabbitMQ 4.3 waits "
+	                "natively (mode = auto)"
+	              : "deliveries came back from the ladder late with no "
+	                "disruption seen by this daemon: more came due at "
+	                "once than the daemons move at once (a backlog in "
+	                "the return queue), or a node was lost elsewhere in "
+	                "the cluster; they go at once");
 	d->overdue_unlogged = 0;
 	d->overdue_worst = 0;
 }

@@ -203,6 +203,24 @@ class Proxy(threading.Thread):
         self.open_listener()
 
 
+def most_in_a_second(name, col, sent, rate):
+    """Once all arrived, none early, none lost: the most deliveries in
+    any one second."""
+    col.wait_for(set(sent), timeout=60 + len(sent) / rate)
+    r = report(name, sent, col.arrivals)
+    assert r["early"] == 0 and r["lost"] == 0, r
+    at = sorted(t for t, _ in col.arrivals)
+    most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
+    print("at most %d deliveries in a second, paced at %d/s" % (most, rate))
+    return most
+
+
+def pace_bound(rate):
+    """A pace, and what a stall of the machine adds: it releases timers
+    together (as in test_schedules' pace tests)."""
+    return rate + 2 + rate * (LATE_SCALE - 1) / 2
+
+
 @pytest.mark.slow
 def test_a_paced_target_gets_no_burst_after_a_broker_restart(fault_broker,
                                                              tmp_path):
@@ -224,16 +242,8 @@ def test_a_paced_target_gets_no_burst_after_a_broker_restart(fault_broker,
     if last_due + 1 > time.time():
         time.sleep(last_due + 1 - time.time())
     restart_broker(fault_broker)
-    col.wait_for(set(sent), timeout=60 + n / rate)
-    r = report("paced target, broker stopped and started", sent,
-               col.arrivals)
-    assert r["early"] == 0 and r["lost"] == 0, r
-    at = sorted(t for t, _ in col.arrivals)
-    most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
-    print("at most %d deliveries in a second, paced at %d/s" % (most, rate))
-    # A stall of the machine releases timers together: allowed for, as in
-    # test_schedules' pace tests.
-    assert most <= rate + 2 + rate * (LATE_SCALE - 1) / 2, most
+    assert most_in_a_second("paced target, broker stopped and started",
+                            col, sent, rate) <= pace_bound(rate)
     assert d.stop() == 0
 
 
@@ -274,14 +284,8 @@ def test_a_paced_target_gets_no_burst_after_a_daemon_restart(fault_broker,
     d.kill()
     time.sleep(1)
     d.start()
-    col.wait_for(set(sent), timeout=60 + n / rate)
-    r = report("paced target, daemon killed and started", sent,
-               col.arrivals)
-    assert r["early"] == 0 and r["lost"] == 0, r
-    at = sorted(t for t, _ in col.arrivals)
-    most = max(sum(1 for u in at if t <= u < t + 1) for t in at)
-    print("at most %d deliveries in a second, paced at %d/s" % (most, rate))
-    assert most <= 1.5 * rate + 2 + rate * (LATE_SCALE - 1) / 2, most
+    assert most_in_a_second("paced target, daemon killed and started",
+                            col, sent, rate) <= pace_bound(1.5 * rate)
     assert d.stop() == 0
 
 

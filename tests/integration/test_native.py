@@ -135,6 +135,14 @@ def test_native_a_long_delay_rides_the_ladder_then_waits(broker, needs_43,
         d.stop()
 
 
+def delivers(broker, d):
+    """Two messages through d, on time."""
+    client = Client(broker)
+    t = Target(d, client)
+    due = publish_due(client, t, [500, 900])
+    check_arrivals(client.collect(t.queue, 2, 20), due, 500)
+
+
 def ready_in(d, mode):
     """A ready line of d's in that mode."""
     return re.search(r"msg=ready .* mode=%s\n" % mode, d.log())
@@ -160,10 +168,7 @@ def test_auto_chooses_by_what_the_broker_proves(broker, tmp_path):
         # The canary's queue is gone.
         assert not [name for name in broker.queue_counts()
                     if ".canary." in name]
-        client = Client(broker)
-        t = Target(d, client)
-        due = publish_due(client, t, [500, 900])
-        check_arrivals(client.collect(t.queue, 2, 20), due, 500)
+        delivers(broker, d)
     finally:
         d.stop()
 
@@ -212,10 +217,7 @@ def test_auto_with_one_connection_allowed_waits_on_the_ladder(broker, needs_43,
         m = d.metrics()
         assert m["cascade_wait_mode{mode=\"ladder\"}"] == 1
         assert m["cascade_canary_total{answer=\"unknown\"}"] == 1
-        client = Client(broker)
-        t = Target(d, client)
-        due = publish_due(client, t, [500, 900])
-        check_arrivals(client.collect(t.queue, 2, 20), due, 500)
+        delivers(broker, d)
     finally:
         d.stop()
         broker.delete_user(user)
