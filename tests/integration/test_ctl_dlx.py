@@ -27,11 +27,14 @@ KEY = "dead_letter_worker_publisher_confirm_timeout"
 LINE = "dead-letter re-send after a broker restart: "
 WARNING = ("cascade-ctl: warning: the broker's "
            "dead_letter_worker_publisher_confirm_timeout is RabbitMQ's "
-           "default, 180 s: after a broker restart, messages that were "
-           "expiring can arrive up to 3 minutes late; set it in "
-           "advanced.config (conf/advanced.config: 10 s)")
-CONSEQUENCE = ("at RabbitMQ's default, 180 s, messages that were expiring "
-               "can arrive up to 3 minutes late after a broker restart")
+           "default, 180 s: after a broker restart, messages that fell "
+           "due meanwhile can arrive 3 minutes late or more, and out of "
+           "order, the more often the more quorum queues the broker "
+           "holds; set it in advanced.config (conf/advanced.config: 10 s)")
+CONSEQUENCE = ("at RabbitMQ's default, 180 s, messages that fell due "
+               "during a broker restart can arrive 3 minutes late or more, "
+               "and out of order, the more often the more quorum queues "
+               "the broker holds")
 
 
 class MgmtBroker:

@@ -18,9 +18,14 @@
 #include "prom.h"
 
 #define TARGETS_SHOWN 50
+/* What the default costs (docs/rabbitmq-versions.md, "A broker that holds
+ * other queues"): a restarting node brings its quorum queues up one after
+ * the other, and a delay level up before the rest keeps what fell due for
+ * a whole timeout. */
 #define DLX_CONSEQUENCE                                                        \
-	"at RabbitMQ's default, 180 s, messages that were expiring can "       \
-	"arrive up to 3 minutes late after a broker restart; set "             \
+	"at RabbitMQ's default, 180 s, messages that fell due during a "       \
+	"broker restart can arrive 3 minutes late or more, and out of "        \
+	"order, the more often the more quorum queues the broker holds; set "  \
 	"dead_letter_worker_publisher_confirm_timeout in advanced.config "     \
 	"(conf/advanced.config: 10 s)"
 
@@ -233,13 +238,14 @@ status_dlx(const struct ctl *c)
 	}
 	if (known && ms == MGMT_DLX_DEFAULT_MS) {
 		fflush(stdout);
-		fprintf(stderr,
-		        PROG ": warning: the broker's " MGMT_DLX_KEY
-		             " is RabbitMQ's "
-		             "default, 180 s: after a broker restart, messages "
-		             "that were expiring can arrive up to 3 minutes "
-		             "late; set it in advanced.config "
-		             "(conf/advanced.config: 10 s)\n");
+		fprintf(stderr, PROG
+		        ": warning: the broker's " MGMT_DLX_KEY
+		        " is RabbitMQ's "
+		        "default, 180 s: after a broker restart, messages "
+		        "that fell due meanwhile can arrive 3 minutes late "
+		        "or more, and out of order, the more often the more "
+		        "quorum queues the broker holds; set it in "
+		        "advanced.config (conf/advanced.config: 10 s)\n");
 	}
 }
 
