@@ -78,8 +78,9 @@ struct reorder_entry {
 struct reorder {
 	struct reorder_entry *heap; /* a binary heap by (due, seq) */
 	size_t n, max;
-	int64_t window;     /* ms; 0: nothing is held */
-	int64_t open_until; /* monotonic ms: open before it; 0: closed */
+	int64_t window;       /* ms; 0: nothing is held */
+	int64_t open_until;   /* monotonic ms: open before it; 0: closed */
+	int64_t disrupted_at; /* monotonic ms of the last disruption; 0 */
 	uint64_t seq;
 	uint64_t opened_total; /* disruptions that opened a closed window */
 	uint64_t held_total;   /* deliveries held */

@@ -352,14 +352,22 @@ daemon_reorder_disrupted(struct daemon *d)
 	reorder_disrupted(&d->reorder, duration_mono_ms());
 }
 
+/* How long after a disruption the dead-letter worker's stragglers may
+ * still come: two of RabbitMQ's default confirm timeouts (180 s) and a
+ * window. */
+#define STRAGGLERS_MS (2 * 180000 + 15000)
+
 /* Counted, and said at most once a minute: a restart's stragglers come
- * back over minutes, each level's in a batch.  open: after a disruption
- * this daemon saw; else a backlog in the return queue (or a disruption
- * it did not see: a node lost elsewhere in the cluster). */
+ * back over minutes, each level's in a batch.  After a disruption this
+ * daemon saw, recent enough for the broker's stragglers, they are said
+ * to be those; else a backlog in the return queue (or a disruption it did
+ * not see: a node lost elsewhere in the cluster). */
 static void
-overdue(struct daemon *d, const struct message *m, int64_t late, int open)
+overdue(struct daemon *d, const struct message *m, int64_t late)
 {
 	int64_t mono = duration_mono_ms();
+	int open = d->reorder.disrupted_at != 0 &&
+	           mono - d->reorder.disrupted_at < STRAGGLERS_MS;
 
 	d->m.overdue_returns++;
 	d->overdue_unlogged++;
@@ -380,8 +388,9 @@ overdue(struct daemon *d, const struct message *m, int64_t late, int open)
 	                "over only after "
 	                "dead_letter_worker_publisher_confirm_timeout (180 s "
 	                "by default; conf/advanced.config sets 10 s; "
-	                "cascade-ctl status shows it); RabbitMQ 4.3 waits "
-	                "natively (mode = auto)"
+	                "cascade-ctl status shows it), and what comes back "
+	                "after the reorder window closed goes at once, out of "
+	                "order; RabbitMQ 4.3 waits natively (mode = auto)"
 	              : "deliveries came back from the ladder late with no "
 	                "disruption seen by this daemon: more came due at "
 	                "once than the daemons move at once (a backlog in "
@@ -426,12 +435,11 @@ daemon_reorder(struct daemon *d, struct message *m)
 	     (m->src == ROUTE_FROM_INGRESS && m->redelivered) ||
 	     (m->src == ROUTE_FROM_HOLD && m->delivery_time < m->route.due)) &&
 	    now - planned > REORDER_LATE_MS) {
-		int open = reorder_open(&d->reorder, mono);
-
 		m->reordered = 1;
 		if (m->src == ROUTE_FROM_RETURN)
-			overdue(d, m, now - planned, open);
-		if (open && reorder_overdue(&d->reorder, planned, now)) {
+			overdue(d, m, now - planned);
+		if (reorder_open(&d->reorder, mono) &&
+		    reorder_overdue(&d->reorder, planned, now)) {
 			reorder_add(&d->reorder, m, m->route.due, key, now,
 			            mono, &out);
 			arm(d);

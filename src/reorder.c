@@ -26,6 +26,7 @@ reorder_free(struct reorder *r)
 void
 reorder_disrupted(struct reorder *r, int64_t mono)
 {
+	r->disrupted_at = mono;
 	if (r->window <= 0)
 		return;
 	if (!reorder_open(r, mono))
