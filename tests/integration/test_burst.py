@@ -51,7 +51,8 @@ def start_burst(daemon_factory, window):
     how = os.environ.get("CASCADE_BURST_ARGS", "--at %ds" % AT_S).split()
     bench = subprocess.Popen(
         [BENCH, "run", "-c", d.config, "-p", d.prefix, "-q", queue,
-         "-n", str(N), "--idle", "30s", "--mover-pid", str(d.proc.pid)] +
+         "-n", str(N), "--idle", "%ds" % (AT_S + 30),
+         "--mover-pid", str(d.proc.pid)] +
         how,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return d, bench, window or "default"
