@@ -171,24 +171,34 @@ def judge(name, node, sent, arrivals, restart_s):
     assert latest <= (restart_s + BOUND_S) * 1000 * LATE_SCALE, rows
 
 
-@pytest.mark.slow
-def test_restart_before_the_delays_expire(restart_node, tmp_path):
-    d = fast_daemon(restart_node, tmp_path, topology=NATIVE_WINDOW).start()
-    q = "before-" + d.prefix
-    col = Collector(restart_node.url, q)
-    sent = publish(restart_node, d.prefix, q)
+def restart_case(node, tmp_path, name, tag, stop=stop_broker,
+                 at_boot=None):
+    """The plugin's seven through a daemon, the broker stopped with stop
+    and kept down until all are due (at once with CASCADE_RESTART_AT_ONCE),
+    then started; at_boot(daemon) runs once it is up.  Judged."""
+    d = fast_daemon(node, tmp_path, topology=NATIVE_WINDOW).start()
+    q = tag + "-" + d.prefix
+    col = Collector(node.url, q)
+    sent = publish(node, d.prefix, q)
     last_due = max(t + delay / 1000 for t, delay in sent.values())
     at_once = os.environ.get("CASCADE_RESTART_AT_ONCE") == "1"
-    restart_s = timed_restart(restart_node,
-                              down_until=0 if at_once else last_due + 1)
+    restart_s = timed_restart(node, down_until=0 if at_once else last_due + 1,
+                              stop=stop)
     col.start()
+    if at_boot is not None:
+        at_boot(d)
     col.wait_for(set(sent), timeout=max(
         (restart_s + BOUND_S) * LATE_SCALE + 30,
         float(os.environ.get("CASCADE_RESTART_WAIT") or 0)))
     col.stopping = True
-    judge("restart before the delays expire", restart_node, sent,
-          col.arrivals, restart_s)
+    judge(name, node, sent, col.arrivals, restart_s)
     assert d.stop() == 0
+
+
+@pytest.mark.slow
+def test_restart_before_the_delays_expire(restart_node, tmp_path):
+    restart_case(restart_node, tmp_path, "restart before the delays expire",
+                 "before")
 
 
 @pytest.mark.slow
@@ -257,24 +267,12 @@ def test_restart_beside_idle_quorum_queues(crowded_node, tmp_path):
     idle quorum queues, stopped as Debian's service stops it and kept down
     until all seven are due: all seven, none early, in due order, within
     the bound."""
-    d = fast_daemon(crowded_node, tmp_path, topology=NATIVE_WINDOW).start()
-    q = "crowded-" + d.prefix
-    col = Collector(crowded_node.url, q)
-    sent = publish(crowded_node, d.prefix, q)
-    last_due = max(t + delay / 1000 for t, delay in sent.values())
-    at_once = os.environ.get("CASCADE_RESTART_AT_ONCE") == "1"
-    restart_s = timed_restart(crowded_node,
-                              down_until=0 if at_once else last_due + 1,
-                              stop=stop_broker_as_a_service)
-    col.start()
-    held, missing = held_at_boot(crowded_node, d.prefix)
-    print("at boot, %d idle quorum queues beside: not handed over by "
-          "the dead-letter workers %s; %d found no dead-letter exchange" % (
-              OTHER_QUEUES, held, missing))
-    col.wait_for(set(sent), timeout=max(
-        (restart_s + BOUND_S) * LATE_SCALE + 30,
-        float(os.environ.get("CASCADE_RESTART_WAIT") or 0)))
-    col.stopping = True
-    judge("restart beside %d idle quorum queues" % OTHER_QUEUES,
-          crowded_node, sent, col.arrivals, restart_s)
-    assert d.stop() == 0
+    def at_boot(d):
+        held, missing = held_at_boot(crowded_node, d.prefix)
+        print("at boot, %d idle quorum queues beside: not handed over by "
+              "the dead-letter workers %s; %d found no dead-letter "
+              "exchange" % (OTHER_QUEUES, held, missing))
+
+    restart_case(crowded_node, tmp_path,
+                 "restart beside %d idle quorum queues" % OTHER_QUEUES,
+                 "crowded", stop=stop_broker_as_a_service, at_boot=at_boot)
