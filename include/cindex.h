@@ -230,4 +230,26 @@ struct cindex_histogram {
 void cindex_histogram(const struct cindex *ix, const struct cindex_query *q,
                       int64_t now, struct cindex_histogram *h);
 
+/*
+ * How many messages matching q (NULL: all) are due in each of the n + 1
+ * windows that the ascending times edges[0..n) cut: counts[0] those due
+ * before edges[0], counts[k] those due at edges[k - 1] or later and
+ * before edges[k], counts[n] those due at edges[n - 1] or later.  With
+ * due bounds only, rank queries; else one walk.  -1 out of memory
+ * (counts zero).
+ */
+int cindex_windows(const struct cindex *ix, const struct cindex_query *q,
+                   const int64_t *edges, size_t n, uint32_t *counts);
+
+/*
+ * cindex_page from the first match (at most limit into slots, how many in
+ * *n, all that match in *total) and cindex_windows of the same query (n
+ * edges) at once: with an owner, target or prefix, one walk instead of
+ * two.  -1 out of memory.
+ */
+int cindex_page_windows(const struct cindex *ix, const struct cindex_query *q,
+                        uint32_t limit, uint32_t *slots, uint32_t *n,
+                        uint32_t *total, const int64_t *edges, size_t nedges,
+                        uint32_t *counts);
+
 #endif

@@ -21,6 +21,8 @@
 
 /* How often on_tick is called, and a stop asked for is seen, at most. */
 #define STREAMREAD_TICK_MS 1000
+/* A marker's token: PREFIX-<pid>-<16 hex digits>, with its NUL. */
+#define STREAMREAD_TOKEN_MAX 64
 
 /* Zeroed, then the caller's part set. */
 struct streamread {
@@ -45,6 +47,14 @@ struct streamread {
 	/* Optional: once, when our marker is read (caught up): 0, 1 to
 	 * stop, or -1 with err. */
 	int (*on_reached)(void *arg, char *err, size_t size);
+	/*
+	 * Optional: each marker record that is not ours (another reader's:
+	 * cascade-ctl's, a daemon's), with its token, in stream order: 0, 1
+	 * to stop, or -1 with err.  The console keeps the last few, so that
+	 * a cascade-ctl that wrote one knows when the console has read
+	 * everything before it.
+	 */
+	int (*on_marker)(void *arg, amqp_bytes_t token, char *err, size_t size);
 	/*
 	 * Optional: about every STREAMREAD_TICK_MS, whether records come or
 	 * not: 0, 1 to stop, or -1 with err.  The way for another thread to
@@ -84,7 +94,7 @@ struct streamread {
 	char untrusted_writer[256];
 
 	/* The reading's own. */
-	char token[64]; /* the marker we wrote */
+	char token[STREAMREAD_TOKEN_MAX]; /* the marker we wrote */
 	struct events_resume resume;
 };
 
@@ -98,5 +108,15 @@ struct streamread {
  * is an error; after it, a quiet stream is not.
  */
 int streamread_run(struct client *cl, struct streamread *s);
+
+/*
+ * Write a marker record into stream name, as streamread_run writes its
+ * own, and wait for the broker's confirm: its token,
+ * PREFIX-<pid>-<16 hex digits>, into token (size: at least
+ * STREAMREAD_TOKEN_MAX).  A reader that meets it has read every record
+ * written before.  0, or -1 with cl->err.
+ */
+int streamread_marker(struct client *cl, const char *name, const char *prefix,
+                      char *token, size_t size);
 
 #endif

@@ -335,3 +335,77 @@ cindex_histogram(const struct cindex *ix, const struct cindex_query *q,
 		}
 	free(t.targets);
 }
+
+/* The window of edges[0..n) that due falls in. */
+static size_t
+cindex_window_of(int64_t due, const int64_t *edges, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && due >= edges[k])
+		k++;
+	return k;
+}
+
+/* Whether q is due bounds only: ranks answer it, with no walk. */
+static int
+cindex_bounds_only(const struct cindex_query *q)
+{
+	return q == NULL ||
+	       (q->owner == NULL && q->target == NULL && q->prefix == NULL);
+}
+
+int
+cindex_windows(const struct cindex *ix, const struct cindex_query *q,
+               const int64_t *edges, size_t n, uint32_t *counts)
+{
+	uint32_t total;
+
+	memset(counts, 0, (n + 1) * sizeof(*counts));
+	if (cindex_bounds_only(q)) {
+		for (size_t k = 0; k <= n; k++)
+			counts[k] = cindex_between(
+			    ix, q, k == 0 ? INT64_MIN : edges[k - 1],
+			    k == n ? INT64_MAX : edges[k]);
+		return 0;
+	}
+	return cindex_page_windows(ix, q, 0, NULL, &total, &total, edges, n,
+	                           counts);
+}
+
+int
+cindex_page_windows(const struct cindex *ix, const struct cindex_query *q,
+                    uint32_t limit, uint32_t *slots, uint32_t *n,
+                    uint32_t *total, const int64_t *edges, size_t nedges,
+                    uint32_t *counts)
+{
+	struct cindex_test t;
+	uint32_t lo, hi, b, i, shown = 0, seen = 0;
+
+	if (cindex_bounds_only(q))
+		return cindex_page(ix, q, 0, limit, slots, n, total) < 0 ||
+		               cindex_windows(ix, q, edges, nedges, counts) < 0
+		           ? -1
+		           : 0;
+	memset(counts, 0, (nedges + 1) * sizeof(*counts));
+	*n = *total = 0;
+	if (cindex_test_init(ix, q, &t) < 0)
+		return -1;
+	cindex_range(ix, q, &lo, &hi);
+	cindex_seek_rank(ix, lo, &b, &i);
+	for (; !t.none && b < ix->nblock && lo < hi; b++, i = 0)
+		for (; i < ix->block[b]->n && lo < hi; i++, lo++) {
+			uint32_t s = ix->block[b]->slot[i];
+			if (!cindex_test(ix, &t, s))
+				continue;
+			if (shown < limit)
+				slots[shown++] = s;
+			seen++;
+			counts[cindex_window_of(cindex_at(ix, s)->due, edges,
+			                        nedges)]++;
+		}
+	free(t.targets);
+	*n = shown;
+	*total = seen;
+	return 0;
+}

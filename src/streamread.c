@@ -106,11 +106,16 @@ streamread_record(struct client *cl, struct streamread *s,
 	if (events_parse(p, &e) < 0)
 		return 0;
 	if (e.kind == EVENT_MARKER) {
-		if (s->reached || !headers_key_is(e.marker, s->token))
-			return 0;
-		s->reached = 1;
-		return s->on_reached != NULL
-		           ? s->on_reached(s->arg, cl->err, sizeof(cl->err))
+		if (!s->reached && headers_key_is(e.marker, s->token)) {
+			s->reached = 1;
+			return s->on_reached != NULL
+			           ? s->on_reached(s->arg, cl->err,
+			                           sizeof(cl->err))
+			           : 0;
+		}
+		return s->on_marker != NULL
+		           ? s->on_marker(s->arg, e.marker, cl->err,
+		                          sizeof(cl->err))
 		           : 0;
 	}
 	s->records++;
@@ -194,21 +199,20 @@ streamread_skip(struct client *cl, struct streamread *s)
 	return streamread_consume(cl, s);
 }
 
-/* The marker that tells us when every record before it was read. */
-static int
-streamread_mark(struct client *cl, struct streamread *s)
+int
+streamread_marker(struct client *cl, const char *name, const char *prefix,
+                  char *token, size_t size)
 {
 	struct event e;
 	char id[17];
 
 	events_new_id(id);
-	snprintf(s->token, sizeof(s->token), "%s-%d-%s", s->marker,
-	         (int)getpid(), id);
+	snprintf(token, size, "%s-%d-%s", prefix, (int)getpid(), id);
 	memset(&e, 0, sizeof(e));
 	e.kind = EVENT_MARKER;
 	e.at = duration_wall_ms();
-	e.marker = amqp_cstring_bytes(s->token);
-	return client_record(cl, s->name, &e);
+	e.marker = amqp_cstring_bytes(token);
+	return client_record(cl, name, &e);
 }
 
 /* Ack every delivery up to last (multiple).  0, or -1 with cl->err. */
@@ -253,7 +257,10 @@ streamread_run(struct client *cl, struct streamread *s)
 	if (s->again) {
 		s->resume.from = s->resume.last >= 0 ? s->resume.last + 1 : -1;
 	} else {
-		if (streamread_mark(cl, s) < 0)
+		/* The marker that tells us when every record before
+		 * it was read. */
+		if (streamread_marker(cl, s->name, s->marker, s->token,
+		                      sizeof(s->token)) < 0)
 			return -1;
 		events_resume_init(&s->resume);
 	}

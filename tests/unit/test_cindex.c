@@ -317,6 +317,63 @@ Test(cindex, histogram_by_windows)
 	(void)M;
 }
 
+Test(cindex, windows_as_list_counts_them)
+{
+	/* list's windows (metrics_window): overdue and up to 1 min, then
+	 * up to 1 h, 1 d, later; each bound inclusive. */
+	const int64_t now = 1000000000, M = 60000, H = 60 * M, D = 24 * H;
+	const int64_t edges[3] = {now + M + 1, now + H + 1, now + D + 1};
+	struct cindex_query q;
+	uint32_t w[4];
+
+	sched("a", NULL, now - 5, "", "q", "alice");
+	sched("b", NULL, now + M, "", "q", "alice");
+	sched("c", NULL, now + M + 1, "ex", "k", "bob");
+	sched("d", NULL, now + H, "", "q", "alice");
+	sched("e", NULL, now + D + 1, "ex", "k", "alice");
+	for (int pass = 0; pass < 2; pass++) {
+		cindex_query_init(&q);
+		q.target = pass ? "amq.default/q" : NULL;
+		cr_assert_eq(cindex_windows(&ix, &q, edges, 3, w), 0);
+		cr_assert_eq(w[0], 2);
+		cr_assert_eq(w[1], pass ? 1 : 2);
+		cr_assert_eq(w[2], 0);
+		cr_assert_eq(w[3], pass ? 0 : 1);
+	}
+	/* due bounds cut the windows, by ranks and by a walk alike */
+	for (int pass = 0; pass < 2; pass++) {
+		cindex_query_init(&q);
+		q.due_after = now + M;
+		q.due_before = now + H;
+		q.owner = pass ? "bob" : NULL;
+		cr_assert_eq(cindex_windows(&ix, &q, edges, 3, w), 0);
+		cr_assert_eq(w[0], pass ? 0 : 1);
+		cr_assert_eq(w[1], 1);
+		cr_assert_eq(w[2] + w[3], 0);
+	}
+	cr_assert_eq(cindex_windows(&ix, NULL, edges, 3, w), 0);
+	cr_assert_eq(w[0] + w[1] + w[2] + w[3], 5);
+	/* a page and its windows in one walk: cindex_page's, the same */
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t slots[2], n, total;
+		struct cindex_row r;
+		cindex_query_init(&q);
+		q.target = pass ? "ex/k" : NULL;
+		cr_assert_eq(cindex_page_windows(&ix, &q, 1, slots, &n, &total,
+		                                 edges, 3, w),
+		             0);
+		cr_assert_eq(n, 1);
+		cr_assert_eq(total, pass ? 2 : 5);
+		cr_assert_str_eq(page(&q, 0, 1), pass ? "c|2" : "a|5");
+		cindex_row(&ix, slots[0], &r);
+		cr_assert_eq(r.id.len, 1);
+		cr_assert_eq(((const char *)r.id.bytes)[0], pass ? 'c' : 'a');
+		cr_assert_eq(w[0], pass ? 0 : 2);
+		cr_assert_eq(w[1], pass ? 1 : 2);
+		cr_assert_eq(w[3], 1);
+	}
+}
+
 Test(cindex, caps_refuse_and_count)
 {
 	char id[32], owner[32];

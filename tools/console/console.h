@@ -10,7 +10,8 @@
  * Files: main.c (options, start, stop), reader.c (the stream), web.c
  * (HTTP, the gate, sessions, login), page.c (the layout, rows as HTML and
  * JSON), waiting.c, series.c, parked.c, health.c (the pages), act.c (the
- * actions), fetch.c (a record's copy read again by offset).
+ * actions), fetch.c (a record's copy read again by offset), ctl.c
+ * (cascade-ctl's questions).
  */
 #ifndef CASCADE_CONSOLE_H
 #define CASCADE_CONSOLE_H
@@ -55,6 +56,18 @@
 #define CONSOLE_USER_SESSIONS 8
 /* Bytes of a body shown in a message's page. */
 #define CONSOLE_PREVIEW 4096
+/*
+ * cascade-ctl's questions (/ctl/list, /ctl/count: ctl.c): the tokens of
+ * the last markers read that were not the reader's own, each of at most
+ * this many bytes (a longer one is not kept: no cascade-ctl writes one);
+ * how long a question waits for its marker; how long after it was read a
+ * marker is honoured; rows answered at most.
+ */
+#define CONSOLE_MARKS 256
+#define CONSOLE_MARK_MAX 64
+#define CONSOLE_MARK_WAIT_MS 10000
+#define CONSOLE_MARK_TTL_MS 60000
+#define CONSOLE_CTL_ROWS_MAX 50000
 
 /* A repeat's schedule, for the Series page: by cascade id. */
 struct cseries {
@@ -104,6 +117,12 @@ struct console {
 	int64_t live_ms;       /* wall time of the last record or tick */
 	char reader_err[512];  /* the reader's last error, "" if none */
 	int64_t reader_err_ms; /* its wall time */
+	/* The markers read (CONSOLE_MARKS), the newest at marks_next - 1:
+	 * a ring, so that input only pushes older ones out. */
+	char marks[CONSOLE_MARKS][CONSOLE_MARK_MAX];
+	uint8_t mark_len[CONSOLE_MARKS];
+	int64_t mark_at[CONSOLE_MARKS]; /* monotonic ms it was read */
+	size_t marks_next;
 
 	/* Sessions and logins: under sess_lock. */
 	pthread_mutex_t sess_lock;
@@ -224,6 +243,9 @@ void act_reschedule(struct ask *a, struct answer *r);
 void act_series(struct ask *a, struct answer *r, int resume);
 void act_target(struct ask *a, struct answer *r, int resume);
 void act_requeue(struct ask *a, struct answer *r);
+/* ctl.c: cascade-ctl's list and cancel, from the index (ctlwire.h). */
+void ctl_list(struct ask *a, struct answer *r);
+void ctl_count(struct ask *a, struct answer *r);
 
 /* fetch.c: the copy in the scheduled record at offset for id, read
  * again from P.events, into out (the caller frees out->bytes). */

@@ -133,10 +133,28 @@ reader_requester(struct console *c, const struct event *e, struct event *req,
 }
 
 /*
+ * The message in slot where the reschedule in force on it (as the daemons
+ * judge it: requests_match, their requester may change it, and it was
+ * made after it was first seen) says it waits now.  -1 out of memory.
+ */
+static int
+reader_settle(struct console *c, uint32_t slot, int64_t now)
+{
+	struct cancel_match cm;
+	struct cindex_row row;
+
+	cindex_row(&c->ix, slot, &row);
+	if (requests_match(&c->req, row.message_id, row.id, row.owner, row.seen,
+	                   now, &cm) &&
+	    cm.reschedule != NULL && cm.reschedule->due != row.due)
+		return cindex_move(&c->ix, slot, cm.reschedule->due);
+	return 0;
+}
+
+/*
  * A reschedule in force moves the messages it names in the index, so a
- * page lists them where they wait now: the ones it applies to as the
- * daemons judge it (requests_match: their requester may change them, and
- * it was made after they were first seen).
+ * page lists them where they wait now, in the order cascade-ctl list
+ * shows them.
  */
 static int
 reader_move(struct console *c, const struct event *e)
@@ -149,19 +167,26 @@ reader_move(struct console *c, const struct event *e)
 	if (slots == NULL)
 		return -1;
 	n = cindex_named(&c->ix, e->cancel, slots, total);
-	for (uint32_t i = 0; i < n && i < total && rc == 0; i++) {
-		struct cancel_match cm;
-		struct cindex_row row;
-
-		cindex_row(&c->ix, slots[i], &row);
-		if (requests_match(&c->req, row.message_id, row.id, row.owner,
-		                   row.seen, now, &cm) &&
-		    cm.reschedule != NULL && cm.reschedule->due != row.due &&
-		    cindex_move(&c->ix, slots[i], cm.reschedule->due) < 0)
-			rc = -1;
-	}
+	for (uint32_t i = 0; i < n && i < total && rc == 0; i++)
+		rc = reader_settle(c, slots[i], now);
 	free(slots);
 	return rc;
+}
+
+/*
+ * A scheduled record read after a reschedule that names it (its record
+ * came late, or again: the later one wins, at the time it recorded) is
+ * moved as well.
+ */
+static int
+reader_scheduled(struct console *c, const struct event *e)
+{
+	int64_t slot;
+
+	if (c->req.n[REQUESTS_CANCEL] == 0 ||
+	    (slot = cindex_find(&c->ix, e->id)) < 0)
+		return 0;
+	return reader_settle(c, (uint32_t)slot, duration_wall_ms());
 }
 
 /*
@@ -212,7 +237,8 @@ reader_fold(struct console *c, const struct event *e, uint64_t offset)
 		           ? -1
 		           : 0;
 	case EVENT_SCHEDULED:
-		if (cindex_fold_event(&c->ix, e, offset) < 0)
+		if (cindex_fold_event(&c->ix, e, offset) < 0 ||
+		    reader_scheduled(c, e) < 0)
 			return -1;
 		return reader_series(c, e);
 	case EVENT_PARKED:
@@ -272,6 +298,34 @@ reader_reached(void *arg, char *err, size_t size)
 		         duration_mono_ms() - r->start_ms);
 	}
 	console_changed(c);
+	pthread_mutex_unlock(&c->lock);
+	return atomic_load(&c->stop) ? 1 : 0;
+}
+
+/*
+ * Another reader's marker (cascade-ctl's, written just before it asks,
+ * ctl.c), from cascade's own users only (streamread skips the others'):
+ * kept in the ring, and the questions waiting for it woken.  The
+ * version does not move: nothing shown changed.
+ */
+static int
+reader_marker(void *arg, amqp_bytes_t token, char *err, size_t size)
+{
+	struct reader *r = arg;
+	struct console *c = r->c;
+	size_t k;
+
+	(void)err;
+	(void)size;
+	if (token.len == 0 || token.len > CONSOLE_MARK_MAX)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	k = c->marks_next;
+	memcpy(c->marks[k], token.bytes, token.len);
+	c->mark_len[k] = (uint8_t)token.len;
+	c->mark_at[k] = duration_mono_ms();
+	c->marks_next = (k + 1) % CONSOLE_MARKS;
+	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
 	return atomic_load(&c->stop) ? 1 : 0;
 }
@@ -371,6 +425,7 @@ reader_start(struct console *c)
 	r->s.on_event = reader_event;
 	r->s.on_reached = reader_reached;
 	r->s.on_tick = reader_tick;
+	r->s.on_marker = reader_marker;
 	r->s.arg = r;
 	events_resume_init(&r->s.resume); /* nothing read yet */
 	r->start_ms = duration_mono_ms();

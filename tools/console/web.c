@@ -87,6 +87,9 @@ static const struct webroute routes[] = {
     {"/parked", NULL, WEBGATE_READ, WHO_SESSION, page_parked},
     {"/parked/requeue", NULL, WEBGATE_ACTION, WHO_SESSION, act_requeue},
     {"/health", NULL, WEBGATE_READ, WHO_SESSION, page_health},
+    /* A marker of cascade's own users is their credential (ctl.c). */
+    {"/ctl/list", NULL, WEBGATE_READ, WHO_ANYONE, ctl_list},
+    {"/ctl/count", NULL, WEBGATE_READ, WHO_ANYONE, ctl_count},
 };
 
 /* The route for path, with the id of a prefix route in a->rest. */

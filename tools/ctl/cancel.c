@@ -33,6 +33,7 @@ static struct {
 const struct ctl_option cancel_options[] = {
     {"park", 0, 0},
     {"force", 0, 0},
+    {"from-stream", 0, 0},
     {NULL, 0, 0},
 };
 
@@ -46,10 +47,11 @@ const struct ctl_option reschedule_options[] = {
 int
 cancel_option(struct ctl *c, const char *name, const char *arg)
 {
-	(void)c;
 	(void)arg;
 	if (strcmp(name, "park") == 0)
 		opts.park = 1;
+	else if (strcmp(name, "from-stream") == 0)
+		c->from_stream = 1;
 	else
 		opts.force = 1;
 	return 0;
@@ -115,8 +117,11 @@ reschedule_operands(int n, char **v)
 
 /*
  * Record a request in P.cancels for each id that names a waiting message
- * (or for every id, with --force).  0 every id recorded, 1 an id named
- * nothing and was not recorded, -1 with c->cl.err.
+ * (or for every id, with --force).  cancel counts them from a running
+ * cascade-console's index when one answers (console.c), else, as
+ * reschedule always does (it needs the records' copies), from P.events.
+ * 0 every id recorded, 1 an id named nothing and was not recorded, -1
+ * with c->cl.err.
  */
 static int
 request_run(struct ctl *c)
@@ -128,9 +133,24 @@ request_run(struct ctl *c)
 	int rc = -1, unmatched = 0;
 	int64_t due = 0, at, last_at = 0;
 	const char *what = opts.reschedule ? "reschedule" : "cancel";
+	/* cancel: the counts a console's index answered, else NULL */
+	uint64_t *counts = NULL;
+	int64_t *last_dues = NULL;
 
 	init_amqp_pool(&pool, 1024);
 	session_fold_init(c, &f);
+	if (!opts.reschedule && !c->from_stream) {
+		counts = calloc((size_t)opts.nids, sizeof(*counts));
+		last_dues = calloc((size_t)opts.nids, sizeof(*last_dues));
+		if (counts == NULL || last_dues == NULL ||
+		    console_count(c, opts.ids, opts.nids, counts, last_dues) <
+		        0) {
+			free(counts);
+			free(last_dues);
+			counts = NULL;
+			last_dues = NULL;
+		}
+	}
 	if (opts.reschedule) {
 		/* The copies of the messages these ids name, and no more. */
 		if ((want = calloc((size_t)opts.nids, sizeof(*want))) == NULL) {
@@ -142,8 +162,13 @@ request_run(struct ctl *c)
 		f.want = want;
 		f.nwant = (size_t)opts.nids;
 	}
-	if (stream_fold(c, &f) < 0 ||
-	    client_stream_exists(&c->cl, c->topo.cancels) < 0)
+	if (counts == NULL) {
+		if (stream_fold(c, &f) < 0)
+			goto out;
+		if (!opts.reschedule)
+			console_hint(c);
+	}
+	if (client_stream_exists(&c->cl, c->topo.cancels) < 0)
 		goto out;
 	if (opts.reschedule) {
 		due = opts.has_at ? opts.at : duration_wall_ms() + opts.delay;
@@ -163,7 +188,12 @@ request_run(struct ctl *c)
 			uint64_t n;
 			int64_t last_due; /* the latest due time among them */
 		} m = {amqp_cstring_bytes(opts.ids[i]), 0, 0};
-		m.n = waiting_count_id(&f, m.id, &m.last_due);
+		if (counts != NULL) {
+			m.n = counts[i];
+			m.last_due = last_dues[i];
+		} else {
+			m.n = waiting_count_id(&f, m.id, &m.last_due);
+		}
 		if (m.n == 0 && !opts.force) {
 			fprintf(stderr,
 			        PROG ": no waiting message has id %s; not "
@@ -234,6 +264,8 @@ out:
 	waiting_fold_free(&f);
 	empty_amqp_pool(&pool);
 	free(want);
+	free(counts);
+	free(last_dues);
 	return rc;
 }
 

@@ -8,7 +8,8 @@
  * Everything cascade-ctl learns comes from the broker (passive
  * queue.declare, basic.get, and the streams P.events and P.cancels; status
  * also asks the daemon's /metrics and the management API for one
- * setting): it works whether the daemon runs or not.
+ * setting): it works whether the daemon runs or not.  list and cancel ask
+ * a cascade-console on this machine first, when one runs (console.c).
  */
 #ifndef CASCADE_CTL_H
 #define CASCADE_CTL_H
@@ -20,6 +21,7 @@
 #include "broker.h"
 #include "client.h"
 #include "config.h"
+#include "ctlwire.h"
 #include "events.h"
 #include "ladder.h"
 #include "park.h"
@@ -42,6 +44,13 @@ struct ctl {
 	struct topology topo;
 	int64_t now;      /* Unix ms, read once at start */
 	struct client cl; /* its err says why a command failed */
+	/* list, cancel: --from-stream, never a console's index */
+	int from_stream;
+	/* The last reading of P.events (stream_fold): how long, how many
+	 * records; and why a console reached did not answer ("" none). */
+	int64_t stream_ms;
+	uint64_t stream_records;
+	char console_why[256];
 };
 
 /* One queue as a passive declare saw it. */
@@ -148,9 +157,37 @@ void session_fold_init(struct ctl *c, struct waiting_fold *f);
  * Fold P.events from its first record up to a marker written (and
  * confirmed) first: what the stream held at one moment.  A message the
  * AMQP library cannot decode costs the connection: it is connected again
- * and reads on past it, and says so on stderr.  -1 with c->cl.err.
+ * and reads on past it, and says so on stderr.  How long it took in
+ * c->stream_ms.  -1 with c->cl.err.
  */
 int stream_fold(struct ctl *c, struct waiting_fold *f);
+
+/*
+ * console.c: list's and cancel's answers from a running cascade-console
+ * (docs/CONTRACT.md 7.11), asked at [console] listen when that is this
+ * machine; -1 whenever it does not answer in full, and the caller reads
+ * the stream instead, as without one.
+ */
+
+/* A list answer: its rows point into text. */
+struct console_answer {
+	struct ctlwire_list list;
+	char *text;
+};
+
+/* list's rows that pass flt, at most limit of them (0: all); 0 with a,
+ * to free with console_answer_free, or -1. */
+int console_list(struct ctl *c, const struct waiting_filter *flt,
+                 uint64_t limit, struct console_answer *a);
+void console_answer_free(struct console_answer *a);
+/* For each of ids[0..n): how many waiting messages it names and the
+ * latest due time among them, as waiting_count_id counts.  0, or -1. */
+int console_count(struct ctl *c, char **ids, int n, uint64_t *count,
+                  int64_t *last_due);
+/* After a reading of P.events of over CONSOLE_HINT_MS: a line on stderr
+ * on how long it took, and that a console would answer at once. */
+#define CONSOLE_HINT_MS 5000
+void console_hint(const struct ctl *c);
 
 /*
  * format.c: output helpers.

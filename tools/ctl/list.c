@@ -4,7 +4,9 @@
  * target, size, first seen; soonest first, filtered by target and due
  * time.  With --series, the repeats only, one row per series (its one
  * live copy): schedule, zone, next due time and occurrence, paused.  The
- * fold, filter and order are the library's (waiting.h).
+ * fold, filter and order are the library's (waiting.h).  A running
+ * cascade-console's index answers the same in place of the stream, when
+ * one answers (console.c).
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -25,9 +27,9 @@ static struct {
 } opts = {0, 0, {NULL, INT64_MAX, INT64_MIN, 0}};
 
 const struct ctl_option list_options[] = {
-    {"json", 'j', 0},     {"limit", 'n', 1},   {"target", 0, 1},
-    {"due-before", 0, 1}, {"due-after", 0, 1}, {"series", 0, 0},
-    {NULL, 0, 0},
+    {"json", 'j', 0},      {"limit", 'n', 1},   {"target", 0, 1},
+    {"due-before", 0, 1},  {"due-after", 0, 1}, {"series", 0, 0},
+    {"from-stream", 0, 0}, {NULL, 0, 0},
 };
 
 int
@@ -38,6 +40,8 @@ list_option(struct ctl *c, const char *name, const char *arg)
 
 	if (strcmp(name, "json") == 0) {
 		opts.json = 1;
+	} else if (strcmp(name, "from-stream") == 0) {
+		c->from_stream = 1;
 	} else if (strcmp(name, "series") == 0) {
 		opts.filter.series = 1;
 	} else if (strcmp(name, "limit") == 0) {
@@ -208,6 +212,46 @@ list_series(const struct ctl *c, const struct waiting_rows *r, size_t shown)
 		       shown, r->n, r->n - shown);
 }
 
+/* The rows r, shown of them, as list prints them. */
+static void
+list_print(const struct ctl *c, const struct waiting_rows *r, size_t shown,
+           const uint64_t counts[METRICS_NWINDOWS])
+{
+	if (opts.json)
+		list_json(r, shown, counts);
+	else if (opts.filter.series)
+		list_series(c, r, shown);
+	else
+		list_text(c, r, shown, counts);
+}
+
+/*
+ * The rows from a console's index (console.c), as a reading of the stream
+ * would give them: 0 printed, -1 not asked or not answered (read the
+ * stream).  --series is read from the stream: the index keeps no count
+ * of the repeats alone.
+ */
+static int
+list_from_console(struct ctl *c)
+{
+	uint64_t counts[METRICS_NWINDOWS];
+	struct console_answer a;
+	struct waiting_rows r;
+
+	if (c->from_stream || opts.filter.series ||
+	    console_list(c, &opts.filter, opts.limit, &a) < 0)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	r.w = a.list.rows;
+	r.n = (size_t)a.list.head.matching;
+	r.total = (size_t)a.list.head.total;
+	for (int k = 0; k < METRICS_NWINDOWS; k++)
+		counts[k] = a.list.head.counts[k];
+	list_print(c, &r, (size_t)a.list.head.shown, counts);
+	console_answer_free(&a);
+	return 0;
+}
+
 int
 list_run(struct ctl *c)
 {
@@ -217,10 +261,13 @@ list_run(struct ctl *c)
 	size_t shown;
 	int rc = -1;
 
+	if (list_from_console(c) == 0)
+		return 0;
 	memset(&r, 0, sizeof(r));
 	session_fold_init(c, &f);
 	if (stream_fold(c, &f) < 0)
 		goto out;
+	console_hint(c);
 	if (waiting_select(&f, &opts.filter, c->now, &r) < 0) {
 		snprintf(c->cl.err, sizeof(c->cl.err), "out of memory");
 		goto out;
@@ -229,12 +276,7 @@ list_run(struct ctl *c)
 	for (size_t i = 0; i < r.n; i++)
 		counts[metrics_window(r.w[i]->due - c->now)]++;
 	shown = opts.limit > 0 && opts.limit < r.n ? (size_t)opts.limit : r.n;
-	if (opts.json)
-		list_json(&r, shown, counts);
-	else if (opts.filter.series)
-		list_series(c, &r, shown);
-	else
-		list_text(c, &r, shown, counts);
+	list_print(c, &r, shown, counts);
 	rc = 0;
 out:
 	free(r.w);

@@ -9,8 +9,8 @@
  *   cascade-ctl -c cascade.ini requeue [--limit N] [--reason TEXT] [--dry-run]
  *   cascade-ctl -c cascade.ini list [--target EXCHANGE[/KEY]]
  *                               [--due-before T] [--due-after T] [--series]
- *                               [--json]
- *   cascade-ctl -c cascade.ini cancel [--park] [--force] ID...
+ *                               [--from-stream] [--json]
+ *   cascade-ctl -c cascade.ini cancel [--park] [--force] [--from-stream] ID...
  *   cascade-ctl -c cascade.ini reschedule (--delay D | --at T) [--force] ID...
  *   cascade-ctl -c cascade.ini pause|resume [--target EXCHANGE[/KEY]] [ID...]
  *   cascade-ctl -c cascade.ini console [--listen HOST:PORT]
@@ -89,9 +89,10 @@ usage(FILE *fp)
 	    "                      with their target and due time, once the "
 	    "cause is fixed\n"
 	    "  list                every message waiting, from the stream "
-	    "P.events: id,\n"
-	    "                      due time, target, size, first seen; "
-	    "soonest first\n"
+	    "P.events (or a\n"
+	    "                      cascade-console's index): id, due time, "
+	    "target, size,\n"
+	    "                      first seen; soonest first\n"
 	    "  cancel ID...        cancel the waiting messages whose "
 	    "message-id (or cascade\n"
 	    "                      id) is ID: they are never delivered\n"
@@ -151,6 +152,11 @@ usage(FILE *fp)
 	    "      --force         cancel, reschedule: record the request "
 	    "even when no\n"
 	    "                      waiting message has the id (yet)\n"
+	    "      --from-stream   list, cancel: read P.events, not a "
+	    "cascade-console's\n"
+	    "                      index (asked first when [console] listen "
+	    "is on this\n"
+	    "                      machine and its user is a control user)\n"
 	    "      --delay D       reschedule: due D from now (90s, 15m, "
 	    "2h)\n"
 	    "      --at TIME       reschedule: due at TIME "

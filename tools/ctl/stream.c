@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "duration.h"
 #include "escape.h"
 #include "streamread.h"
 
@@ -60,6 +61,7 @@ int
 stream_fold(struct ctl *c, struct waiting_fold *f)
 {
 	struct streamread s;
+	int64_t start = duration_mono_ms();
 	int rc;
 
 	memset(&s, 0, sizeof(s));
@@ -69,6 +71,8 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 	s.on_event = stream_fold_event;
 	s.arg = f;
 	rc = streamread_run(&c->cl, &s);
+	c->stream_ms = duration_mono_ms() - start;
+	c->stream_records = s.records;
 	/* Said once the marker is read, even should the close fail. */
 	if (s.reached)
 		stream_said(&s);
