@@ -6,6 +6,8 @@
  *
  *   main.c     the command line and the dispatch
  *   run.c      `run`: publish, consume the target, report
+ *   fill.c     `fill`: publish N messages due hours to days later, with
+ *              message-ids, for owners and targets; consume nothing
  *   forward.c  `forward`: the plain forwarder of mode forward
  *   records.c  `records`: P.series filled as a long repeat leaves it,
  *              or P.events as daemons leave it with N messages waiting
@@ -58,7 +60,14 @@ struct opts {
 	unsigned size;
 	int64_t unit; /* TTL of the shortest queue of the chains, ms */
 	long mover_pid, broker_pid;
-	int64_t idle_ms; /* give up when nothing arrives for this long */
+	int64_t idle_ms;       /* give up when nothing arrives for this long */
+	const char *lateness;  /* run: each arrival's lateness, ms, a line */
+	const char *arrivals;  /* run: each arrival's sent, due, arrival ms */
+	int64_t deadline_ms;   /* run: stop publishing after this; 0: never */
+	int64_t reconnect_ms;  /* run: connect again for up to this; 0: no */
+	unsigned targets;      /* fill: target queues Q.t0 .. Q.t{T-1} */
+	int target_set;        /* -q given (fill: Q; default bench) */
+	const char *owner_tag; /* fill: message-ids' first part */
 	struct config cfg;
 };
 
@@ -70,6 +79,9 @@ struct payload {
 
 /* run.c */
 int run_measure(const struct opts *o);
+
+/* fill.c */
+int fill_run(const struct opts *o);
 
 /* ids.c */
 int ids_main(int argc, char *argv[]);

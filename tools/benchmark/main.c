@@ -9,6 +9,7 @@
  *   cascade-bench records --kind scheduled -n N
  *                                    P.events with N messages scheduled
  *   cascade-bench cindex [-n N]      the console's index, in memory
+ *   cascade-bench fill -n N          N messages due hours to days later
  *
  * Each message carries its id and due time in its body, so lateness is
  * measured on arrival.  CPU seconds come from /proc/PID/stat of the process
@@ -56,6 +57,20 @@ usage(FILE *fp)
 	    "of them also\n"
 	    "                        delivered (history), the rest "
 	    "waiting\n"
+	    "       cascade-bench fill [-c FILE] [-p P] -n N [--dist D] "
+	    "[--seed S]\n"
+	    "                        [--targets T] [-q Q] [--owner-tag TAG] "
+	    "[--rate R]\n"
+	    "                        publish N messages to P, consuming "
+	    "nothing: delays by\n"
+	    "                        --dist (default loguniform:1h:30d), "
+	    "message-id TAG-S-I\n"
+	    "                        (TAG default the user), the user as "
+	    "user-id, bodies\n"
+	    "                        of 100-999 bytes, for T quorum queues "
+	    "Q.t0 .. (default\n"
+	    "                        5; Q default bench); one JSON line at "
+	    "the end\n"
 	    "\n"
 	    "  -m, --mode MODE       cascade (default) | forward | dlx\n"
 	    "  -n, --count N         messages (default 10000)\n"
@@ -84,15 +99,29 @@ usage(FILE *fp)
 	    "the hop queues\n"
 	    "                        (TTLs unit*2^(hops-1) .. unit; "
 	    "default 1ms)\n"
+	    "      --deadline D      stop publishing after D (lost is "
+	    "judged against\n"
+	    "                        what was published)\n"
+	    "      --reconnect D     connect again when the connection is "
+	    "lost, for up\n"
+	    "                        to D; publishes unconfirmed then are "
+	    "in_doubt\n"
+	    "      --lateness FILE   write each arrival's lateness, ms, "
+	    "one a line\n"
+	    "      --arrivals FILE   write when each arrival was published, "
+	    "due and\n"
+	    "                        received, Unix ms, \"SENT DUE "
+	    "ARRIVAL\" a line\n"
 	    "      --json FILE       write the results as JSON\n"
 	    "      --plot FILE.png   plot the lateness distribution\n"
 	    "  -c, --config FILE     broker URL from cascade's config\n");
 }
 
 /*
- * `cascade-bench run|forward|records [options]`.  Exit status: 2 for a bad
- * command line (usage on stderr), 0 for --help (usage on stdout), else the
- * command's: run_measure's, forward_run's or records_write's.
+ * `cascade-bench run|forward|records|fill [options]`.  Exit status: 2 for a
+ * bad command line (usage on stderr), 0 for --help (usage on stdout), else
+ * the command's: run_measure's, forward_run's, records_write's or
+ * fill_run's.
  */
 int
 main(int argc, char *argv[])
@@ -121,13 +150,19 @@ main(int argc, char *argv[])
 	    {"kind", required_argument, NULL, 'K'},
 	    {"copy-bytes", required_argument, NULL, 'C'},
 	    {"delivered-fraction", required_argument, NULL, 'F'},
+	    {"targets", required_argument, NULL, 'G'},
+	    {"owner-tag", required_argument, NULL, 'O'},
+	    {"lateness", required_argument, NULL, 'L'},
+	    {"arrivals", required_argument, NULL, 'W'},
+	    {"deadline", required_argument, NULL, 'X'},
+	    {"reconnect", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct opts o;
 	static char err[8192];
 	const char *cmd, *why;
-	int ch;
+	int ch, count_set = 0, delay_set = 0;
 
 	if (argc >= 2 && strcmp(argv[1], "ids") == 0)
 		return ids_main(argc - 1, argv + 1);
@@ -137,7 +172,7 @@ main(int argc, char *argv[])
 		return cindex_main(argc - 1, argv + 1);
 	if (argc < 2 ||
 	    (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "forward") != 0 &&
-	     strcmp(argv[1], "records") != 0)) {
+	     strcmp(argv[1], "records") != 0 && strcmp(argv[1], "fill") != 0)) {
 		usage(stderr);
 		return 2;
 	}
@@ -155,6 +190,7 @@ main(int argc, char *argv[])
 	o.seed = 1;
 	o.at_ms = -1;
 	o.stream = "series";
+	o.targets = 5;
 	while ((ch = getopt_long(argc, argv, "m:n:r:d:q:p:c:h", longopts,
 	                         NULL)) != -1) {
 		switch (ch) {
@@ -172,6 +208,7 @@ main(int argc, char *argv[])
 			break;
 		case 'n':
 			o.count = strtoull(optarg, NULL, 10);
+			count_set = 1;
 			break;
 		case 'r':
 			o.rate = strtod(optarg, NULL);
@@ -193,17 +230,20 @@ main(int argc, char *argv[])
 			if (!dash)
 				o.delay_hi = o.delay_lo;
 			o.dist = DIST_FIXED_OR_RANGE;
+			delay_set = 1;
 			break;
 		}
 		case 'D':
 			if (stats_parse_dist(&o, optarg) < 0)
 				return 2;
+			delay_set = 1;
 			break;
 		case 'E':
 			o.seed = strtoull(optarg, NULL, 10);
 			break;
 		case 'q':
 			o.target = optarg;
+			o.target_set = 1;
 			break;
 		case 'p':
 			o.prefix = optarg;
@@ -300,6 +340,31 @@ main(int argc, char *argv[])
 				return 2;
 			}
 			break;
+		case 'G':
+			o.targets = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'O':
+			o.owner_tag = optarg;
+			break;
+		case 'L':
+			o.lateness = optarg;
+			break;
+		case 'W':
+			o.arrivals = optarg;
+			break;
+		case 'X':
+		case 'R': {
+			int64_t *v =
+			    ch == 'X' ? &o.deadline_ms : &o.reconnect_ms;
+			if (duration_parse(optarg, strlen(optarg),
+			                   DURATION_BARE_MS, v, &why) < 0 ||
+			    *v < 1) {
+				fprintf(stderr, "cascade-bench: --%s: bad\n",
+				        ch == 'X' ? "deadline" : "reconnect");
+				return 2;
+			}
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -321,6 +386,15 @@ main(int argc, char *argv[])
 		return forward_run(&o);
 	if (strcmp(cmd, "records") == 0)
 		return records_write(&o);
+	if (strcmp(cmd, "fill") == 0) {
+		if (!count_set) {
+			fprintf(stderr, "cascade-bench: fill needs -n N\n");
+			return 2;
+		}
+		if (!delay_set && stats_parse_dist(&o, "loguniform:1h:30d") < 0)
+			return 2;
+		return fill_run(&o);
+	}
 	if (o.broker_pid == 0)
 		o.broker_pid = proc_find_beam();
 	return run_measure(&o);
