@@ -56,7 +56,7 @@ LIB := $(BUILD)/libcascade.a
 .PHONY: all test unit integration test-slow test-cluster test-rabbitmq4 \
 	test-rabbitmq43 test-native test-newcomer test-alerts test-dashboard \
 	image test-image \
-	test-soak test-browser check check-calls \
+	test-soak test-waiting test-browser check check-calls \
 	run deps deps-clients deps-browser deps-image node-clients \
 	fuzz install deb test-deb \
 	uninstall \
@@ -276,6 +276,22 @@ test-dashboard:
 test-soak: deps
 	$(MAKE) all
 	$(PYTEST_BASE) -n 0 -m soak $(PYTEST_ARGS) $(TESTS)
+
+# A full installation at WAITING_N waiting (tools/bench waiting: fill,
+# trickle, sizes, list and cancel, the console, a daemon and a broker
+# restart), checked by tools/check-waiting against the ten-million bounds
+# per waiting message, so that a cost that grows faster than N fails here
+# (make check-full, at 200,000: about 6 minutes).  The fill at 4 x
+# WAITING_FILL_RATE msg/s, well under what this machine moves with the
+# other lane busy, so that the trickle beside it must be on time too.
+WAITING_N ?= 200000
+WAITING_FILL_RATE ?= 500
+test-waiting: deps
+	$(MAKE) all
+	WAITING_N=$(WAITING_N) WAITING_FILL_RATE=$(WAITING_FILL_RATE) \
+		BENCH_BUILD=$(CURDIR)/$(BUILD) \
+		BENCH_OUT=$(CURDIR)/$(BUILD)/bench-results tools/bench waiting
+	tools/check-waiting $(BUILD)/bench-results/waiting-$(WAITING_N).json
 
 # The console in a real browser (tests/integration/test_console_browser.py):
 # Debian's chromium, chromedriver and selenium, which deps-browser

@@ -300,7 +300,8 @@ listen = 127.0.0.1:$wmport"
 		"$dir/waiting.log" | head -1)
 	echo "The daemon: $levels levels of 2 s x 2, [topology] mode auto;" \
 		"/metrics at 127.0.0.1:$wmport."
-	wj "levels=$levels" "max_length=${maxlen:-1000000}"
+	wj "levels=$levels" "max_length=${maxlen:-1000000}" \
+		"fill_rate_per_owner=${WAITING_FILL_RATE:-0}"
 	local p
 	for p in waiting wempty; do
 		printf '[broker]\nurl = %s\n[topology]\nprefix = %s\n' "$url" "$p" \
