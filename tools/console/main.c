@@ -108,7 +108,7 @@ console_setup(struct console *c, const char *path, const char *listen)
 	pthread_mutex_init(&c->sess_lock, NULL);
 	idmap_init(&c->series);
 	requests_init(&c->req);
-	if (cindex_init(&c->ix, 0, 0) < 0 ||
+	if (cindex_init(&c->ix, (uint32_t)c->cfg.console_max_waiting, 0) < 0 ||
 	    (c->ring = calloc(CONSOLE_PARKED_RING, sizeof(*c->ring))) == NULL ||
 	    ratelimit_init(&c->rl, 0) < 0 ||
 	    websession_init(&c->sessions, (size_t)c->cfg.console_max_sessions,
