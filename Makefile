@@ -285,7 +285,7 @@ test-soak: deps
 # WAITING_FILL_RATE msg/s, well under what this machine moves with the
 # other lane busy, so that the trickle beside it must be on time too.
 WAITING_N ?= 200000
-WAITING_FILL_RATE ?= 500
+WAITING_FILL_RATE ?= 250
 test-waiting: deps
 	$(MAKE) all
 	WAITING_N=$(WAITING_N) WAITING_FILL_RATE=$(WAITING_FILL_RATE) \
