@@ -162,8 +162,8 @@ enum tail_mode {
 	  "space apart), whose X-Forwarded-For names the client for the "      \
 	  "login limits; empty: the peer is the client")                       \
 	X(console, max_waiting, UINT, "33554432", 1000, 1000000000, NULL,      \
-	  "cascade-console: messages its index holds at most (about 90 "      \
-	  "bytes each); past it records are refused, counted in /health")     \
+	  "cascade-console: messages its index holds at most (about 90 "       \
+	  "bytes each); past it records are refused, counted in /health")      \
 	X(console, metrics, STR, "", 0, CONFIG_STR_MAX - 1, NULL,              \
 	  "cascade-console: the daemons' [metrics] listen addresses for "      \
 	  "the Health page (, or space apart); empty: [metrics] listen")       \
