@@ -19,7 +19,8 @@ field(const void *s, size_t n)
 	ctlwire_field(&b, s, n);
 	cr_assert(!b.full);
 	cr_assert_lt(b.n, sizeof(out));
-	memcpy(out, b.p, b.n);
+	if (b.n > 0) /* an empty field leaves the buffer unallocated */
+		memcpy(out, b.p, b.n);
 	out[b.n] = '\0';
 	hbuf_free(&b);
 	return out;

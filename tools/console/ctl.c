@@ -186,17 +186,20 @@ ctl_lacks(const struct console *c)
 	return NULL;
 }
 
-/* The row of slot as list shows it into w (the index locked); -1 when
- * the index lacks what the row needs. */
+/* The row of slot as list shows it into w (the index locked), whose
+ * views point into the index and into *rowp (a cascade id is in its
+ * id_text): the caller keeps it while w is used.  -1 when the index lacks
+ * what the row needs. */
 static int
-ctl_row(struct console *c, uint32_t slot, int64_t now, struct waiting *w,
-        const char **why)
+ctl_row(struct console *c, uint32_t slot, int64_t now, struct cindex_row *rowp,
+        struct waiting *w, const char **why)
 {
 	const struct cseries *se = NULL;
 	struct cindex_row row;
 	struct rowstate st;
 
-	cindex_row(&c->ix, slot, &row);
+	cindex_row(&c->ix, slot, rowp);
+	row = *rowp;
 	console_rowstate(c, &row, now, &st);
 	*why = "a reschedule moved a message and is no longer in force";
 	if (st.due != row.due)
@@ -307,8 +310,9 @@ ctl_list(struct ask *a, struct answer *r)
 	r->type = "text/plain; charset=utf-8";
 	ctlwire_list_head(&r->body, &h);
 	for (uint32_t i = 0; i < n; i++) {
+		struct cindex_row row; /* w's cascade id is in it */
 		struct waiting w;
-		if (ctl_row(c, slots[i], cq.now, &w, &why) < 0) {
+		if (ctl_row(c, slots[i], cq.now, &row, &w, &why) < 0) {
 			ctl_incomplete(a, r, why);
 			n = 0;
 			goto out;
