@@ -110,6 +110,8 @@ long proc_rss_kib(long pid);
 long proc_find_beam(void);
 
 /* stats.c */
+/* splitmix64's step: x mixed into a well-spread 64-bit value. */
+uint64_t stats_mix64(uint64_t x);
 int stats_parse_dist(struct opts *o, const char *arg);
 int64_t stats_draw_delay(const struct opts *o, uint64_t *state);
 void stats_sort(int64_t *v, uint64_t n);

@@ -37,15 +37,6 @@
 #define FILL_PROGRESS_MS 10000
 #define FILL_MAX_TARGETS 1000
 
-static uint64_t
-mix64(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
-
 /*
  * Read the frames that come within timeout_ms (at least one wait): the
  * confirms, counted in c.  0, or -1 with a reason in err when the
@@ -148,14 +139,14 @@ fill_run(const struct opts *o)
 	}
 	/* The bytes every body is cut from: printable, and not all alike. */
 	for (size_t k = 0; k < sizeof(body); k++)
-		body[k] = (char)('a' + mix64(o->seed + k) % 26);
+		body[k] = (char)('a' + stats_mix64(o->seed + k) % 26);
 
 	start = last_progress = last_confirm = duration_mono_ms();
 	while (published < o->count) {
 		amqp_table_entry_t h[1];
 		amqp_basic_properties_t props = {0};
 		uint64_t i = published + 1;
-		uint64_t x = mix64(o->seed * UINT64_C(0x100000001b3) + i);
+		uint64_t x = stats_mix64(o->seed * UINT64_C(0x100000001b3) + i);
 		size_t size =
 		    FILL_BODY_MIN + x % (FILL_BODY_MAX - FILL_BODY_MIN + 1);
 		int64_t d, wait_ms = 0;

@@ -120,15 +120,6 @@ records_write(const struct opts *o)
 #define OWNERS 100
 #define WEEK_MS INT64_C(604800000)
 
-static uint64_t
-mix64(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
-
 /* Message i's fields, the same each time they are asked for. */
 struct rmsg {
 	char id[17];  /* cascade id: 16 hex digits, as events_new_id's */
@@ -140,8 +131,8 @@ struct rmsg {
 static void
 rmsg_of(uint64_t seed, uint64_t i, struct rmsg *m)
 {
-	uint64_t a = mix64(seed * UINT64_C(0x100000001b3) + i * 2);
-	uint64_t b = mix64(seed * UINT64_C(0x100000001b3) + i * 2 + 1);
+	uint64_t a = stats_mix64(seed * UINT64_C(0x100000001b3) + i * 2);
+	uint64_t b = stats_mix64(seed * UINT64_C(0x100000001b3) + i * 2 + 1);
 	unsigned t;
 
 	m->h = a;
@@ -151,7 +142,7 @@ rmsg_of(uint64_t seed, uint64_t i, struct rmsg *m)
 	         "-%012" PRIx64,
 	         (uint32_t)(b >> 32), (uint32_t)(b >> 16) & 0xffff,
 	         (uint32_t)b & 0xfff, 0x8000 | ((uint32_t)(a >> 40) & 0x3fff),
-	         mix64(b) & UINT64_C(0xffffffffffff));
+	         stats_mix64(b) & UINT64_C(0xffffffffffff));
 	/* Half the targets by the default exchange to a queue, half by an
 	 * exchange with a routing key. */
 	t = (unsigned)((a >> 20) % TARGETS);
@@ -405,7 +396,8 @@ records_events(const struct opts *o)
 			tail = (tail + 1) % ring_cap;
 		} else {
 			rmsg_of(o->seed, i, &m);
-			due = now + 60000 + (int64_t)(mix64(m.h) % WEEK_MS);
+			due =
+			    now + 60000 + (int64_t)(stats_mix64(m.h) % WEEK_MS);
 			if (records_scheduled(&b, o, i, at, due, &pool) < 0)
 				goto fail;
 			if (sample == n && i >= n / 2)

@@ -15,15 +15,23 @@
 #include "bench.h"
 #include "duration.h"
 
+uint64_t
+stats_mix64(uint64_t x)
+{
+	x += UINT64_C(0x9e3779b97f4a7c15);
+	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return x ^ (x >> 31);
+}
+
 /* splitmix64: a small seeded generator, the same sequence everywhere. */
 static uint64_t
 next_u64(uint64_t *state)
 {
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+	uint64_t z = stats_mix64(*state);
 
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
+	*state += UINT64_C(0x9e3779b97f4a7c15);
+	return z;
 }
 
 /* A uniform double in [0, 1). */
