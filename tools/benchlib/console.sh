@@ -95,6 +95,7 @@ console() {
 	local copy=${CONSOLE_COPY_BYTES:-200}
 	local n=$((waiting + delivered)) fraction
 	fraction=$(/usr/bin/python3 -c "print(repr($delivered / $n))")
+	sh "$here/tools/install-deps" curl # the pages are timed with it
 	rm -f "$out/console.json"
 	echo "RabbitMQ $("$here/tools/rabbitmq-private" ctl "$dir/broker" \
 		version 2>/dev/null); $(nproc) cores; load $(cut -d' ' -f1-3 \

@@ -228,6 +228,9 @@ waiting() {
 	wtdist=${WAITING_TRICKLE_DIST:-uniform:2s:30s}
 	wtidle=${WAITING_TRICKLE_IDLE:-15m}
 	mkdir -p "$wout"
+	# curl asks the daemon's /metrics and the console: a Debian root or a
+	# minimal machine may not have it.
+	sh "$here/tools/install-deps" curl
 	wres=$dir/waiting.json
 	echo '{}' >"$wres"
 	trap waiting_exit EXIT
