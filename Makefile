@@ -7,17 +7,20 @@ CC ?= cc
 SHELL := /bin/bash
 
 PKGS := librabbitmq inih libmicrohttpd libsystemd openssl libqpid-proton
-# The daemon is src/daemon*.c and src/main.c: the event loop and its glue.
-# Everything else in src/ is libcascade.a, which the daemon, the tools and
-# the unit tests link, and so take only the modules they use.  cascade-ctl
-# is tools/ctl/*.c, cascade-bench tools/benchmark/*.c; cascade-publish is
-# one file, tools/cascade-publish.c.
-DAEMON_SRCS := $(sort $(wildcard src/daemon*.c)) src/main.c
-LIB_SRCS := $(filter-out $(DAEMON_SRCS),$(sort $(wildcard src/*.c)))
-CTL_SRCS := $(sort $(wildcard tools/ctl/*.c))
+# Each program is a folder of src/ named after it: the daemon's event loop
+# and glue (src/cascade), cascade-ctl, cascade-console (with its browser
+# assets) and cascade-publish.  The library they share, libcascade.a, is
+# the folders of LAYERS, each a concern, in the order they use each other.
+# The programs take only the modules they use.  cascade-bench, a developer's tool, is tools/benchmark/*.c.
+LAYERS := core time wire web routing metrics config records broker
+PROGRAMS := cascade cascade-ctl cascade-console cascade-publish
+LIB_SRCS := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+DAEMON_SRCS := $(sort $(wildcard src/cascade/*.c))
+CTL_SRCS := $(sort $(wildcard src/cascade-ctl/*.c))
+CONSOLE_SRCS := $(sort $(wildcard src/cascade-console/*.c))
+PUBLISH_SRCS := $(sort $(wildcard src/cascade-publish/*.c))
 BENCH_SRCS := $(sort $(wildcard tools/benchmark/*.c))
-CONSOLE_SRCS := $(sort $(wildcard tools/console/*.c))
-CONSOLE_ASSETS := $(sort $(wildcard tools/console/assets/*))
+CONSOLE_ASSETS := $(sort $(wildcard src/cascade-console/assets/*))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2
@@ -45,10 +48,11 @@ endif
 
 DAEMON_OBJS := $(DAEMON_SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
-CTL_OBJS := $(CTL_SRCS:tools/ctl/%.c=$(BUILD)/obj/ctl/%.o)
+CTL_OBJS := $(CTL_SRCS:src/%.c=$(BUILD)/obj/%.o)
+PUBLISH_OBJS := $(PUBLISH_SRCS:src/%.c=$(BUILD)/obj/%.o)
 BENCH_OBJS := $(BENCH_SRCS:tools/benchmark/%.c=$(BUILD)/obj/benchmark/%.o)
-CONSOLE_OBJS := $(CONSOLE_SRCS:tools/console/%.c=$(BUILD)/obj/console/%.o) \
-	$(BUILD)/obj/console/gen_assets.o
+CONSOLE_OBJS := $(CONSOLE_SRCS:src/%.c=$(BUILD)/obj/%.o) \
+	$(BUILD)/obj/cascade-console/gen_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 LIB := $(BUILD)/libcascade.a
@@ -71,38 +75,37 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $(LIB_OBJS)
 
-$(BUILD)/cascade-%: tools/cascade-%.c $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(LIB) \
-		$(LDFLAGS) $(LDLIBS)
+$(BUILD)/cascade-publish: $(PUBLISH_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(PUBLISH_OBJS) $(LIB) $(LDLIBS)
 
 $(BUILD)/cascade-ctl: $(CTL_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJS) $(LIB) $(LDLIBS)
 
-# cascade-console: tools/console/*.c, and its browser assets built in as
-# C arrays (tools/console/gen-assets: coreutils and sed only).
+# cascade-console: src/cascade-console/*.c, and its browser assets built
+# in as C arrays (src/cascade-console/gen-assets: coreutils and sed only).
 $(BUILD)/cascade-console: $(CONSOLE_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CONSOLE_OBJS) $(LIB) $(LDLIBS) -lpthread
-$(BUILD)/gen/console_assets.c: tools/console/gen-assets $(CONSOLE_ASSETS)
+$(BUILD)/gen/console_assets.c: src/cascade-console/gen-assets $(CONSOLE_ASSETS)
 	@mkdir -p $(dir $@)
-	sh tools/console/gen-assets $@ $(CONSOLE_ASSETS)
-$(BUILD)/obj/console/gen_assets.o: $(BUILD)/gen/console_assets.c
+	sh src/cascade-console/gen-assets $@ $(CONSOLE_ASSETS)
+$(BUILD)/obj/cascade-console/gen_assets.o: $(BUILD)/gen/console_assets.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/console $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) -Isrc/cascade-console $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 ifneq ($(BENCH_SRCS),)
 $(BUILD)/cascade-bench: $(BENCH_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) $(LIB) $(LDLIBS)
 endif
 
-# A tool of several files sees its own private header (tools/ctl/ctl.h).
-$(BUILD)/obj/%.o: tools/%.c
+$(BUILD)/obj/benchmark/%.o: tools/benchmark/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -I$(dir $<) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/cascade: $(DAEMON_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIB) $(LDLIBS)
 
+# A file's private headers (src/cascade/daemon_int.h, src/cascade-ctl/ctl.h)
+# are beside it, where #include "..." looks first.
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -114,8 +117,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) -MMD -MP -o $@ $< \
 		$(filter $(BUILD)/obj/%.o,$^) $(LIB) $(LDFLAGS) $(LDLIBS) \
 		$(CRITERION_LIBS)
-$(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/daemon_sort.o \
-	$(BUILD)/obj/daemon_flow.o
+$(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/cascade/daemon_sort.o \
+	$(BUILD)/obj/cascade/daemon_flow.o
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests, the alert rules' tests and the integration tests that need
@@ -371,7 +374,8 @@ fuzz:
 	@set -e; for f in $(FUZZERS); do \
 		clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
 			-o $(BUILD)/fuzz/$$f tests/fuzz/fuzz_$$f.c \
-			$(FUZZ_SRCS:src/%.c=$(BUILD)/fuzz/obj/%.o) $(LDLIBS); \
+			$(addprefix $(BUILD)/fuzz/obj/,$(notdir $(FUZZ_SRCS:.c=.o))) \
+			$(LDLIBS); \
 		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
 		cp -n tests/fuzz/corpus/$$f/* $(BUILD)/fuzz/corpus-$$f/ 2>/dev/null || true; \
 		echo "== fuzz $$f for $(FUZZ_SECONDS)s"; \
@@ -455,8 +459,8 @@ uninstall:
 
 # The repository's style (.clang-format, clang-format 14 as in Debian 12).
 # CI runs format-check, which changes nothing and fails on any difference.
-FORMAT_FILES = $(wildcard src/*.c src/*.h include/*.h tests/unit/*.c \
-	tests/unit/*.h tests/fuzz/*.c tools/*.c tools/*/*.c tools/*/*.h)
+FORMAT_FILES = $(wildcard src/*/*.c src/*/*.h include/*.h tests/unit/*.c \
+	tests/unit/*.h tests/fuzz/*.c tools/*/*.c tools/*/*.h)
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:
@@ -465,8 +469,6 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
-# Not build/cascade-ctl.d or cascade-bench.d: they name the one file each
-# tool was, which would stop a build directory from before the move.
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
-	$(BENCH_OBJS:.o=.d) $(CONSOLE_OBJS:.o=.d) $(UNIT_BINS:=.d) \
-	$(BUILD)/cascade-publish.d
+	$(BENCH_OBJS:.o=.d) $(CONSOLE_OBJS:.o=.d) $(PUBLISH_OBJS:.o=.d) \
+	$(UNIT_BINS:=.d)

@@ -19,7 +19,7 @@ import pytest
 from helpers import LATE_SCALE, broker_version, ctl, parked, target, \
     wait_for, wait_parked
 
-# What the daemon and cascade-ctl negotiate (src/broker.c asks 131072, and
+# What the daemon and cascade-ctl negotiate (src/broker/broker.c asks 131072, and
 # so does RabbitMQ's default), and pika too: RabbitMQ takes a frame payload
 # up to frame_max bytes from a publisher.
 FRAME_MAX = 131072
@@ -251,7 +251,7 @@ def test_a_daemon_started_with_a_small_stack_survives_the_deepest_header(
     """rabbitmq-c 0.11 decodes a header frame recursively before cascade
     sees it: the deepest one needs about 4 MiB of stack.  Started under
     `ulimit -s 2048`, the daemon raises its own limit first
-    (src/stackroom.c), and lives."""
+    (src/wire/stackroom.c), and lives."""
     d = daemon_factory(start=False)
 
     def small_stack():

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/daemon_int.h"
+#include "../../src/cascade/daemon_int.h"
 #include "duration.h"
 #include "helpers.h"
 

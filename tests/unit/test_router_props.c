@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The properties a message is published with (router_props, in
- * src/router_props.c): on a hop, at delivery and when parked; the state
+ * src/routing/router_props.c): on a hop, at delivery and when parked; the state
  * that keeps it from being stuck, and x-cascade-id.
  */
 #include "amqp_compat.h"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The browser console's static files (console.js, console.css,
- * favicon.svg), embedded in cascade-console by tools/console/gen-assets,
- * which writes the table below from tools/console/assets/.  A page names
+ * favicon.svg), embedded in cascade-console by src/cascade-console/gen-assets,
+ * which writes the table below from src/cascade-console/assets/.  A page names
  * each by its hash (docs/console-design.md, section 4), so that it can be
  * cached for a year and a new build is never served an old script.
  */

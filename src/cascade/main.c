@@ -128,7 +128,7 @@ main(int argc, char *argv[])
 	 * driver restarted) costs its log lines, not the messages in flight:
 	 * a write to a closed stderr fails with EPIPE instead of killing the
 	 * daemon before its orderly stop.  Sockets already write with
-	 * MSG_NOSIGNAL (rabbitmq-c, libmicrohttpd, src/amqp1.c). */
+	 * MSG_NOSIGNAL (rabbitmq-c, libmicrohttpd, src/broker/amqp1.c). */
 	signal(SIGPIPE, SIG_IGN);
 	while ((ch = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
 		switch (ch) {
