@@ -10,8 +10,10 @@ PKGS := librabbitmq inih libmicrohttpd libsystemd openssl libqpid-proton
 # Each program is a folder of src/ named after it: the daemon's event loop
 # and glue (src/cascade), cascade-ctl, cascade-console (with its browser
 # assets) and cascade-publish.  The library they share, libcascade.a, is
-# the folders of LAYERS, each a concern, in the order they use each other.
-# The programs take only the modules they use.  cascade-bench, a developer's tool, is tools/benchmark/*.c.
+# the folders of LAYERS, each a concern (src/README.md): a folder uses only
+# the folders before it in this list, and a program uses the library, never
+# another program (make check-calls).  The programs take only the modules
+# they use.  cascade-bench, a developer's tool, is tools/benchmark/*.c.
 LAYERS := core time wire web routing metrics config records broker
 PROGRAMS := cascade cascade-ctl cascade-console cascade-publish
 LIB_SRCS := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
@@ -321,10 +323,17 @@ test-alerts:
 		cd tests/prometheus && \
 		$$promtool test rules cascade.rules.test.yml
 
-# No cycle of calls among object files (tools/call-cycles, by their
-# symbols): the library's, cascade-ctl's and the daemon's files each form a
-# tree of calls (docs/development.md).
+# The folders of src/ as layers (src/README.md, tools/check-layers): an
+# #include or a call from a library folder goes only to the folders before
+# it in LAYERS, and a program uses the library, never another program;
+# tests/layers plants each kind of use against them and sees it fail.
+# Inside a folder, no cycle of calls among its files (tools/call-cycles, by
+# their symbols): each folder's files form a tree of calls.
 check-calls: all
+	tools/check-layers "$(LAYERS)" "$(PROGRAMS)" $(LIB_OBJS) \
+		$(DAEMON_OBJS) $(CTL_OBJS) $(CONSOLE_OBJS) $(PUBLISH_OBJS)
+	CASCADE_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		tests/layers
 	tools/call-cycles $(LIB_OBJS)
 	tools/call-cycles $(CTL_OBJS)
 	tools/call-cycles $(CONSOLE_OBJS)
