@@ -387,7 +387,7 @@ amqp1_tls(struct amqp1 *c, const struct amqp1_params *p, char *err,
 	 * with an IP address would never verify: for one, the chain is
 	 * checked and the name is not.  The 0-9-1 connection to the same
 	 * host and port, made first, has checked the IP address already
-	 * (broker.c).
+	 * (broker_connect.c).
 	 */
 	int ip = inet_pton(AF_INET, p->host, addr) == 1 ||
 	         inet_pton(AF_INET6, p->host, addr) == 1;

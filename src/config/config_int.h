@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The config's private header: what its three files share.  Not part of
+ * The config's private header: what its five files share.  Not part of
  * the library's API (include/config.h is); only src/config*.c include it.
  *
  *   config_keys.c    the key table made from CONFIG_KEYS, and the
  *                    functions that walk it: defaults, one key's value
- *   config.c         the INI file: inih's handler, line numbers, errors
- *                    as FILE:LINE: key: why, and the checks across keys
+ *   config.c         the INI file: inih's handler, line numbers, the
+ *                    [retry.QUEUE] and [target NAME] sections
+ *   config_error.c   a parse's errors as FILE:LINE: key: why
+ *   config_check.c   the checks across keys and the environment, once
+ *                    the file is read
  *   config_access.c  what the rest of cascade asks of a loaded config:
  *                    broker URLs and users, masking, targets, shards
  */
@@ -15,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 
@@ -36,6 +40,44 @@ struct config_key {
 	size_t offset;
 	size_t line_offset;
 };
+
+/* State of one parse: where we are in the file and what went wrong. */
+struct config_parse {
+	struct config *cfg;
+	const char *name;
+	FILE *fp;
+	const char *text;
+	int line;       /* line the handler is looking at */
+	int lines_done; /* complete lines handed to inih */
+	int errors;
+	char *err;
+	size_t errsize, errlen;
+	/*
+	 * The [target NAME] section being read.  inih cuts section names to
+	 * 49 bytes, so NAME is taken from the header line itself; the target
+	 * is added when the section ends, once its pace is known.
+	 */
+	struct {
+		int active;
+		int line; /* of the header */
+		char name[CONFIG_STR_MAX];
+		size_t len;
+		int refused;   /* the name was refused: add nothing */
+		int pace_line; /* 0: no pace yet */
+		double per_s;
+	} target;
+};
+
+/*
+ * One error of the parse p, at line of the file (0: none, for the
+ * environment) and key (NULL: none): counted, and added to p's buffer
+ * while it has room.
+ */
+void config_error(struct config_parse *p, int line, const char *key,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Checks that need more than one key, or the environment. */
+void config_check(struct config_parse *p);
 
 /*
  * The key section.name, or NULL; *known_section says whether any key is in

@@ -19,7 +19,7 @@ import pytest
 from helpers import LATE_SCALE, broker_version, ctl, parked, target, \
     wait_for, wait_parked
 
-# What the daemon and cascade-ctl negotiate (src/broker/broker.c asks 131072, and
+# What the daemon and cascade-ctl negotiate (src/broker/broker_connect.c asks 131072, and
 # so does RabbitMQ's default), and pika too: RabbitMQ takes a frame payload
 # up to frame_max bytes from a publisher.
 FRAME_MAX = 131072
