@@ -8,10 +8,12 @@
  * through the logged-in user's own connection.
  *
  * Files: main.c (options, start, stop), reader.c (the stream), web.c
- * (HTTP, the gate, sessions, login), page.c (the layout, rows as HTML and
- * JSON), waiting.c, series.c, parked.c, health.c (the pages), act.c (the
- * actions), fetch.c (a record's copy read again by offset), ctl.c
- * (cascade-ctl's questions).
+ * (HTTP, the gate), web_routes.c (the routes), web_login.c (sessions,
+ * login; web_int.h is what the three web files share), page.c (the layout,
+ * rows as HTML and JSON), waiting.c, waiting_message.c (one message),
+ * series.c, parked.c, health.c (the pages), act.c (the actions), fetch.c
+ * (a record's copy read again by offset), ctl.c (cascade-ctl's
+ * questions).
  */
 #ifndef CASCADE_CONSOLE_H
 #define CASCADE_CONSOLE_H
