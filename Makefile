@@ -112,15 +112,20 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-# A unit test links the library, and any daemon object it names as a
-# prerequisite (test_daemon_flow: a daemon file with a stub publisher).
+# A unit test links the library, and any object it names as a
+# prerequisite (the test_daemon_* files: two daemon files and the stubs of
+# what they call, tests/unit/daemon_fixture.c).
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) -MMD -MP -o $@ $< \
 		$(filter $(BUILD)/obj/%.o,$^) $(LIB) $(LDFLAGS) $(LDLIBS) \
 		$(CRITERION_LIBS)
-$(BUILD)/tests/test_daemon_flow: $(BUILD)/obj/cascade/daemon_sort.o \
-	$(BUILD)/obj/cascade/daemon_flow.o
+$(BUILD)/obj/tests/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CRITERION_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/tests/test_daemon_flow $(BUILD)/tests/test_daemon_window \
+	$(BUILD)/tests/test_daemon_native: $(BUILD)/obj/cascade/daemon_sort.o \
+	$(BUILD)/obj/cascade/daemon_flow.o $(BUILD)/obj/tests/daemon_fixture.o
 
 # The fast tier: installs what is missing (Debian packages), builds, runs
 # the unit tests, the alert rules' tests and the integration tests that need
@@ -480,4 +485,4 @@ clean:
 
 -include $(DAEMON_OBJS:.o=.d) $(LIB_OBJS:.o=.d) $(CTL_OBJS:.o=.d) \
 	$(BENCH_OBJS:.o=.d) $(CONSOLE_OBJS:.o=.d) $(PUBLISH_OBJS:.o=.d) \
-	$(UNIT_BINS:=.d)
+	$(UNIT_BINS:=.d) $(BUILD)/obj/tests/daemon_fixture.d

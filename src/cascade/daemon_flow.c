@@ -6,8 +6,8 @@
  * (daemon_request_facts), and the verdict carried out (daemon_act):
  * publish, drop, hold the tail in memory, retry later, look its exchange
  * up first, or back to its holding queue.  Publishing is
- * daemon_publish's, so tests/unit/test_daemon_flow.c links this file alone
- * with a stub publisher.
+ * daemon_publish's, so the test_daemon_* unit tests link this file alone
+ * with a stub publisher (tests/unit/daemon_fixture.c).
  *
  * Owns: held, next_shard, reorder, reorder_timer, overdue_unlogged,
  * overdue_worst, overdue_logged_at.
