@@ -15,9 +15,9 @@ from helpers import (BROKER_SCRIPT, DAEMONS, Broker, Certs, Client, Daemon,
 
 # Modules whose fixtures start brokers of their own for the module: under
 # pytest-xdist (make's TEST_JOBS) each runs in one worker, which starts
-# them once.  (test_console is not one: its daemon and console start in a
-# second or two, so each worker starting its own beats running it all in
-# one.)
+# them once.  (The test_console* modules are not: each one's daemon and
+# console start in a second or two, so each worker starting its own beats
+# running a module all in one.)
 ONE_WORKER = ("test_ctl_dlx", "test_faults", "test_rabbitmq43",
               "test_restart_order", "test_tls", "test_trust",
               "test_trust_records")

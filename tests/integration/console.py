@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the console tests (test_console.py) share: build/cascade-console
+"""What the console tests (test_console*.py) share: build/cascade-console
 started from a daemon's configuration on a port the kernel picks, and a
 stdlib HTTP client of it, as a script (a Bearer token from the JSON login)
 or as a browser (the form login, its cookie and CSRF token) would use it
 (docs/CONTRACT.md section 7.11).  As helpers.py, shared by the test files,
 which import from here, never from one another."""
+import datetime
 import html.parser
 import http.client
 import json
@@ -19,9 +20,9 @@ import uuid
 import pika
 import pytest
 
-from helpers import BUILD, CTL, Daemon
+from helpers import BUILD, CTL, Client, Daemon, wait_for
 from trust import User
-from waiting import SHORT, ladder
+from waiting import SHORT, ladder, records, uid
 
 CONSOLE = os.path.join(BUILD, "cascade-console")
 
@@ -410,10 +411,13 @@ def d(broker, tmp_module):
                     ladder(*SHORT, events={"control_users": controls}),
                     prefix).start()
     yield daemon
-    if daemon.proc is not None and daemon.proc.poll() is None:
-        rc = daemon.stop()
-        assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (rc,
-                                                               daemon.log())
+    # A daemon that died during the module's tests fails it here, as the
+    # console does in con's teardown, whichever test was last.
+    assert daemon.proc.poll() is None, (
+        "cascade died during the module (exit status %s):\n%s" % (
+            daemon.proc.returncode, daemon.log()[-5000:]))
+    rc = daemon.stop()
+    assert rc == 0, "cascade exited %s on SIGTERM:\n%s" % (rc, daemon.log())
 
 
 @pytest.fixture(scope="module")
@@ -442,3 +446,165 @@ def con(d, tmp_module, people):
     rc = c.stop()
     assert rc == 0, "cascade-console exited %s on SIGTERM:\n%s" % (
         rc, c.log()[-5000:])
+
+
+# A module's sessions, one per user, and what the tests do with them.
+
+@pytest.fixture(autouse=True)
+def _the_console_is_alive(request):
+    """A console that died in an earlier test fails each later one with
+    its exit status and log, not with a refused connection."""
+    if "con" in request.fixturenames:
+        c = request.getfixturevalue("con")
+        if c.proc.poll() is not None:
+            pytest.fail("cascade-console died in an earlier test (exit "
+                        "status %s):\n%s" % (c.proc.returncode,
+                                             c.log()[-3000:]))
+    yield
+
+
+def logged_in(con, user):
+    s = con.session()
+    a = s.login(user.name, user.password)
+    if a.status != 200 or not s.token:
+        pytest.fail("login as %s: %r\n%s" % (user.name, a, con.log()[-3000:]))
+    s.account = user
+    return s
+
+
+@pytest.fixture(scope="module")
+def ops(con, people):
+    return logged_in(con, people["ops"])
+
+
+@pytest.fixture(scope="module")
+def alice(con, people):
+    return logged_in(con, people["alice"])
+
+
+@pytest.fixture(scope="module")
+def bob(con, people):
+    return logged_in(con, people["bob"])
+
+
+@pytest.fixture(scope="module")
+def browser(con, people):
+    """ops logged in through the form, as a browser: the cookie and the
+    CSRF token of the pages."""
+    s = con.session()
+    a = s.login_form(people["ops"].name, people["ops"].password)
+    if not s.cookies.get("cascade_session") or not s.csrf:
+        pytest.fail("form login as ops: cookies %s, csrf %r: %r" % (
+            s.cookies, s.csrf, a))
+    s.account = people["ops"]
+    return s
+
+
+@pytest.fixture(scope="module")
+def guest(broker):
+    """The daemon's user, as the test's eyes: queues, consuming, and
+    messages published without a user-id."""
+    c = Client(broker)
+    yield c
+    c.close()
+
+
+# What the tests share.
+
+def refused(a, status, code):
+    """a is the refusal status with {"error": code, "message": TEXT}."""
+    assert (a.status, a.error) == (status, code), a
+    assert isinstance(a.data.get("message"), str) and a.data["message"], a
+
+
+def ok(a, kind, cid):
+    """An action's answer: {"ok": true, "kind", "id"}."""
+    assert a.status == 200 and isinstance(a.data, dict), a
+    assert (a.data.get("ok"), a.data.get("kind"), a.data.get("id")) == \
+        (True, kind, cid), a
+
+
+def waiting(s, **query):
+    """The JSON of /waiting for session s, all rows (limit 500)."""
+    query.setdefault("limit", 500)
+    a = s.get_json("/waiting", **query)
+    assert a.status == 200 and isinstance(a.data, dict), a
+    return a.data
+
+
+def rows(s, **query):
+    return waiting(s, **query)["rows"]
+
+
+def mids(rows_):
+    return [r["message_id"] for r in rows_]
+
+
+def series_rows(s):
+    a = s.get_json("/series", limit=500)
+    assert a.status == 200 and isinstance(a.data, dict), a
+    # "the repeats, as list --series": rows as /waiting's.
+    return a.data["rows"] if "rows" in a.data else a.data["messages"]
+
+
+def wait_row(s, mid, timeout=10, pred=None, series=False):
+    """The row of message-id mid in s's /waiting (or /series), once it is
+    there (and pred(row) holds)."""
+    found, last = {}, {}
+
+    def seen():
+        rs = series_rows(s) if series else rows(s)
+        for r in rs:
+            if r["message_id"] == mid:
+                last["r"] = r
+                if pred is None or pred(r):
+                    found["r"] = r
+                    return True
+        return False
+    wait_for(seen, timeout, lambda: "%s in %s's %s%s (last row: %s)" % (
+        mid, s.user, "/series" if series else "/waiting",
+        "" if pred is None else " as wanted", last.get("r")))
+    return found["r"]
+
+
+def paused(row):
+    rep = row.get("repeat")
+    return rep["paused"] if rep else row.get("paused")
+
+
+def anon(guest, d, q, mid, delay="10m", **headers):
+    """A delayed message published without a user-id (control users
+    only see it)."""
+    h = {"x-remaining-delay": delay}
+    h.update(headers)
+    return guest.publish(d.prefix, q, mid.encode(), h, message_id=mid)
+
+
+def requests_of(d, kind, cid):
+    """The request records of kind naming cid in P.cancels."""
+    header = {"cancel": "x-cascade-cancel", "reschedule":
+              "x-cascade-reschedule", "pause": "x-cascade-pause",
+              "resume": "x-cascade-resume"}[kind]
+    return [r for r in records(d.broker, d.prefix + ".cancels")
+            if r.type == kind and (r.headers or {}).get(header) == cid]
+
+
+def iso(t):
+    return datetime.datetime.fromtimestamp(
+        t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@pytest.fixture
+def victim(d, guest, ops):
+    """A message of nobody's waiting an hour: the target of refused
+    POSTs, which must leave it as it was."""
+    q = guest.queue()
+    mid = uid("victim")
+    anon(guest, d, q, mid, "1h")
+    return wait_row(ops, mid)
+
+
+def untouched(ops, row):
+    now = wait_row(ops, row["message_id"])
+    assert (now["cancel_pending"], now["rescheduled"], now["due_ms"]) == \
+        (False, False, row["due_ms"]), now

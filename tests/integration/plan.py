@@ -77,6 +77,13 @@ PLAN = {
     "test_console::test_header_bombs_in_the_events_stream_cost_the_reader_"
     "no_connection": (BROKERS, "rabbitmq-c 0.11, 0.15 and 0.18 decode "
                       "tables differently"),
+    "test_console_actions": (BROKER_ENDS, "the console's cancels, "
+                             "reschedules, pauses and requeues through 3.x's "
+                             "and 4.3's streams and user-id checks"),
+    "test_console_ctl": (BROKER_ENDS, "cascade-ctl through the console's "
+                         "index against reading 3.x's and 4.3's streams"),
+    "test_console_gate": (BROKER_ENDS, "the gate and hostile data over "
+                          "libmicrohttpd 0.9.75's and 1.0's HTTP parsing"),
     "test_console_browser": (HOST, "the pages in chromium: they do not "
                              "vary by broker, and the Debian roots would "
                              "need some 400 MB more for a browser"),

@@ -2,12 +2,12 @@
 """The console in a real browser (docs/console-design.md section 6,
 "Browser"): Debian's chromium, driven headless by its chromedriver
 through python3-selenium (make deps-browser), against a private RabbitMQ,
-a real daemon and build/cascade-console.  What the JSON tests
-(test_console.py) cannot see: the login form and its cookie, the pages as
-drawn, the confirm dialog, live redraws without a reload, a hostile body
-shown and not run under the CSP, SameSite and Origin against a real
-cross-site form, and the layout on a phone.  Screenshots of each page go
-to build/console-screenshots/.
+a real daemon and build/cascade-console.  What the JSON tests (the other
+test_console*.py files) cannot see: the login form and its cookie, the
+pages as drawn, the confirm dialog, live redraws without a reload, a
+hostile body shown and not run under the CSP, SameSite and Origin against
+a real cross-site form, and the layout on a phone.  Screenshots of each
+page go to build/console-screenshots/.
 
 One test, in the design's twelve steps, each depending on the ones
 before (the messages published in step 1 are acted on in turn); a failure
