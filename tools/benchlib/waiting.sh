@@ -60,6 +60,12 @@ json.dump(d, open(f, "w"), indent=1)
 PY
 }
 
+# waiting_report SECTION RESULT ARGS...: a step's table, from what it
+# left in the run's directory.
+waiting_report() {
+	/usr/bin/python3 "$here/tools/benchlib/waiting_report.py" "$@"
+}
+
 # rss_kib PID
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
@@ -424,84 +430,8 @@ listen = 127.0.0.1:$wmport"
 	echo
 	echo "The daemon waits in mode ${mode:-unknown}."
 	echo
-	/usr/bin/python3 - "$wres" "$dir" "$n" "$owners" "$t0" "$t_pub" \
-		"$t_empty" "$hz" <<'PY'
-import json, sys
-res, d, n, owners, t0, t_pub, t_empty, hz = sys.argv[1:9]
-n, owners, t0, t_pub, t_empty, hz = (int(n), int(owners), float(t0),
-    float(t_pub), float(t_empty), int(hz))
-fills = []
-for i in range(1, owners + 1):
-    try:
-        fills.append(json.loads(open("%s/fill%d.json" % (d, i)).read()))
-    except ValueError:
-        fills.append(None)
-# The polls, one pass: when each tenth had left P.ingress (been
-# scheduled; interpolated between the two polls around it), and the CPU
-# at the first poll with all of them.
-tenths, done, first, prev = [None] * 10, None, None, None
-with open(d + "/polls") as f:
-    for line in f:
-        p = line.split()
-        if len(p) < 5:
-            continue
-        t, m, b, dm = float(p[0]), int(p[1]), int(p[3]), int(p[4])
-        if first is None:
-            first = prev = (t, 0, b, dm)
-        for k in range(10):
-            want = (k + 1) * n / 10
-            if tenths[k] is None and m >= want:
-                f0 = (want - prev[1]) / (m - prev[1]) if m > prev[1] else 1
-                tenths[k] = prev[0] + f0 * (t - prev[0]) - t0
-        if done is None and m >= n:
-            done = (t, m, b, dm)
-        prev = (t, m, b, dm)
-if done is None:
-    done = prev
-secs = tenths[9] if tenths[9] is not None else done[0] - t0
-r = json.load(open(res))
-out = {
-    "publishers": fills,
-    "publish_seconds": round(t_pub - t0, 3),
-    "scheduled": done[1],
-    "poll_seconds": round(done[0] - t0, 3),
-    "seconds": round(secs, 3),
-    "ingress_empty_seconds": round(t_empty - t0, 3),
-    "msgs_per_s": round(n / secs, 1),
-    "tenths_seconds": [None if x is None else round(x, 1) for x in tenths],
-    "broker_cpu_s": round((done[2] - first[2]) / hz, 2),
-    "daemon_cpu_s": round((done[3] - first[3]) / hz, 2),
-}
-out["broker_cpu_us_per_msg"] = round(out["broker_cpu_s"] * 1e6 / n, 1)
-out["daemon_cpu_us_per_msg"] = round(out["daemon_cpu_s"] * 1e6 / n, 1)
-r["fill"] = out
-json.dump(r, open(res, "w"), indent=1)
-print("| | |")
-print("|---|---|")
-print("| publishers (%d, in parallel) | %s |" % (owners, ", ".join(
-    "%s msg/s" % f["msgs_per_s"] if f else "failed" for f in fills)))
-print("| publishers' wall time | %.1f s |" % (t_pub - t0))
-print("| start to all %d scheduled (the daemon's count, polled twice a second) | %.1f s |" % (n, secs))
-print("| start to P.ingress empty (list_queues poll) | %.1f s |" % (t_empty - t0))
-print("| sustained rate | %.0f msg/s |" % (n / secs))
-print("| broker CPU | %.1f s, %.0f µs/msg |" % (out["broker_cpu_s"],
-      out["broker_cpu_us_per_msg"]))
-print("| daemon CPU | %.1f s, %.0f µs/msg |" % (out["daemon_cpu_s"],
-      out["daemon_cpu_us_per_msg"]))
-if done[1] < n:
-    print("| **only scheduled** | %d of %d |" % (done[1], n))
-print()
-print("| tenth | scheduled by (s) | msg/s in that tenth |")
-print("|---|---|---|")
-prev = 0.0
-for k, x in enumerate(tenths):
-    if x is None:
-        print("| %d %% | – | – |" % ((k + 1) * 10))
-        continue
-    print("| %d %% | %.2f | %s |" % ((k + 1) * 10, x, "%.0f" % (
-        (n / 10) / (x - prev)) if x > prev else "–"))
-    prev = x
-PY
+	waiting_report fill "$wres" "$dir" "$n" "$owners" "$t0" "$t_pub" \
+		"$t_empty" "$hz"
 
 	# 3. The trickle: the chunk running ends, then WAITING_AFTER s more.
 	waiting_step="3 trickle"
@@ -515,75 +445,7 @@ PY
 	t_done=$(/usr/bin/python3 -c 'import json, sys
 print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 		"$wres" "$t0")
-	/usr/bin/python3 - "$wres" "$dir" "$t_done" <<'PY'
-import glob, json, math, sys
-res, d, t_done = sys.argv[1], sys.argv[2], float(sys.argv[3]) * 1000
-
-def pct(v, p):
-    if not v:
-        return None
-    v = sorted(v)
-    i = max(0, math.ceil(p * len(v)) - 1)
-    return v[min(i, len(v) - 1)]
-
-def chunks(pattern):
-    tot = {"chunks": 0, "published": 0, "received": 0, "lost": 0,
-           "early": 0, "duplicates": 0, "failed": 0, "each": []}
-    for f in sorted(glob.glob(d + "/" + pattern + ".json")):
-        tot["chunks"] += 1
-        try:
-            j = json.loads(open(f).read())
-        except ValueError:
-            tot["failed"] += 1
-            continue
-        tot["each"].append(j)
-        tot["published"] += j["messages"]
-        tot["received"] += j["received"]
-        tot["lost"] += j["lost"]
-        tot["early"] += j["early"]
-        tot["duplicates"] += j["duplicates"]
-    return tot
-
-# By when they were published: into P.ingress behind the fill's
-# backlog, or after it had been moved.
-during, later = [], []
-for f in glob.glob(d + "/trickle-fill*.arr") + [d + "/trickle-after.arr"]:
-    try:
-        for line in open(f):
-            sent, due, at = (int(x) for x in line.split())
-            (during if sent <= t_done else later).append(at - due)
-    except OSError:
-        pass
-merged = []
-for f in glob.glob(d + "/trickle-fill*.lat") + [d + "/trickle-after.lat"]:
-    try:
-        merged += [int(x) for x in open(f)]
-    except OSError:
-        pass
-r = json.load(open(res))
-t = {"fill_chunks": chunks("trickle-fill*"), "after_chunk": chunks("trickle-after")}
-rows = [("published during the fill", during),
-        ("published after it", later),
-        ("all (the --lateness files merged)", merged)]
-print("| trickle messages | n | p50 ms | p99 ms | max ms |")
-print("|---|---|---|---|---|")
-for name, v in rows:
-    s = {"n": len(v), "p50": pct(v, .5), "p99": pct(v, .99),
-         "max": max(v) if v else None}
-    t[name.split(" (")[0].replace(" ", "_")] = s
-    print("| %s | %d | %s | %s | %s |" % (name, len(v), *(
-        "–" if s[k] is None else s[k] for k in ("p50", "p99", "max"))))
-print()
-for k in ("fill_chunks", "after_chunk"):
-    c = t[k]
-    print("%s: %d chunk(s), %d published, %d received, %d lost, %d early, "
-          "%d duplicates%s" % (k.replace("_", " "), c["chunks"],
-          c["published"], c["received"], c["lost"], c["early"],
-          c["duplicates"], ", %d FAILED (see its .err)" % c["failed"]
-          if c["failed"] else ""))
-r["trickle"] = t
-json.dump(r, open(res, "w"), indent=1)
-PY
+	waiting_report trickle "$wres" "$dir" "$t_done"
 
 	# 4. Sizes.
 	waiting_step="4 sizes"
@@ -591,69 +453,7 @@ PY
 	echo
 	echo "## 4. Sizes with $n waiting"
 	echo
-	/usr/bin/python3 - "$wres" "$dir" "$n" <<'PY'
-import json, sys
-res, d, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-
-def snap(tag):
-    s = dict(l.split() for l in open("%s/sizes-%s.txt" % (d, tag)))
-    s = {k: int(v) for k, v in s.items()}
-    s["beam_rss"] = s.pop("beam_rss_kib") * 1024
-    s["daemon_rss"] = s.pop("daemon_rss_kib") * 1024
-    mem = {k: v["bytes"] for k, v in
-           json.load(open("%s/memory-%s.json" % (d, tag))).items()}
-    parts = {
-        "quorum_queue_procs": mem.get("quorum_queue_procs", 0)
-        + mem.get("quorum_queue_dlx_procs", 0),
-        "quorum_ets": mem.get("quorum_ets", 0),
-        "binary": mem.get("binary", 0),
-        "code": mem.get("code", 0),
-    }
-    unalloc = (mem.get("reserved_unallocated", 0)
-               + mem.get("allocated_unused", 0))
-    parts["other"] = sum(mem.values()) - sum(parts.values()) - unalloc
-    parts["unallocated"] = unalloc
-    for k, v in parts.items():
-        s["memory_" + k] = v
-    qs = [x for x in json.load(open("%s/queues-%s.json" % (d, tag)))
-          if x["name"].startswith("waiting.")]
-    s["queues_memory"] = sum(x.get("memory") or 0 for x in qs)
-    s["queues"] = len(qs)
-    s["messages_in_delay_queues"] = sum(
-        x.get("messages") or 0 for x in qs
-        if x["name"].startswith(("waiting.delay.", "waiting.hold")))
-    return s
-
-b, a = snap("before"), snap("after")
-r = json.load(open(res))
-r["sizes"] = {"before_fill": b, "after": a,
-              "growth_per_msg": {k: round((a[k] - b[k]) / n, 1) for k in a}}
-json.dump(r, open(res, "w"), indent=1)
-rows = [("beam.smp RSS", "beam_rss"),
-        ("memory_breakdown: quorum queue procs (and their dlx workers)",
-         "memory_quorum_queue_procs"),
-        ("memory_breakdown: quorum ETS", "memory_quorum_ets"),
-        ("memory_breakdown: binaries", "memory_binary"),
-        ("memory_breakdown: code", "memory_code"),
-        ("memory_breakdown: other", "memory_other"),
-        ("memory_breakdown: reserved, unallocated", "memory_unallocated"),
-        ("list_queues memory of the %d waiting.* queues" % a["queues"],
-         "queues_memory"),
-        ("disk: quorum (ra WAL and segments)", "disk_quorum"),
-        ("disk: streams", "disk_streams"),
-        ("disk: of which waiting.events", "disk_events"),
-        ("disk: the node's directory", "disk_node"),
-        ("daemon RSS", "daemon_rss")]
-print("| what | before the fill MB | now MB | growth per waiting message, bytes |")
-print("|---|---|---|---|")
-for name, k in rows:
-    print("| %s | %.1f | %.1f | %.0f |" % (name, b[k] / 1e6, a[k] / 1e6,
-                                          (a[k] - b[k]) / n))
-print()
-print("%d messages in the delay queues now (the fill's %d, less the "
-      "cancelled or parked, plus the trickle's in flight)."
-      % (a["messages_in_delay_queues"], n))
-PY
+	waiting_report sizes "$wres" "$dir" "$n"
 
 	# 5. cascade-ctl: its first page, a target, and a cancel of one id
 	# of a million (the middle of the second owner's fill), each reading
@@ -813,65 +613,8 @@ PY
 	echo
 	echo "## 8. The whole broker's restart with $n waiting"
 	echo
-	/usr/bin/python3 - "$wres" "$dir" "$s0" "$s1" "$r1" "$r_ready" \
-		"$note" <<'PY'
-import json, math, sys
-res, d, s0, s1, r1, ready, note = sys.argv[1:8]
-s0, s1, r1, ready = (float(x) * 1000 for x in (s0, s1, r1, ready))
-
-def pct(v, p):
-    if not v:
-        return None
-    v = sorted(v)
-    return v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))]
-
-try:
-    j = json.loads(open(d + "/trickle-restart.json").read())
-except ValueError:
-    j = None
-first_after, fell = None, []
-try:
-    for line in open(d + "/trickle-restart.arr"):
-        sent, due, at = (int(x) for x in line.split())
-        if at >= s1 and (first_after is None or at < first_after):
-            first_after = at
-        if s0 <= due <= ready:
-            fell.append(at - due)
-except OSError:
-    pass
-out = {"stop_ms": round(s1 - s0), "node_start_ms": round(r1 - s1),
-       "stop_to_daemon_ready_ms": round(ready - s0),
-       "node_started_to_daemon_ready_ms": round(ready - r1),
-       "node_started_to_first_trickle_ms":
-       None if first_after is None else round(first_after - r1),
-       "fell_due_while_down": {"n": len(fell), "p50": pct(fell, .5),
-                               "p99": pct(fell, .99),
-                               "max": max(fell) if fell else None},
-       "chunk": j, "note": note or None}
-r = json.load(open(res))
-r["broker_restart"] = out
-json.dump(r, open(res, "w"), indent=1)
-f = out["fell_due_while_down"]
-print("| | |")
-print("|---|---|")
-print("| `rabbitmq-private stop` | %.1f s |" % ((s1 - s0) / 1000))
-print("| `rabbitmq-private restart` (the node's start) | %.1f s |" % ((r1 - s1) / 1000))
-print("| node started to the daemon's `msg=ready` | %.1f s |" % ((ready - r1) / 1000))
-print("| node started to the first trickle arrival | %s |" % (
-    "none" if first_after is None else "%.1f s" % ((first_after - r1) / 1000)))
-print("| trickle messages due from the stop to `msg=ready` | %d |" % f["n"])
-print("| their lateness p50 / p99 / max | %s / %s / %s ms |" % (
-    f["p50"], f["p99"], f["max"]))
-if j:
-    print("| the chunk: published, received, lost, early, in doubt, reconnects | %d, %d, %d, %d, %d, %d |" % (
-        j["messages"], j["received"], j["lost"], j["early"],
-        j["in_doubt"], j["reconnects"]))
-else:
-    print("| the chunk | **failed** (see trickle-restart.err) |")
-if note:
-    print()
-    print(note)
-PY
+	waiting_report restart "$wres" "$dir" "$s0" "$s1" "$r1" "$r_ready" \
+		"$note"
 
 	# 9. The summary.
 	waiting_step="9 summary"
@@ -879,59 +622,7 @@ PY
 	echo
 	echo "## Summary ($wout/waiting-$n.json)"
 	echo
-	/usr/bin/python3 - "$wres" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-n, f, t, s, c, b = (r["n"], r["fill"], r["trickle"], r["sizes"],
-                    r.get("console", {}), r["broker_restart"])
-ctl = r.get("ctl", {})
-g = s["growth_per_msg"]
-def lat(x):
-    if x["n"] == 0:
-        return "none"
-    return "%s / %s / %s ms (%d)" % (x["p50"], x["p99"], x["max"], x["n"])
-rows = [
-    ("messages waiting", "%d (%s, %d owners, %d targets; mode %s)" % (
-        n, r["dist"], r["owners"], r["targets"], r["mode"])),
-    ("fill: time, sustained rate", "%.1f s, %.0f msg/s" % (f["seconds"], f["msgs_per_s"])),
-    ("fill: broker / daemon CPU per message", "%.0f / %.0f µs" % (
-        f["broker_cpu_us_per_msg"], f["daemon_cpu_us_per_msg"])),
-    ("trickle published during the fill: p50 / p99 / max (n)", lat(t["published_during_the_fill"])),
-    ("trickle published after it: p50 / p99 / max (n)", lat(t["published_after_it"])),
-    ("trickle lost / early", "%d / %d" % (
-        t["fill_chunks"]["lost"] + t["after_chunk"]["lost"],
-        t["fill_chunks"]["early"] + t["after_chunk"]["early"])),
-    ("beam.smp RSS growth per waiting message", "%.0f bytes" % g["beam_rss"]),
-    ("list_queues memory growth per waiting message", "%.0f bytes" % g["queues_memory"]),
-    ("disk growth per waiting message (quorum + streams)", "%.0f + %.0f bytes" % (
-        g["disk_quorum"], g["disk_streams"])),
-    ("daemon RSS", "%.1f MiB" % (s["after"]["daemon_rss"] / 2**20)),
-]
-for k in ("list_empty", "list", "list_target", "cancel", "list_console",
-          "list_target_console", "cancel_console"):
-    if k in ctl:
-        rows.append(("cascade-ctl %s%s: wall, max RSS" % (
-                     ctl[k]["args"], " (nothing waiting)" if k == "list_empty"
-                     else " (the console's index)" if k.endswith("_console")
-                     else ""),
-                     "%d ms, %.0f MiB" % (ctl[k]["wall_ms"], ctl[k]["max_rss_kib"] / 1024)))
-if c:
-    rows.append(("console: caught up, RSS per waiting message",
-                 "%d ms, %.0f bytes" % (c["start_to_caught_up_ms"],
-                 (c["rss_kib"] - c["base_rss_kib"]) * 1024 / max(1, c["waiting"]))))
-rows.append(("daemon restart to msg=ready", "%d ms" % r["daemon_restart"]["start_to_ready_ms"]))
-rows.append(("broker restart: node start, then daemon ready, first trickle",
-             "%.1f s, +%.1f s, +%s" % (b["node_start_ms"] / 1000,
-             b["node_started_to_daemon_ready_ms"] / 1000,
-             "–" if b["node_started_to_first_trickle_ms"] is None
-             else "%.1f s" % (b["node_started_to_first_trickle_ms"] / 1000))))
-rows.append(("trickle due from the broker's stop to msg=ready: p50 / p99 / max (n)",
-             lat(b["fell_due_while_down"])))
-print("| | |")
-print("|---|---|")
-for k, v in rows:
-    print("| %s | %s |" % (k, v))
-PY
+	waiting_report summary "$wres"
 	trap - ERR
 	waiting_finished=yes
 }
