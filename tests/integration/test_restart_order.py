@@ -200,10 +200,8 @@ def restart_case(node, tmp_path, name, tag, stop=stop_broker,
     window_s, the broker stopped with stop and kept down until down_s
     after the last is due (at once with CASCADE_RESTART_AT_ONCE), then
     started; at_boot(daemon) runs once it is up.  Judged."""
-    router = {} if window_s == WINDOW_S else \
-        {"reorder_window": "%ds" % window_s}
     d = fast_daemon(node, tmp_path, topology=NATIVE_WINDOW,
-                    router=router).start()
+                    router={"reorder_window": "%ds" % window_s}).start()
     q = tag + "-" + d.prefix
     col = Collector(node.url, q)
     sent = publish(node, d.prefix, q)
