@@ -10,10 +10,15 @@
  * Each message is a 48-byte entry in slabs that never move; its
  * message-id (and a cascade id that is not 16 hexadecimal digits) is in
  * an arena of length-prefixed strings that is compacted when a quarter of
- * it is garbage; two open-addressing hashes of 4-byte slot numbers find
- * an entry by cascade id and by message-id; a two-level tree of sorted
- * blocks keeps the order waiting_select sorts by (due, first seen, id)
- * with a count per block, so offset N is found without walking N rows.
+ * it is garbage; two open-addressing hashes find an entry by cascade id
+ * and by message-id, each place 8 bytes: the slot and 32 bits of its
+ * hash, so that growing a table or probing past others reads no entry;
+ * a two-level tree of sorted blocks keeps the order waiting_select sorts
+ * by (due, first seen, id) with a count per block, so offset N is found
+ * without walking N rows; the directory keeps each block's last due, so
+ * that finding a block reads no entry.  Folding a record costs a few
+ * cache misses, not tens: a console catching up on ten million is bound
+ * by the broker's sending.
  *
  * Everything input can grow is capped, and what the caps turned away is
  * counted (struct cindex_stats) for the caller to export.  Requests
@@ -83,10 +88,13 @@ struct cindex_names {
 	uint32_t free_head; /* a free index + 1, chained through len */
 };
 
+/* Slots a block of the order holds; split when full, merged when small. */
+#define CINDEX_BLOCK_MAX 512u
+
 /* A block of the order: slots sorted by (due, seen, id). */
 struct cindex_block {
 	uint32_t n;
-	uint32_t slot[];
+	uint32_t slot[CINDEX_BLOCK_MAX];
 };
 
 struct cindex {
@@ -100,12 +108,14 @@ struct cindex {
 	unsigned char **chunk;
 	uint32_t nchunk, chunk_cap, chunk_fill;
 	uint64_t compact_min; /* garbage before a compaction is considered */
-	/* the hashes: slot + 1, 0 empty; linear probing */
-	uint32_t *id_hash, *mid_hash;
+	/* the hashes: (32 bits of the hash) << 32 | slot + 1, 0 empty;
+	 * linear probing */
+	uint64_t *id_hash, *mid_hash;
 	uint32_t id_cap, mid_cap, id_n, mid_n;
 	uint64_t seed;
 	/* the order */
 	struct cindex_block **block;
+	int64_t *block_last; /* each block's last due: the search reads it */
 	uint32_t nblock, block_cap;
 	/* the ends, oldest first (slot + 1; 0 none) */
 	uint32_t end_oldest, end_newest;

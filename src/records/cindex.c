@@ -190,9 +190,14 @@ cindex_slot_free(struct cindex *ix, uint32_t s)
 	ix->free_head = s + 1;
 }
 
-/* ----- the two hashes: slot + 1 in a power-of-two table ----- */
+/* ----- the two hashes: its hash and slot + 1 in a power-of-two table ----- */
 
 enum { BY_ID, BY_MID };
+
+/* A place: 32 bits of the hash (the table is at most 2^32) and slot + 1. */
+#define HASH_PLACE(h, s) ((uint64_t)(uint32_t)(h) << 32 | ((uint64_t)(s) + 1))
+#define HASH_SLOT(p) ((uint32_t)(p)-1u)
+#define HASH_OF(p) ((uint32_t)((p) >> 32))
 
 static uint64_t
 cindex_slot_hash(const struct cindex *ix, int which, uint32_t s)
@@ -206,7 +211,7 @@ cindex_slot_hash(const struct cindex *ix, int which, uint32_t s)
 	return cindex_mix(en->cid, ix->seed);
 }
 
-static uint32_t **
+static uint64_t **
 cindex_tab(struct cindex *ix, int which, uint32_t **cap, uint32_t **n)
 {
 	*cap = which == BY_ID ? &ix->id_cap : &ix->mid_cap;
@@ -215,22 +220,23 @@ cindex_tab(struct cindex *ix, int which, uint32_t **cap, uint32_t **n)
 }
 
 static void
-cindex_hash_place(struct cindex *ix, int which, uint32_t *t, uint32_t cap,
-                  uint32_t s)
+cindex_hash_place(uint64_t *t, uint32_t cap, uint64_t place)
 {
-	size_t i = (size_t)cindex_slot_hash(ix, which, s) & (cap - 1);
+	size_t i = (size_t)HASH_OF(place) & (cap - 1);
 
 	while (t[i] != 0)
 		i = (i + 1) & (cap - 1);
-	t[i] = s + 1;
+	t[i] = place;
 }
 
-/* Room for one more at a load of at most 3/4.  -1 out of memory. */
+/* Room for one more at a load of at most 3/4, placed again by the hashes
+ * kept: no entry is read.  -1 out of memory. */
 static int
 cindex_hash_room(struct cindex *ix, int which)
 {
-	uint32_t *cap, *n, **tab = cindex_tab(ix, which, &cap, &n);
-	uint32_t ncap, *t;
+	uint32_t *cap, *n;
+	uint64_t **tab = cindex_tab(ix, which, &cap, &n), *t;
+	uint32_t ncap;
 
 	if ((uint64_t)(*n + 1) * 4 <= (uint64_t)*cap * 3)
 		return 0;
@@ -239,7 +245,7 @@ cindex_hash_room(struct cindex *ix, int which)
 		return -1;
 	for (uint32_t i = 0; i < *cap; i++)
 		if ((*tab)[i] != 0)
-			cindex_hash_place(ix, which, t, ncap, (*tab)[i] - 1);
+			cindex_hash_place(t, ncap, (*tab)[i]);
 	free(*tab);
 	*tab = t;
 	*cap = ncap;
@@ -250,9 +256,11 @@ cindex_hash_room(struct cindex *ix, int which)
 static void
 cindex_hash_add(struct cindex *ix, int which, uint32_t s)
 {
-	uint32_t *cap, *n, **tab = cindex_tab(ix, which, &cap, &n);
+	uint32_t *cap, *n;
+	uint64_t **tab = cindex_tab(ix, which, &cap, &n);
 
-	cindex_hash_place(ix, which, *tab, *cap, s);
+	cindex_hash_place(*tab, *cap,
+	                  HASH_PLACE(cindex_slot_hash(ix, which, s), s));
 	(*n)++;
 }
 
@@ -260,11 +268,13 @@ cindex_hash_add(struct cindex *ix, int which, uint32_t s)
 static void
 cindex_hash_del(struct cindex *ix, int which, uint32_t s)
 {
-	uint32_t *cap, *n, **tab = cindex_tab(ix, which, &cap, &n);
-	uint32_t *t = *tab, mask = *cap - 1;
-	size_t i = (size_t)cindex_slot_hash(ix, which, s) & mask, j;
+	uint32_t *cap, *n;
+	uint64_t *t = *cindex_tab(ix, which, &cap, &n);
+	uint32_t mask = *cap - 1;
+	uint64_t place = HASH_PLACE(cindex_slot_hash(ix, which, s), s);
+	size_t i = (size_t)HASH_OF(place) & mask, j;
 
-	while (t[i] != s + 1)
+	while (t[i] != place)
 		i = (i + 1) & mask;
 	j = i;
 	for (;;) {
@@ -272,7 +282,7 @@ cindex_hash_del(struct cindex *ix, int which, uint32_t s)
 		j = (j + 1) & mask;
 		if (t[j] == 0)
 			break;
-		home = (size_t)cindex_slot_hash(ix, which, t[j] - 1) & mask;
+		home = (size_t)HASH_OF(t[j]) & mask;
 		/* t[j] may move to i when its home is not in (i, j]. */
 		if ((j > i && (home <= i || home > j)) ||
 		    (j < i && home <= i && home > j)) {
@@ -296,9 +306,13 @@ cindex_find_id(const struct cindex *ix, amqp_bytes_t id)
 		return UINT32_MAX;
 	for (size_t i = (size_t)h & mask; ix->id_hash[i] != 0;
 	     i = (i + 1) & mask) {
-		uint32_t s = ix->id_hash[i] - 1;
-		const struct cindex_entry *en = cindex_at(ix, s);
-		int text = (en->off_flags & CINDEX_F_ID_TEXT) != 0;
+		uint32_t s = HASH_SLOT(ix->id_hash[i]);
+		const struct cindex_entry *en;
+		int text;
+		if (HASH_OF(ix->id_hash[i]) != (uint32_t)h)
+			continue; /* not it, and its entry is not read */
+		en = cindex_at(ix, s);
+		text = (en->off_flags & CINDEX_F_ID_TEXT) != 0;
 		if (num ? !text && en->cid == v
 		        : text && cindex_bytes_eq(
 		                      cindex_str(ix, (uint32_t)en->cid), id))
@@ -312,13 +326,16 @@ cindex_each_mid(const struct cindex *ix, amqp_bytes_t mid,
                 int (*fn)(uint32_t slot, void *ctx), void *ctx)
 {
 	uint32_t mask = ix->mid_cap - 1;
+	uint64_t h;
 
 	if (ix->mid_cap == 0 || mid.len == 0)
 		return;
-	for (size_t i = (size_t)cindex_fnv(mid, ix->seed) & mask;
-	     ix->mid_hash[i] != 0; i = (i + 1) & mask) {
-		uint32_t s = ix->mid_hash[i] - 1;
-		if (cindex_bytes_eq(cindex_str(ix, cindex_at(ix, s)->mid),
+	h = cindex_fnv(mid, ix->seed);
+	for (size_t i = (size_t)h & mask; ix->mid_hash[i] != 0;
+	     i = (i + 1) & mask) {
+		uint32_t s = HASH_SLOT(ix->mid_hash[i]);
+		if (HASH_OF(ix->mid_hash[i]) == (uint32_t)h &&
+		    cindex_bytes_eq(cindex_str(ix, cindex_at(ix, s)->mid),
 		                    mid) &&
 		    fn(s, ctx))
 			return;
@@ -362,6 +379,7 @@ cindex_free(struct cindex *ix)
 	for (uint32_t i = 0; i < ix->nblock; i++)
 		free(ix->block[i]);
 	free(ix->block);
+	free(ix->block_last);
 	cindex_names_free(&ix->targets);
 	cindex_names_free(&ix->users);
 	memset(ix, 0, sizeof(*ix));

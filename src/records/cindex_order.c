@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Slots a block of the order holds; split when full, merged when small. */
-#define BLOCK_MAX 512u
-
 amqp_bytes_t
 cindex_id_bytes(const struct cindex *ix, const struct cindex_entry *en,
                 char buf[17])
@@ -49,6 +46,17 @@ cindex_cmp(const struct cindex *ix, const struct cindex_entry *a,
 	return (x.len > y.len) - (x.len < y.len);
 }
 
+/* Whether the entry at slot s, due at due, comes before en: its entry is
+ * read only when the dues are equal. */
+static int
+cindex_before(const struct cindex *ix, int64_t due, uint32_t s,
+              const struct cindex_entry *en)
+{
+	if (due != en->due)
+		return due < en->due;
+	return cindex_cmp(ix, cindex_at(ix, s), en) < 0;
+}
+
 /* The first block whose last entry is not before en (nblock: none). */
 static uint32_t
 cindex_block_of(const struct cindex *ix, const struct cindex_entry *en)
@@ -58,7 +66,9 @@ cindex_block_of(const struct cindex *ix, const struct cindex_entry *en)
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		const struct cindex_block *b = ix->block[mid];
-		if (cindex_cmp(ix, cindex_at(ix, b->slot[b->n - 1]), en) < 0)
+		if (ix->block_last[mid] < en->due ||
+		    (ix->block_last[mid] == en->due &&
+		     cindex_before(ix, en->due, b->slot[b->n - 1], en)))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -86,12 +96,21 @@ cindex_index_in(const struct cindex *ix, const struct cindex_block *b,
 static struct cindex_block *
 cindex_block_new(void)
 {
-	struct cindex_block *b =
-	    malloc(sizeof(*b) + BLOCK_MAX * sizeof(b->slot[0]));
+	struct cindex_block *b = malloc(sizeof(*b));
 
 	if (b != NULL)
 		b->n = 0;
 	return b;
+}
+
+/* Block k's last due into the directory, after a change to block k. */
+static void
+cindex_block_fix(struct cindex *ix, uint32_t k)
+{
+	const struct cindex_block *b = ix->block[k];
+
+	ix->block_last[k] =
+	    b->n > 0 ? cindex_at(ix, b->slot[b->n - 1])->due : INT64_MIN;
 }
 
 /* Room in the directory for one more block at k.  -1 out of memory. */
@@ -101,15 +120,23 @@ cindex_dir_insert(struct cindex *ix, uint32_t k, struct cindex_block *b)
 	if (ix->nblock == ix->block_cap) {
 		uint32_t cap = ix->block_cap ? ix->block_cap * 2 : 64;
 		struct cindex_block **v = realloc(ix->block, cap * sizeof(*v));
+		int64_t *l;
 		if (v == NULL)
 			return -1;
 		ix->block = v;
+		l = realloc(ix->block_last, cap * sizeof(*l));
+		if (l == NULL)
+			return -1; /* block grew, block_cap not: still whole */
+		ix->block_last = l;
 		ix->block_cap = cap;
 	}
 	memmove(ix->block + k + 1, ix->block + k,
 	        (ix->nblock - k) * sizeof(*ix->block));
+	memmove(ix->block_last + k + 1, ix->block_last + k,
+	        (ix->nblock - k) * sizeof(*ix->block_last));
 	ix->block[k] = b;
 	ix->nblock++;
+	cindex_block_fix(ix, k);
 	return 0;
 }
 
@@ -119,6 +146,8 @@ cindex_dir_remove(struct cindex *ix, uint32_t k)
 	free(ix->block[k]);
 	memmove(ix->block + k, ix->block + k + 1,
 	        (ix->nblock - k - 1) * sizeof(*ix->block));
+	memmove(ix->block_last + k, ix->block_last + k + 1,
+	        (ix->nblock - k - 1) * sizeof(*ix->block_last));
 	ix->nblock--;
 }
 
@@ -142,23 +171,26 @@ cindex_order_add(struct cindex *ix, uint32_t s)
 	if (k == ix->nblock)
 		k--; /* after everything: the last block */
 	b = ix->block[k];
-	if (b->n == BLOCK_MAX) {
+	if (b->n == CINDEX_BLOCK_MAX) {
+		const uint32_t half = CINDEX_BLOCK_MAX / 2;
 		if ((nb = cindex_block_new()) == NULL ||
 		    cindex_dir_insert(ix, k + 1, nb) < 0) {
 			free(nb);
 			return -1;
 		}
-		nb->n = BLOCK_MAX / 2;
-		memcpy(nb->slot, b->slot + BLOCK_MAX / 2,
-		       nb->n * sizeof(nb->slot[0]));
-		b->n = BLOCK_MAX / 2;
-		if (cindex_cmp(ix, cindex_at(ix, b->slot[b->n - 1]), en) < 0)
-			b = nb;
+		nb->n = half;
+		memcpy(nb->slot, b->slot + half, half * sizeof(nb->slot[0]));
+		b->n = half;
+		cindex_block_fix(ix, k);
+		cindex_block_fix(ix, k + 1);
+		if (cindex_before(ix, ix->block_last[k], b->slot[b->n - 1], en))
+			b = nb, k++;
 	}
 	i = cindex_index_in(ix, b, en);
 	memmove(b->slot + i + 1, b->slot + i, (b->n - i) * sizeof(b->slot[0]));
 	b->slot[i] = s;
 	b->n++;
+	cindex_block_fix(ix, k);
 	return 0;
 }
 
@@ -178,12 +210,13 @@ cindex_order_del(struct cindex *ix, uint32_t s)
 		cindex_dir_remove(ix, k);
 		return;
 	}
-	if (b->n < BLOCK_MAX / 4 && k + 1 < ix->nblock &&
-	    b->n + (nx = ix->block[k + 1])->n <= BLOCK_MAX * 3 / 4) {
+	if (b->n < CINDEX_BLOCK_MAX / 4 && k + 1 < ix->nblock &&
+	    b->n + (nx = ix->block[k + 1])->n <= CINDEX_BLOCK_MAX * 3 / 4) {
 		memcpy(b->slot + b->n, nx->slot, nx->n * sizeof(b->slot[0]));
 		b->n += nx->n;
 		cindex_dir_remove(ix, k + 1);
 	}
+	cindex_block_fix(ix, k);
 }
 
 uint32_t
@@ -193,8 +226,7 @@ cindex_seek_due(const struct cindex *ix, int64_t t, uint32_t *b, uint32_t *i)
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		const struct cindex_block *bl = ix->block[mid];
-		if (cindex_at(ix, bl->slot[bl->n - 1])->due < t)
+		if (ix->block_last[mid] < t)
 			lo = mid + 1;
 		else
 			hi = mid;
