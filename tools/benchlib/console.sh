@@ -121,7 +121,19 @@ console() {
 
 	echo
 	echo "load $(cut -d' ' -f1-3 /proc/loadavg) before the console's start."
+	# CONSOLE_COLD=yes: the stream read from disk, as a console started
+	# long after its records were written finds it (root: the page cache
+	# is dropped for the whole machine).
+	if [ "${CONSOLE_COLD:-no}" = yes ]; then
+		sync
+		echo 3 >/proc/sys/vm/drop_caches ||
+			{ echo "CONSOLE_COLD=yes needs root (drop_caches)" >&2; exit 1; }
+		echo "page cache dropped (CONSOLE_COLD=yes)."
+	fi
+	local b0 beam_ms
+	b0=$(cpu_ticks "$beam")
 	console_start console
+	beam_ms=$((($(cpu_ticks "$beam") - b0) * 1000 / $(getconf CLK_TCK)))
 	local records lwaiting ms start_ms
 	read -r records lwaiting ms start_ms < <(console_caught_up console)
 	echo
@@ -132,6 +144,7 @@ console() {
 	echo "| start to \`msg=console_caught_up\` | $start_ms ms ($((records * 1000 / (start_ms > 0 ? start_ms : 1))) records/s) |"
 	echo "| its \`ms=\` (the reader's own count) | $ms ms |"
 	echo "| console CPU at caught-up | $console_cpu ms |"
+	echo "| broker CPU from start to caught-up | $beam_ms ms |"
 	echo "| RSS at caught-up | $((console_rss / 1024)) MiB (peak $((console_hwm / 1024)) MiB) |"
 	echo "| RSS with nothing waiting | $((base_rss / 1024)) MiB |"
 	echo "| RSS per waiting message beyond it | $(((console_rss - base_rss) * 1024 / (lwaiting > 0 ? lwaiting : 1))) bytes |"
@@ -139,7 +152,9 @@ console() {
 import json
 json.dump({"waiting": $lwaiting, "records": $records,
            "start_to_caught_up_ms": $start_ms, "reader_ms": $ms,
-           "cpu_ms": $console_cpu, "rss_kib": $console_rss,
+           "cpu_ms": $console_cpu, "broker_cpu_ms": $beam_ms,
+           "cold": "${CONSOLE_COLD:-no}" == "yes",
+           "rss_kib": $console_rss,
            "hwm_kib": $console_hwm, "base_rss_kib": $base_rss,
            "copy_bytes": $copy, "delivered": $delivered},
           open("$out/console.json", "w"), indent=1)

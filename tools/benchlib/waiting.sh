@@ -100,15 +100,30 @@ waiting_metrics() {
 	END { printf "%d %d", m, r }'
 }
 
+# The machine's side of a poll: "TOTAL IDLE IOWAIT STEAL" ticks of all
+# cores (/proc/stat) and the pressure stalls' totals, "CPU_SOME_US
+# IO_SOME_US" (/proc/pressure; 0 without it): whether something outside
+# the broker and the daemon took the cores or the disk.
+waiting_machine() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i
+		printf "%d %d %d %d", t, $5, $6, $9; exit }' /proc/stat
+	for f in cpu io; do
+		awk -F'total=' '/^some/ { printf " %s", $2; found = 1 }
+		END { if (!found) printf " 0" }' "/proc/pressure/$f" 2>/dev/null ||
+			printf ' 0'
+	done
+}
+
 # Twice a second until killed: "UNIX_S SCHEDULED INGRESS_RECEIVED
-# BEAM_TICKS DAEMON_TICKS" into $dir/polls.
+# BEAM_TICKS DAEMON_TICKS TOTAL IDLE IOWAIT STEAL CPU_SOME_US IO_SOME_US"
+# into $dir/polls.
 waiting_poll() {
 	local b d m
 	while :; do
 		m=$(waiting_metrics)
 		b=$(cpu_ticks "$beam" 2>/dev/null || echo 0)
 		d=$(cpu_ticks "$daemon_pid" 2>/dev/null || echo 0)
-		echo "$(now_s) $m $b $d" >>"$dir/polls"
+		echo "$(now_s) $m $b $d $(waiting_machine)" >>"$dir/polls"
 		sleep 0.5
 	done
 }
@@ -446,6 +461,11 @@ listen = 127.0.0.1:$wmport"
 print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 		"$wres" "$t0")
 	waiting_report trickle "$wres" "$dir" "$t_done"
+	echo
+	echo "Minute by minute (the trickle by its due minute; the cores and the"
+	echo "pressure stalls of the whole machine, /proc/stat and /proc/pressure):"
+	echo
+	waiting_report minutes "$wres" "$dir" "$t0" "$t_done" "$(getconf CLK_TCK)"
 
 	# 4. Sizes.
 	waiting_step="4 sizes"
@@ -619,6 +639,10 @@ print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 	# 9. The summary.
 	waiting_step="9 summary"
 	cp "$wres" "$wout/waiting-$n.json"
+	# The logs, for what the tables cannot say (the broker's at info:
+	# when each queue came up after its restart).
+	cp "$dir/waiting.log" "$wout/waiting-$n-daemon.log" 2>/dev/null || true
+	cat "$dir"/broker/log/*.log >"$wout/waiting-$n-broker.log" 2>/dev/null || true
 	echo
 	echo "## Summary ($wout/waiting-$n.json)"
 	echo

@@ -160,6 +160,67 @@ def trickle(argv):
     json.dump(r, open(res, "w"), indent=1)
 
 
+def minutes(argv):
+    """The fill minute by minute: the trickle due in each minute (its p99
+    and max lateness), the rate scheduled, the broker's and the daemon's
+    CPU, and the whole machine's: iowait and steal of all cores, and the
+    share of the minute some task stalled for a core or for the disk
+    (/proc/pressure).  What a bad minute shares with the machine."""
+    res, d, t0, t_done, hz = argv[1], argv[2], float(argv[3]), \
+        float(argv[4]), int(argv[5])
+    late = {}
+    for f in glob.glob(d + "/trickle-fill*.arr"):
+        try:
+            for line in open(f):
+                sent, due, at = (int(x) for x in line.split())
+                if sent <= t_done * 1000:
+                    late.setdefault(int((due / 1000 - t0) // 60), []).append(
+                        at - due)
+        except (OSError, ValueError):
+            pass
+    polls = []
+    with open(d + "/polls") as f:
+        for line in f:
+            p = line.split()
+            if len(p) >= 11:
+                polls.append([float(p[0])] + [int(x) for x in p[1:11]])
+    rows, k = [], 0
+    while t0 + 60 * k < t_done:
+        lo, hi = t0 + 60 * k, t0 + 60 * (k + 1)
+        inside = [p for p in polls if lo <= p[0] < hi]
+        v = sorted(late.get(k, []))
+        row = {"minute": k + 1, "trickle_n": len(v),
+               "trickle_p99_ms": v[max(0, math.ceil(.99 * len(v)) - 1)]
+               if v else None, "trickle_max_ms": v[-1] if v else None}
+        if len(inside) >= 2:
+            a, b = inside[0], inside[-1]
+            dt, tot = b[0] - a[0], (b[5] - a[5]) or 1
+            row.update({
+                "scheduled_per_s": round((b[1] - a[1]) / dt),
+                "broker_cpu_pct": round((b[3] - a[3]) * 100 / hz / dt),
+                "daemon_cpu_pct": round((b[4] - a[4]) * 100 / hz / dt),
+                "busy_pct": round(100 - (b[6] - a[6]) * 100 / tot),
+                "iowait_pct": round((b[7] - a[7]) * 100 / tot, 1),
+                "steal_pct": round((b[8] - a[8]) * 100 / tot, 1),
+                "cpu_stall_pct": round((b[9] - a[9]) / dt / 1e4, 1),
+                "io_stall_pct": round((b[10] - a[10]) / dt / 1e4, 1)})
+        rows.append(row)
+        k += 1
+    r = json.load(open(res))
+    r["minutes"] = rows
+    json.dump(r, open(res, "w"), indent=1)
+    cols = ("trickle_n", "trickle_p99_ms", "trickle_max_ms", "scheduled_per_s",
+            "broker_cpu_pct", "daemon_cpu_pct", "busy_pct", "iowait_pct",
+            "steal_pct", "cpu_stall_pct", "io_stall_pct")
+    print("| minute | trickle n | p99 ms | max ms | scheduled/s | broker % | "
+          "daemon % | cores busy % | iowait % | steal % | CPU stall % | "
+          "I/O stall % |")
+    print("|" + "---|" * (len(cols) + 1))
+    for row in rows:
+        print("| %d | %s |" % (row["minute"], " | ".join(
+            "–" if row.get(c) is None else str(row[c]) for c in cols)))
+
+
 def sizes(argv):
     """The broker's memory and disk, and the daemon's RSS, before the fill
     and now, per waiting message."""
@@ -339,7 +400,8 @@ def summary(argv):
         print("| %s | %s |" % (k, v))
 
 
-SECTIONS = {"fill": fill, "trickle": trickle, "sizes": sizes, "restart": restart, "summary": summary}
+SECTIONS = {"fill": fill, "trickle": trickle, "minutes": minutes, "sizes": sizes,
+            "restart": restart, "summary": summary}
 
 
 if __name__ == "__main__":
