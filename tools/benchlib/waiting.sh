@@ -498,7 +498,14 @@ print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 
 	# 6. The console.
 	waiting_step="6 console"
+	# The broker's CPU and the machine's while it catches up: whether
+	# the console, the broker's sending or the disk bounds it.
+	local cb0 cm0 cb1 cm1
+	cb0=$(cpu_ticks "$beam")
+	cm0=$(waiting_machine)
 	console_start waiting
+	cb1=$(cpu_ticks "$beam")
+	cm1=$(waiting_machine)
 	local records lwaiting cms start_ms
 	read -r records lwaiting cms start_ms < <(console_caught_up waiting)
 	console_token=$(curl -s -X POST -H 'Accept: application/json' \
@@ -515,6 +522,18 @@ print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 	echo "| waiting | $lwaiting |"
 	echo "| start to \`msg=console_caught_up\` | $start_ms ms ($((records * 1000 / (start_ms > 0 ? start_ms : 1))) records/s) |"
 	echo "| console CPU at caught-up | $console_cpu ms |"
+	local cbroker cmach
+	cbroker=$(((cb1 - cb0) * 1000 / $(getconf CLK_TCK)))
+	# cores busy, iowait (% of all cores), I/O stall (% of the time)
+	cmach=$(awk -v a="$cm0" -v b="$cm1" -v ms="$start_ms" 'BEGIN {
+		split(a, x, " "); split(b, y, " "); t = y[1] - x[1]
+		if (t <= 0) t = 1
+		printf "%.0f %.1f %.1f", 100 - (y[2] - x[2]) * 100 / t,
+			(y[3] - x[3]) * 100 / t,
+			(ms > 0 ? (y[6] - x[6]) / ms / 10 : 0) }')
+	echo "| broker CPU from start to caught-up | $cbroker ms |"
+	echo "| the machine meanwhile: cores busy, iowait, I/O stall | $(echo "$cmach" |
+		awk '{printf "%s %%, %s %%, %s %% of the time", $1, $2, $3}') |"
 	echo "| RSS at caught-up | $((console_rss / 1024)) MiB (peak $((console_hwm / 1024)) MiB) |"
 	echo "| RSS on an empty prefix | $((console_base / 1024)) MiB |"
 	echo "| RSS per waiting message beyond it | $(((console_rss - console_base) * 1024 / (lwaiting > 0 ? lwaiting : 1))) bytes |"
@@ -522,7 +541,8 @@ print(float(sys.argv[2]) + json.load(open(sys.argv[1]))["fill"]["seconds"])' \
 		"console.start_to_caught_up_ms=$start_ms" \
 		"console.reader_ms=$cms" "console.cpu_ms=$console_cpu" \
 		"console.rss_kib=$console_rss" "console.hwm_kib=$console_hwm" \
-		"console.base_rss_kib=$console_base"
+		"console.base_rss_kib=$console_base" \
+		"console.broker_cpu_ms=$cbroker"
 	echo
 	echo "| request | path | matched | status | bytes | p50 ms | max ms |"
 	echo "|---|---|---|---|---|---|---|"
