@@ -66,9 +66,8 @@ cindex_block_of(const struct cindex *ix, const struct cindex_entry *en)
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		const struct cindex_block *b = ix->block[mid];
-		if (ix->block_last[mid] < en->due ||
-		    (ix->block_last[mid] == en->due &&
-		     cindex_before(ix, en->due, b->slot[b->n - 1], en)))
+		if (cindex_before(ix, ix->block_last[mid], b->slot[b->n - 1],
+		                  en))
 			lo = mid + 1;
 		else
 			hi = mid;
