@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What waits in cascade, recorded in two RabbitMQ streams (durable,
+ * What waits in cascade, recorded in RabbitMQ streams (durable,
  * replicated, no plugin: RabbitMQ 3.9 and later):
  *
  *   P.events   a `scheduled` record when a message starts waiting (first
@@ -14,6 +14,10 @@
  *   P.series   repeats' `series` records (requests.h), read like P.cancels,
  *              kept for [events] series_window only: the daemons write
  *              the latest of each series again before it ages out.
+ *   P.copies   a `copy` record beside each scheduled record that has one:
+ *              the message itself, for a reschedule that moves it
+ *              earlier.  Apart from P.events, so that a reader of what
+ *              waits (list, the console) does not read every body too.
  *
  * Every stream also carries `marker` records: a reader writes one and
  * reads until it sees it, so it knows it has read everything before.
@@ -49,6 +53,7 @@ enum event_kind {
 	EVENT_SERIES,     /* in P.series: a repeat's live copy (requests.h) */
 	EVENT_PAUSE,  /* a request, in P.cancels: pause a series or target */
 	EVENT_RESUME, /* a request, in P.cancels: resume it */
+	EVENT_COPY,   /* in P.copies: a scheduled message's copy */
 	EVENT_KINDS
 };
 
@@ -64,10 +69,12 @@ struct event {
 	int64_t size;             /* body bytes (x-cascade-size) */
 	amqp_bytes_t owner;       /* its checked user-id (x-cascade-user-id) */
 	/*
-	 * x-cascade-message (bytes, optional): the message as its first hop
-	 * published it, an envelope (envelope.h), for cascade-ctl
-	 * reschedule to publish again when it moves a message earlier.
-	 * Only up to [events] copy_max_size bytes, and never a repeat's.
+	 * x-cascade-message (bytes): the message as its first hop published
+	 * it, an envelope (envelope.h), for cascade-ctl reschedule to
+	 * publish again when it moves a message earlier.  Only up to
+	 * [events] copy_max_size bytes, and never a repeat's.  On a copy
+	 * record in P.copies, with id and at; on a scheduled record only
+	 * as earlier versions wrote them (readers take both).
 	 */
 	amqp_bytes_t copy;
 	/*
@@ -241,6 +248,21 @@ int64_t events_resume_skip(struct events_resume *r);
 /* The x-stream-offset argument of a basic.consume reading a stream from
  * offset from, or from its first record when from < 0. */
 void events_stream_offset(int64_t from, amqp_table_entry_t *arg);
+
+/*
+ * The same from offset from, or, when from < 0, from the first chunk the
+ * broker wrote at or after Unix ms since (a stream's timestamp offset, in
+ * seconds: RabbitMQ 3.9 and later); from the first record when since <= 0.
+ */
+void events_stream_since(int64_t from, int64_t since,
+                         amqp_table_entry_t *arg);
+
+/*
+ * A copy record is looked for in P.copies from this long before the
+ * x-cascade-at of its scheduled record: the broker stamps a stream's
+ * chunks with its own clock, which may be behind the daemon's.
+ */
+#define EVENTS_COPY_LEAD_MS 60000
 
 /* The type of a batch of records. */
 #define EVENTS_BATCH_TYPE "batch"

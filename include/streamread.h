@@ -78,6 +78,12 @@ struct streamread {
 	 * is read and thrown away before the channel closes.
 	 */
 	uint16_t prefetch;
+	/*
+	 * Optional: read from the first chunk the broker wrote at or after
+	 * this Unix ms (events_stream_since), not from the first record.
+	 * The marker is still the end: what comes before since is not read.
+	 */
+	int64_t since;
 
 	/* Set by the reading. */
 	int reached;      /* our marker was read: every record before it was */
@@ -100,7 +106,8 @@ struct streamread {
 
 /*
  * Read s->name from its first record up to a marker of ours, on
- * BROKER_CH_WORK of cl, which is closed at the end: what comes after the
+ * BROKER_CH_WORK of cl, which is closed at the end (and opened again, for
+ * another reading): what comes after the
  * marker is not read, unless s->follow, when the reading goes on until a
  * callback says 1.  0 at the marker or a stop (s->stopped); -1 with
  * cl->err (the callback's reason, or the broker's); s->reached says

@@ -24,6 +24,7 @@ struct topology {
 	char events[TOPOLOGY_NAME_MAX];  /* stream: what waits (events.h) */
 	char cancels[TOPOLOGY_NAME_MAX]; /* stream: cancellation requests */
 	char series[TOPOLOGY_NAME_MAX];  /* stream: repeats' series records */
+	char copies[TOPOLOGY_NAME_MAX];  /* stream: waiting messages' copies */
 	/* queue: reschedule requests waiting for a reading of P.events */
 	char requests[TOPOLOGY_NAME_MAX];
 	unsigned levels;

@@ -21,8 +21,9 @@ struct waiting {
 	int64_t due, size, seen; /* seen: x-cascade-at, 0 unknown */
 	amqp_bytes_t id, message_id, exchange, routing_key; /* in data */
 	amqp_bytes_t owner;                                 /* in data */
-	/* The message, as its scheduled record carries it, when its id is
-	 * one the fold was asked to keep (want): in data; else empty. */
+	/* The message, as its copy record in P.copies (or, written by an
+	 * earlier version, its scheduled record) carries it, when its id
+	 * is one the fold was asked to keep (want): in data; else empty. */
 	amqp_bytes_t copy;
 	int64_t recorded_due; /* the scheduled record's due time */
 	/*
@@ -67,6 +68,15 @@ void waiting_fold_free(struct waiting_fold *f);
  * memory.
  */
 int waiting_fold_event(struct waiting_fold *f, const struct event *e);
+
+/*
+ * How many messages waiting in f are wanted (f->want) and have no copy
+ * yet, not counting repeats (which have none): the copy records in
+ * P.copies to read for them are written when each was first seen, the
+ * earliest of which goes in *seen (Unix ms; 0 unknown or none).  A copy
+ * record (waiting_fold_event) gives one its copy.
+ */
+uint64_t waiting_copyless(const struct waiting_fold *f, int64_t *seen);
 
 /* list's filters; an unset bound is INT64_MIN / INT64_MAX. */
 struct waiting_filter {

@@ -44,7 +44,7 @@ streamread_consume(struct client *cl, const struct streamread *s)
 	               s->prefetch > 0 ? s->prefetch : STREAM_PREFETCH, 0);
 	if (broker_check(cl->conn, "basic.qos", cl->err, sizeof(cl->err)) < 0)
 		return -1;
-	events_stream_offset(s->resume.from, &arg);
+	events_stream_since(s->resume.from, s->since, &arg);
 	if (amqp_basic_consume(
 	        cl->conn, BROKER_CH_WORK, amqp_cstring_bytes(s->name),
 	        amqp_cstring_bytes(s->tag), 0, 0, 0, args) != NULL)
@@ -342,8 +342,13 @@ streamread_run(struct client *cl, struct streamread *s)
 		}
 	}
 	s->stopped = rc > 0;
-	/* Stop the deliveries: what comes after is not wanted. */
+	/* Stop the deliveries: what comes after is not wanted.  Opened
+	 * again for a reading of another stream after this one. */
 	amqp_channel_close(cl->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
-	return broker_check(cl->conn, "channel.close", cl->err,
+	if (broker_check(cl->conn, "channel.close", cl->err,
+	                 sizeof(cl->err)) < 0)
+		return -1;
+	amqp_channel_open(cl->conn, BROKER_CH_WORK);
+	return broker_check(cl->conn, "channel.open", cl->err,
 	                    sizeof(cl->err));
 }

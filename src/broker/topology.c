@@ -39,6 +39,7 @@ topology_names(struct topology *t, const char *prefix, const struct ladder *l,
 	snprintf(t->events, sizeof(t->events), "%s.events", prefix);
 	snprintf(t->cancels, sizeof(t->cancels), "%s.cancels", prefix);
 	snprintf(t->series, sizeof(t->series), "%s.series", prefix);
+	snprintf(t->copies, sizeof(t->copies), "%s.copies", prefix);
 	snprintf(t->requests, sizeof(t->requests), "%s.requests", prefix);
 	t->levels = l->levels;
 	t->shards = shards > 0 ? shards : 1;
@@ -381,6 +382,9 @@ topology_declare(amqp_connection_state_t conn, amqp_channel_t ch,
 	                           config_events_max_age(cfg), 0, err,
 	                           errsize)) < 0 ||
 	     (rc = topology_stream(conn, ch, t->cancels,
+	                           config_events_max_age(cfg), 0, err,
+	                           errsize)) < 0 ||
+	     (rc = topology_stream(conn, ch, t->copies,
 	                           config_events_max_age(cfg), 0, err,
 	                           errsize)) < 0 ||
 	     (rc = topology_stream(

@@ -249,8 +249,9 @@ void act_requeue(struct ask *a, struct answer *r);
 void ctl_list(struct ask *a, struct answer *r);
 void ctl_count(struct ask *a, struct answer *r);
 
-/* fetch.c: the copy in the scheduled record at offset for id, read
- * again from P.events, into out (the caller frees out->bytes). */
+/* fetch.c: the copy of id, whose scheduled record is at offset in
+ * P.events, read again from P.copies (or that record, written by an
+ * earlier cascade), into out (the caller frees out->bytes). */
 int fetch_copy(struct console *c, uint64_t offset, amqp_bytes_t id,
                amqp_bytes_t *out, char *err, size_t size);
 

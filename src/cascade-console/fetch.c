@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fetch: a waiting message's copy, read again from P.events at the
- * offset of its scheduled record, rather than kept in memory for every
- * message (docs/console-design.md 4).  A connection of its own each
- * time, as the console's user: a detail page is rare, and so nothing is
- * shared between the threads that answer.
+ * fetch: a waiting message's copy, read again when asked for rather than
+ * kept in memory for every message (docs/console-design.md 4): its
+ * scheduled record from P.events at its offset, then its copy record
+ * from P.copies, from a little before the record's time (an earlier
+ * cascade put the copy in the scheduled record itself).  A connection of
+ * its own each time, as the console's user: a detail page is rare, and
+ * so nothing is shared between the threads that answer.
  */
 #include "amqp_compat.h"
 #include <stdio.h>
@@ -21,7 +23,22 @@ struct fetch {
 	amqp_bytes_t id;
 	amqp_bytes_t *out;
 	int found;
+	int64_t at;   /* its scheduled record's x-cascade-at */
+	int copyless; /* the record has no copy, and not for a repeat */
 };
+
+/* The copy e carries, into f->out: 1 (stop reading), -1 out of memory. */
+static int
+fetch_keep(struct fetch *f, const struct event *e)
+{
+	if (e->copy.len > 0) {
+		if ((f->out->bytes = malloc(e->copy.len)) == NULL)
+			return -1;
+		memcpy(f->out->bytes, e->copy.bytes, e->copy.len);
+		f->out->len = e->copy.len;
+	}
+	return 1;
+}
 
 static int
 fetch_event(void *arg, const struct event *e, char *err, size_t size)
@@ -38,13 +55,50 @@ fetch_event(void *arg, const struct event *e, char *err, size_t size)
 	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
 		return 0;
 	f->found = 1;
-	if (e->copy.len > 0) {
-		if ((f->out->bytes = malloc(e->copy.len)) == NULL)
-			return -1;
-		memcpy(f->out->bytes, e->copy.bytes, e->copy.len);
-		f->out->len = e->copy.len;
-	}
-	return 1;
+	f->at = e->at;
+	f->copyless = e->copy.len == 0 && e->every == 0 && e->cron.len == 0;
+	return fetch_keep(f, e);
+}
+
+/* One record of P.copies: 1 at the copy, or once past where it would be
+ * (written in the same flush as its record: within a few ms). */
+static int
+fetch_copy_record(void *arg, const struct event *e, char *err, size_t size)
+{
+	struct fetch *f = arg;
+
+	(void)err;
+	(void)size;
+	if (e->kind != EVENT_COPY)
+		return 0;
+	if (e->at > f->at + EVENTS_COPY_LEAD_MS)
+		return 1;
+	if (e->id.len != f->id.len ||
+	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
+		return 0;
+	return fetch_keep(f, e);
+}
+
+/* Read the copy record of f from P.copies on cl.  0, or -1 with cl->err. */
+static int
+fetch_from_copies(struct client *cl, struct console *c, struct fetch *f)
+{
+	struct client_queue q;
+
+	if (client_inspect(cl, BROKER_CH_CHECK, c->topo.copies, &q) < 0)
+		return -1;
+	if (q.missing)
+		return 0;
+	memset(&f->s, 0, sizeof(f->s));
+	f->s.name = c->topo.copies;
+	f->s.tag = "cascade-console.fetch";
+	f->s.marker = "console-fetch";
+	f->s.on_event = fetch_copy_record;
+	f->s.arg = f;
+	f->s.prefetch = 16;
+	f->s.since = f->at > EVENTS_COPY_LEAD_MS ? f->at - EVENTS_COPY_LEAD_MS
+	                                         : 0;
+	return streamread_run(cl, &f->s);
 }
 
 int
@@ -80,6 +134,8 @@ fetch_copy(struct console *c, uint64_t offset, amqp_bytes_t id,
 	f.s.resume.last = (int64_t)offset - 1;
 	snprintf(f.s.token, sizeof(f.s.token), "-");
 	rc = streamread_run(&cl, &f.s);
+	if (rc == 0 && f.found && f.copyless)
+		rc = fetch_from_copies(&cl, c, &f);
 	if (rc < 0)
 		snprintf(err, size, "%s", cl.err);
 	client_close(&cl);

@@ -163,7 +163,8 @@ request_run(struct ctl *c)
 		f.nwant = (size_t)opts.nids;
 	}
 	if (counts == NULL) {
-		if (stream_fold(c, &f) < 0)
+		if (stream_fold(c, &f) < 0 ||
+		    (opts.reschedule && stream_fold_copies(c, &f) < 0))
 			goto out;
 		if (!opts.reschedule)
 			console_hint(c);

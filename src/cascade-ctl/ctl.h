@@ -150,7 +150,7 @@ int session_give_back(struct ctl *c, uint64_t tag, uint64_t held);
 void session_fold_init(struct ctl *c, struct waiting_fold *f);
 
 /*
- * stream.c: reading P.events.
+ * stream.c: reading P.events and P.copies.
  */
 
 /*
@@ -161,6 +161,15 @@ void session_fold_init(struct ctl *c, struct waiting_fold *f);
  * c->stream_ms.  -1 with c->cl.err.
  */
 int stream_fold(struct ctl *c, struct waiting_fold *f);
+
+/*
+ * After stream_fold, for a reschedule: the copies of the messages f wants
+ * whose scheduled records carried none, from P.copies, read from a
+ * little before the earliest of them was first seen up to a marker.
+ * Nothing to read, or no P.copies (a cascade before it kept the copies in
+ * P.events): 0 at once.  -1 with c->cl.err.
+ */
+int stream_fold_copies(struct ctl *c, struct waiting_fold *f);
 
 /*
  * console.c: list's and cancel's answers from a running cascade-console

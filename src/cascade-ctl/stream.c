@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * stream: folding P.events (events.h) for list, cancel and reschedule:
- * read by the library (streamread.h) up to a marker of ours, and what the
- * reading skipped said on stderr.
+ * stream: folding P.events (events.h) for list, cancel and reschedule,
+ * and P.copies for reschedule's copies: read by the library
+ * (streamread.h) up to a marker of ours, and what the reading skipped
+ * said on stderr.
  */
 #include "amqp_compat.h"
 #include <inttypes.h>
@@ -77,4 +78,41 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 	if (s.reached)
 		stream_said(&s);
 	return rc;
+}
+
+/* One record of P.copies into the fold: copies only. */
+static int
+stream_fold_copy(void *arg, const struct event *e, char *err, size_t size)
+{
+	return e->kind == EVENT_COPY ? stream_fold_event(arg, e, err, size)
+	                             : 0;
+}
+
+int
+stream_fold_copies(struct ctl *c, struct waiting_fold *f)
+{
+	struct client_queue q;
+	struct streamread s;
+	int64_t seen;
+
+	if (waiting_copyless(f, &seen) == 0)
+		return 0;
+	/* Written by a cascade before P.copies, its copies are in
+	 * P.events, read already. */
+	if (client_inspect(&c->cl, BROKER_CH_CHECK, c->topo.copies, &q) < 0)
+		return -1;
+	if (q.missing)
+		return 0;
+	memset(&s, 0, sizeof(s));
+	s.name = c->topo.copies;
+	s.tag = "cascade-ctl.copies";
+	s.marker = "ctl";
+	s.on_event = stream_fold_copy;
+	s.arg = f;
+	s.since = seen > EVENTS_COPY_LEAD_MS ? seen - EVENTS_COPY_LEAD_MS : 0;
+	if (streamread_run(&c->cl, &s) < 0)
+		return -1;
+	if (s.reached)
+		stream_said(&s);
+	return 0;
 }

@@ -332,7 +332,8 @@ daemon_run(const struct config *cfg)
 	daemon_hold_free(d);
 	daemon_drop_state(d);
 	daemon_close(d);
-	free(d->batch);
+	free(d->batch[DAEMON_BATCH_EVENTS].buf);
+	free(d->batch[DAEMON_BATCH_COPIES].buf);
 	httpd_stop(d->httpd);
 	/* Totals for the operator and for tools/bench. */
 	log_info("totals",

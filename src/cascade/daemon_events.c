@@ -83,7 +83,7 @@ void
 daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 {
 	const struct route *r = &m->route;
-	struct event e;
+	struct event e, copy;
 	int st;
 
 	if (!config_events(d->cfg) || r->id.len == 0 || d->broken ||
@@ -98,8 +98,20 @@ daemon_event(struct daemon *d, const struct message *m, enum event_kind kind)
 		return;
 	}
 	events_of(kind, r, &m->props, m->body.len, duration_wall_ms(), &e);
-	if (kind == EVENT_SCHEDULED)
-		e.copy = daemon_copy(d, m);
+	memset(&copy, 0, sizeof(copy));
+	/* Its copy into P.copies first (daemon_write recycles the scratch
+	 * the copy is made in), in the same flush as the record. */
+	if (kind == EVENT_SCHEDULED &&
+	    (copy.copy = daemon_copy(d, m)).len > 0) {
+		copy.kind = EVENT_COPY;
+		copy.at = e.at;
+		copy.id = e.id;
+		if ((st = daemon_write(d, d->topo.copies, &copy)) !=
+		    AMQP_STATUS_OK) {
+			daemon_fail(d, amqp_error_string2(st));
+			return;
+		}
+	}
 	st = daemon_write(d, d->topo.events, &e);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -369,16 +381,15 @@ daemon_cancel_request(struct daemon *d, struct message *m)
 	return 1;
 }
 
-/* Write the batch of P.events records, if any. */
-int
-daemon_events_flush(struct daemon *d)
+/* Write batch b into stream, if it holds any record. */
+static int
+daemon_batch_flush(struct daemon *d, struct daemon_batch *b, const char *stream)
 {
 	amqp_basic_properties_t props;
 	amqp_table_entry_t h[1];
 	int st;
 
-	ev_timer_stop(d->loop, &d->batch_timer);
-	if (d->batch_records == 0)
+	if (b->records == 0)
 		return AMQP_STATUS_OK;
 	memset(&props, 0, sizeof(props));
 	props._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
@@ -389,13 +400,30 @@ daemon_events_flush(struct daemon *d)
 	daemon_sign(d, &props);
 	h[0].key = amqp_cstring_bytes("x-cascade-records");
 	h[0].value.kind = AMQP_FIELD_KIND_I64;
-	h[0].value.value.i64 = d->batch_records;
+	h[0].value.value.i64 = b->records;
 	props.headers = (amqp_table_t){1, h};
 	st = amqp_basic_publish(d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
-	                        amqp_cstring_bytes(d->topo.events), 0, 0,
-	                        &props, (amqp_bytes_t){d->batch_len, d->batch});
-	d->batch_len = 0;
-	d->batch_records = 0;
+	                        amqp_cstring_bytes(stream), 0, 0, &props,
+	                        (amqp_bytes_t){b->len, b->buf});
+	b->len = 0;
+	b->records = 0;
+	return st;
+}
+
+/* Write the batches: P.copies' first, so that a reader that has read a
+ * scheduled record in P.events and then reads P.copies to a marker of
+ * its own finds its copy there. */
+int
+daemon_events_flush(struct daemon *d)
+{
+	int st;
+
+	ev_timer_stop(d->loop, &d->batch_timer);
+	st = daemon_batch_flush(d, &d->batch[DAEMON_BATCH_COPIES],
+	                        d->topo.copies);
+	if (st == AMQP_STATUS_OK)
+		st = daemon_batch_flush(d, &d->batch[DAEMON_BATCH_EVENTS],
+		                        d->topo.events);
 	return st;
 }
 
@@ -405,8 +433,10 @@ void
 daemon_events_drop(struct daemon *d)
 {
 	ev_timer_stop(d->loop, &d->batch_timer);
-	d->batch_len = 0;
-	d->batch_records = 0;
+	for (int i = 0; i < 2; i++) {
+		d->batch[i].len = 0;
+		d->batch[i].records = 0;
+	}
 }
 
 static void
@@ -423,7 +453,7 @@ on_batch(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	/* A blocked connection stops reading: a publish could hang us. */
 	if (d->out.blocked) {
-		d->m.events_dropped += d->batch_records;
+		d->m.events_dropped += d->batch[DAEMON_BATCH_EVENTS].records;
 		daemon_events_drop(d);
 		return;
 	}
@@ -431,26 +461,30 @@ on_batch(struct ev_loop *loop, ev_timer *w, int revents)
 		daemon_fail(d, amqp_error_string2(st));
 }
 
-/* A record: into the batch for P.events, on its own for P.cancels. */
+/* A record: into the batch for P.events or P.copies, on its own for
+ * P.cancels and P.series. */
 int
 daemon_write(struct daemon *d, const char *stream, const struct event *e)
 {
 	amqp_basic_properties_t props;
-	int st = AMQP_STATUS_OK, batch = stream == d->topo.events;
+	struct daemon_batch *b = NULL;
+	int st = AMQP_STATUS_OK;
 
+	if (stream == d->topo.events)
+		b = &d->batch[DAEMON_BATCH_EVENTS];
+	else if (stream == d->topo.copies)
+		b = &d->batch[DAEMON_BATCH_COPIES];
 	if (events_props(e, &d->scratch, &props) < 0) {
 		recycle_amqp_pool(&d->scratch);
 		return AMQP_STATUS_NO_MEMORY;
 	}
-	if (!batch) {
+	if (b == NULL) {
 		st = amqp_basic_publish(
 		    d->conn, BROKER_CH_EVENTS, amqp_empty_bytes,
 		    amqp_cstring_bytes(stream), 0, 0, &props, amqp_empty_bytes);
-	} else if (events_batch_add(&d->batch, &d->batch_len, &d->batch_cap,
-	                            &props) < 0) {
+	} else if (events_batch_add(&b->buf, &b->len, &b->cap, &props) < 0) {
 		st = AMQP_STATUS_NO_MEMORY;
-	} else if (++d->batch_records >= BATCH_RECORDS ||
-	           d->batch_len >= BATCH_BYTES) {
+	} else if (++b->records >= BATCH_RECORDS || b->len >= BATCH_BYTES) {
 		st = daemon_events_flush(d);
 	} else if (!ev_is_active(&d->batch_timer)) {
 		ev_timer_set(&d->batch_timer, BATCH_SECONDS, 0.);

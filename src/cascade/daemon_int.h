@@ -251,11 +251,19 @@ struct daemon {
 		ev_timer settle;
 		ev_timer remark;
 		struct events_resume resume; /* past what cannot be read */
+		/* Reading P.copies (after P.events) for the copies of the
+		 * messages the requests name that their scheduled records
+		 * do not carry; and past what cannot be read there. */
+		int copies;
+		struct events_resume copies_resume;
 	} scan;
-	/* P.events records not written yet, one message per batch */
-	char *batch;
-	size_t batch_len, batch_cap;
-	unsigned batch_records;
+	/* Records not written yet, one message per batch: P.events' and
+	 * P.copies' (batch[DAEMON_BATCH_COPIES]), flushed together. */
+	struct daemon_batch {
+		char *buf;
+		size_t len, cap;
+		unsigned records;
+	} batch[2];
 	ev_timer batch_timer;
 
 	/* daemon_hold.c: native waiting. */
@@ -507,11 +515,15 @@ int daemon_request_room(struct daemon *d, const struct event *e,
 /* m is a request (x-cascade-cancel, x-cascade-reschedule): 1 with its
  * route set to record it (or to park it), for the caller to dispatch. */
 int daemon_cancel_request(struct daemon *d, struct message *m);
-/* Write the batch of P.events records now.  An AMQP status. */
+#define DAEMON_BATCH_EVENTS 0
+#define DAEMON_BATCH_COPIES 1
+/* Write the batches of P.copies and P.events records now, in that
+ * order (a copy is never behind its scheduled record).  An AMQP status. */
 int daemon_events_flush(struct daemon *d);
 /* Forget the records not written yet (the connection is gone). */
 void daemon_events_drop(struct daemon *d);
-/* Write a record into P.events (batched), P.cancels or P.series. */
+/* Write a record into P.events or P.copies (batched), P.cancels or
+ * P.series. */
 int daemon_write(struct daemon *d, const char *stream, const struct event *e);
 
 /*
@@ -535,10 +547,12 @@ void daemon_record(struct daemon *d, struct message *m);
 /* Read P.cancels and P.series from the start and write the markers.  0,
  * or -1 with err. */
 int daemon_replay(struct daemon *d, char *err, size_t errsize);
-/* basic.consume of stream from its first record, on the work channel,
- * without waiting for the reply. */
+/* basic.consume of stream from offset from (from its first record when
+ * from < 0, or from the broker's time since, Unix ms, when since > 0:
+ * events_stream_since), on the work channel, without waiting for the
+ * reply. */
 int daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
-                          int64_t from);
+                          int64_t from, int64_t since);
 
 /*
  * daemon_series.c
@@ -584,6 +598,12 @@ void daemon_scan_copied(struct daemon *d, struct message *m, int ok);
 int daemon_scan_tag(const struct daemon *d, amqp_bytes_t tag, int *current);
 /* The connection is gone: drop what waits (the broker redelivers). */
 void daemon_scan_drop(struct daemon *d);
+/* The stream the reading reads now (P.events, then P.copies), and where
+ * it goes on past what cannot be read there. */
+const char *daemon_scan_stream(struct daemon *d,
+                               struct events_resume **resume);
+/* Its METRICS_STREAM_*. */
+int daemon_scan_metric(const struct daemon *d);
 
 /*
  * daemon_hold.c

@@ -323,13 +323,13 @@ on_replay(struct ev_loop *loop, ev_timer *w, int revents)
 
 int
 daemon_consume_stream(struct daemon *d, const char *stream, const char *tag,
-                      int64_t from)
+                      int64_t from, int64_t since)
 {
 	amqp_table_entry_t arg;
 	amqp_basic_consume_t c;
 
 	memset(&c, 0, sizeof(c));
-	events_stream_offset(from, &arg);
+	events_stream_since(from, since, &arg);
 	c.queue = amqp_cstring_bytes(stream);
 	c.consumer_tag = amqp_cstring_bytes(tag);
 	c.arguments.num_entries = 1;
@@ -352,7 +352,8 @@ daemon_replay(struct daemon *d, char *err, size_t errsize)
 	d->probe_misses = 0;
 	for (int i = 0; i < DAEMON_STREAMS; i++) {
 		struct stream_reading *s = &d->streams[i];
-		st = daemon_consume_stream(d, s->name, s->tag, s->resume.from);
+		st = daemon_consume_stream(d, s->name, s->tag, s->resume.from,
+		                           0);
 		if (st == AMQP_STATUS_OK)
 			st = daemon_write_marker(d, s, duration_wall_ms());
 		if (st != AMQP_STATUS_OK) {

@@ -58,6 +58,22 @@ daemon_scan_init(struct daemon *d)
 	ev_init(&d->scan.remark, on_remark);
 	ev_init(&d->scan.settle, on_settled);
 	events_resume_init(&d->scan.resume);
+	events_resume_init(&d->scan.copies_resume);
+}
+
+const char *
+daemon_scan_stream(struct daemon *d, struct events_resume **resume)
+{
+	if (resume != NULL)
+		*resume = d->scan.copies ? &d->scan.copies_resume
+		                         : &d->scan.resume;
+	return d->scan.copies ? d->topo.copies : d->topo.events;
+}
+
+int
+daemon_scan_metric(const struct daemon *d)
+{
+	return d->scan.copies ? METRICS_STREAM_COPIES : METRICS_STREAM_EVENTS;
 }
 
 /* The request m names: its id, and who asks (empty: anonymous). */
@@ -100,7 +116,8 @@ scan_marker(struct daemon *d)
 	e.kind = EVENT_MARKER;
 	e.at = duration_wall_ms();
 	e.marker = amqp_cstring_bytes(d->scan.marker);
-	if ((st = daemon_write(d, d->topo.events, &e)) == AMQP_STATUS_OK)
+	if ((st = daemon_write(d, daemon_scan_stream(d, NULL), &e)) ==
+	    AMQP_STATUS_OK)
 		st = daemon_events_flush(d);
 	return st;
 }
@@ -138,6 +155,7 @@ scan_start(struct daemon *d)
 	d->scan.fold.want = d->scan.want;
 	d->scan.fold.nwant = n;
 	d->scan.active = 1;
+	d->scan.copies = 0;
 
 	events_new_id(id);
 	snprintf(d->scan.marker, sizeof(d->scan.marker), "scan-%d-%s",
@@ -147,7 +165,7 @@ scan_start(struct daemon *d)
 	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64, SCAN_TAG,
 	         d->scan.serial);
 	st = daemon_consume_stream(d, d->topo.events, d->scan.tag,
-	                           d->scan.resume.from);
+	                           d->scan.resume.from, 0);
 	if (st == AMQP_STATUS_OK)
 		st = scan_marker(d);
 	if (st != AMQP_STATUS_OK) {
@@ -403,6 +421,34 @@ scan_end(struct daemon *d)
 	free(d->scan.want);
 	d->scan.want = NULL;
 	d->scan.active = 0;
+	d->scan.copies = 0;
+}
+
+/*
+ * P.events is read, and some of the messages named have no copy yet:
+ * read P.copies to a new marker, from a little before the earliest of
+ * them was first seen (its copy was written with its scheduled record).
+ * A new tag, so that what the P.events consumer still has in flight is
+ * acked unread.  An AMQP status.
+ */
+static int
+scan_read_copies(struct daemon *d, int64_t seen)
+{
+	uint64_t n;
+	int st;
+
+	d->scan.copies = 1;
+	n = ++d->scan.serial;
+	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64, SCAN_TAG, n);
+	st = daemon_consume_stream(
+	    d, d->topo.copies, d->scan.tag, d->scan.copies_resume.from,
+	    seen > EVENTS_COPY_LEAD_MS ? seen - EVENTS_COPY_LEAD_MS : 0);
+	if (st == AMQP_STATUS_OK)
+		st = scan_marker(d);
+	if (st == AMQP_STATUS_OK)
+		log_info("reschedule_reading", " stream=%s from=%" PRId64,
+		         d->topo.copies, seen);
+	return st;
 }
 
 /* The marker came back: stop reading, copy, and read again if asked. */
@@ -410,12 +456,18 @@ static void
 scan_reached(struct daemon *d)
 {
 	amqp_basic_cancel_t c;
+	int64_t seen;
 	int st;
 
 	memset(&c, 0, sizeof(c));
 	c.consumer_tag = amqp_cstring_bytes(d->scan.tag);
 	st = amqp_send_method(d->conn, BROKER_CH_WORK, AMQP_BASIC_CANCEL_METHOD,
 	                      &c);
+	if (st == AMQP_STATUS_OK && !d->scan.copies &&
+	    waiting_copyless(&d->scan.fold, &seen) > 0) {
+		if ((st = scan_read_copies(d, seen)) == AMQP_STATUS_OK)
+			return;
+	}
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
 		return;
@@ -435,6 +487,9 @@ scan_record(struct daemon *d, const amqp_basic_properties_t *p)
 		return 0;
 	if (e.kind == EVENT_MARKER)
 		return headers_key_is(e.marker, d->scan.marker);
+	/* In P.copies, the copies; in P.events, the rest. */
+	if ((e.kind == EVENT_COPY) != (d->scan.copies != 0))
+		return 0;
 	return waiting_fold_event(&d->scan.fold, &e) < 0 ? -1 : 0;
 }
 
@@ -445,13 +500,15 @@ daemon_scan_message(struct daemon *d, struct message *m)
 	size_t off = 0;
 	int rc = 0, got;
 
-	events_resume_read(&d->scan.resume, &m->props);
 	/* After the marker, or a former reading's: not wanted. */
 	if (!d->scan.active || !m->scan_current) {
 		daemon_ack(d, m);
 		return;
 	}
-	if (!daemon_trusted(d, m, METRICS_STREAM_EVENTS)) {
+	events_resume_read(d->scan.copies ? &d->scan.copies_resume
+	                                  : &d->scan.resume,
+	                   &m->props);
+	if (!daemon_trusted(d, m, daemon_scan_metric(d))) {
 		rc = 0;
 	} else if (!events_is_batch(&m->props)) {
 		rc = scan_record(d, &m->props);
@@ -463,7 +520,7 @@ daemon_scan_message(struct daemon *d, struct message *m)
 	}
 	daemon_ack(d, m);
 	if (rc < 0)
-		daemon_fail(d, "out of memory reading P.events");
+		daemon_fail(d, "out of memory reading the streams");
 	else if (rc > 0)
 		scan_reached(d);
 }

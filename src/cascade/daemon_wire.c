@@ -344,10 +344,10 @@ daemon_refused(struct daemon *d, struct message *m)
 		struct stream_reading *s = m->kind == MESSAGE_RECORD
 		                               ? &d->streams[m->stream - 1]
 		                               : NULL;
-		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
+		d->m.undecodable[s ? s->metric : daemon_scan_metric(d)]++;
 		log_error("record_undecodable",
 		          " stream=%s reason=\"%.*s; read on past it\"",
-		          s ? s->name : d->topo.events, wl,
+		          s ? s->name : daemon_scan_stream(d, NULL), wl,
 		          (const char *)why.bytes);
 		daemon_message_done(d, m); /* not a record: acked, skipped */
 		return;
@@ -461,15 +461,16 @@ daemon_undecodable(struct daemon *d, int st)
 		struct stream_reading *s = m->kind == MESSAGE_RECORD
 		                               ? &d->streams[m->stream - 1]
 		                               : NULL;
-		int64_t from =
-		    events_resume_skip(s ? &s->resume : &d->scan.resume);
-		d->m.undecodable[s ? s->metric : METRICS_STREAM_EVENTS]++;
+		struct events_resume *scan;
+		const char *name = daemon_scan_stream(d, &scan);
+		int64_t from = events_resume_skip(s ? &s->resume : scan);
+		d->m.undecodable[s ? s->metric : daemon_scan_metric(d)]++;
 		log_error("record_undecodable",
 		          " stream=%s next_offset=%" PRId64
 		          " reason=\"a stream message this AMQP library "
 		          "cannot decode (headers nested over 100 deep?): read "
 		          "on past it\"",
-		          s ? s->name : d->topo.events, from);
+		          s ? s->name : name, from);
 		return;
 	}
 	if (st != AMQP_STATUS_BAD_AMQP_DATA || m == NULL ||

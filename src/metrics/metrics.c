@@ -69,13 +69,14 @@ out_one(struct out *o, const char *name, const char *type, const char *help,
 	out_printf(o, "%s %" PRIu64 "\n", name, v);
 }
 
-/* A counter labelled by stream: P.events, P.cancels, P.series. */
+/* A counter labelled by stream: P.events, P.cancels, P.series,
+ * P.copies. */
 static void
 out_streams(struct out *o, const char *name, const char *help,
             const uint64_t v[METRICS_STREAMS])
 {
 	static const char *const streams[METRICS_STREAMS] = {
-	    "events", "cancels", "series"};
+	    "events", "cancels", "series", "copies"};
 
 	out_head(o, name, "counter", help);
 	for (int i = 0; i < METRICS_STREAMS; i++)
@@ -368,13 +369,15 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 		        m->cancels_stalls);
 		out_streams(&o, "cascade_records_untrusted_total",
 		            "Records and batches read from P.events, "
-		            "P.cancels and P.series and skipped: written by a "
+		            "P.cancels, P.series and P.copies and skipped: "
+		            "written by a "
 		            "user that is neither the daemon's nor one of "
 		            "[events] control_users.",
 		            m->untrusted);
 		out_streams(
 		    &o, "cascade_records_undecodable_total",
-		    "Stream messages of P.events, P.cancels and P.series "
+		    "Stream messages of P.events, P.cancels, P.series and "
+		    "P.copies "
 		    "this AMQP library could not decode (headers nested "
 		    "over 100 deep): the connection was lost on each, and "
 		    "the reading went on past it.",

@@ -14,6 +14,7 @@
 static const char *const kind_names[EVENT_KINDS] = {
     "scheduled",  "delivered", "parked",    "cancelled", "cancel", "marker",
     "reschedule", "claim",     "duplicate", "series",    "pause",  "resume",
+    "copy",
 };
 
 /* A pause or resume's header, by kind and whether it names a target. */
@@ -95,6 +96,13 @@ events_props(const struct event *e, amqp_pool_t *pool,
 		headers_put_bytes(t, "x-cascade-id", e->id);
 		headers_put_bytes(t, "x-cascade-error", e->reason);
 		break;
+	case EVENT_COPY: {
+		amqp_field_value_t copy = {AMQP_FIELD_KIND_BYTES, {0}};
+		copy.value.bytes = e->copy;
+		headers_put_bytes(t, "x-cascade-id", e->id);
+		headers_put_value(t, "x-cascade-message", &copy);
+		break;
+	}
 	case EVENT_DELIVERED:
 	case EVENT_CANCELLED:
 		headers_put_bytes(t, "x-cascade-id", e->id);
@@ -272,6 +280,12 @@ events_fields(const amqp_basic_properties_t *p, struct event *e)
 		(void)get_str(h, "x-cascade-cron", &e->cron);
 		(void)get_str(h, "x-cascade-tz", &e->tz);
 		(void)get_i64(h, "x-cascade-occurrence", &e->occurrence);
+		return 0;
+	case EVENT_COPY:
+		if (get_str(h, "x-cascade-id", &e->id) < 0 || e->id.len == 0 ||
+		    get_str(h, "x-cascade-message", &e->copy) < 0 ||
+		    e->copy.len == 0)
+			return -1;
 		return 0;
 	case EVENT_PARKED:
 		(void)get_str(h, "x-cascade-error", &e->reason);
@@ -639,5 +653,15 @@ events_stream_offset(int64_t from, amqp_table_entry_t *arg)
 	} else {
 		arg->value.kind = AMQP_FIELD_KIND_I64;
 		arg->value.value.i64 = from;
+	}
+}
+
+void
+events_stream_since(int64_t from, int64_t since, amqp_table_entry_t *arg)
+{
+	events_stream_offset(from, arg);
+	if (from < 0 && since > 0) {
+		arg->value.kind = AMQP_FIELD_KIND_TIMESTAMP;
+		arg->value.value.u64 = (uint64_t)(since / 1000);
 	}
 }

@@ -50,13 +50,14 @@ waiting_wanted(const struct waiting_fold *f, const struct event *e)
 	return 0;
 }
 
-/* A scheduled record as one allocation, its strings after it. */
+/* A scheduled record as one allocation, its strings after it; its copy
+ * (copy: the record's own, or one read from P.copies) when wanted. */
 static struct waiting *
-waiting_new(const struct waiting_fold *f, const struct event *e)
+waiting_new(const struct waiting_fold *f, const struct event *e,
+            amqp_bytes_t copy)
 {
-	amqp_bytes_t copy = e->copy.len > 0 && waiting_wanted(f, e)
-	                        ? e->copy
-	                        : amqp_empty_bytes;
+	if (copy.len == 0 || !waiting_wanted(f, e))
+		copy = amqp_empty_bytes;
 	size_t n = e->id.len + e->message_id.len + e->exchange.len +
 	           e->routing_key.len + e->owner.len + copy.len + e->cron.len +
 	           e->tz.len;
@@ -103,6 +104,90 @@ waiting_requester(const struct waiting_fold *f, const struct event *e,
 		                   by, control);
 }
 
+/*
+ * A copy record (P.copies): the copy of a message waiting whose id is
+ * wanted and whose scheduled record carried none.  Its entry is made
+ * again with the copy, the rest as it was.
+ */
+static int
+waiting_fold_copy(struct waiting_fold *f, const struct event *e)
+{
+	struct waiting *w = idmap_get(&f->waiting, e->id), *nw;
+	struct event as;
+	void *old;
+
+	if (w == NULL || w->copy.len > 0 || w->repeat)
+		return 0;
+	memset(&as, 0, sizeof(as));
+	as.id = w->id;
+	as.message_id = w->message_id;
+	as.exchange = w->exchange;
+	as.routing_key = w->routing_key;
+	as.owner = w->owner;
+	as.cron = w->cron;
+	as.tz = w->tz;
+	if (!waiting_wanted(f, &as))
+		return 0;
+	if ((nw = waiting_new(f, &as, e->copy)) == NULL)
+		return -1;
+	/* Everything but the strings, which waiting_new placed anew. */
+	nw->due = w->due;
+	nw->size = w->size;
+	nw->seen = w->seen;
+	nw->recorded_due = w->recorded_due;
+	nw->repeat = w->repeat;
+	nw->every = w->every;
+	nw->occurrence = w->occurrence;
+	nw->cancel_pending = w->cancel_pending;
+	nw->rescheduled = w->rescheduled;
+	nw->paused = w->paused;
+	if (idmap_put(&f->waiting, nw->id, nw, &old) < 0) {
+		free(nw);
+		return -1;
+	}
+	free(old);
+	return 0;
+}
+
+struct waiting_copyless {
+	const struct waiting_fold *f;
+	int64_t seen; /* the earliest first sight among them */
+	uint64_t n;
+};
+
+static int
+waiting_copyless_one(amqp_bytes_t key, void *value, void *ctx)
+{
+	struct waiting_copyless *c = ctx;
+	const struct waiting *w = value;
+	struct event as;
+
+	(void)key;
+	if (w->copy.len > 0 || w->repeat)
+		return 0;
+	memset(&as, 0, sizeof(as));
+	as.id = w->id;
+	as.message_id = w->message_id;
+	if (!waiting_wanted(c->f, &as))
+		return 0;
+	c->n++;
+	if (w->seen < c->seen)
+		c->seen = w->seen;
+	return 0;
+}
+
+uint64_t
+waiting_copyless(const struct waiting_fold *f, int64_t *seen)
+{
+	struct waiting_copyless c = {f, INT64_MAX, 0};
+
+	if (f->nwant > 0)
+		idmap_each((struct idmap *)&f->waiting, waiting_copyless_one,
+		           &c);
+	*seen = c.n > 0 ? c.seen : 0;
+	return c.n;
+}
+
 int
 waiting_fold_event(struct waiting_fold *f, const struct event *e)
 {
@@ -128,7 +213,7 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 	case EVENT_SCHEDULED:
 		if (idmap_del(&f->ended, e->id) != NULL)
 			return 0;
-		if ((w = waiting_new(f, e)) == NULL)
+		if ((w = waiting_new(f, e, e->copy)) == NULL)
 			return -1;
 		if (idmap_put(&f->waiting, e->id, w, &old) < 0) {
 			free(w);
@@ -136,6 +221,8 @@ waiting_fold_event(struct waiting_fold *f, const struct event *e)
 		}
 		free(old); /* the same id again: the later record wins */
 		return 0;
+	case EVENT_COPY:
+		return waiting_fold_copy(f, e);
 	case EVENT_DELIVERED:
 	case EVENT_PARKED:
 	case EVENT_CANCELLED:

@@ -307,6 +307,34 @@ Test(events, end_records_and_requests_round_trip)
 	cr_assert(same(r.marker, "ctl-1"));
 }
 
+Test(events, a_copy_record_carries_the_id_and_the_message)
+{
+	amqp_basic_properties_t p;
+	amqp_pool_t pool;
+	struct event e = {0}, r;
+
+	e.kind = EVENT_COPY;
+	e.at = 1700000000000;
+	e.id = b("c1");
+	e.copy = b("an envelope");
+	roundtrip(&e, &r);
+	cr_assert_eq(r.kind, EVENT_COPY);
+	cr_assert(same(r.id, "c1"));
+	cr_assert(same(r.copy, "an envelope"));
+	cr_assert_eq(r.at, 1700000000000);
+
+	/* Without the message, or the id, it is no record. */
+	init_amqp_pool(&pool, 1024);
+	e.copy = amqp_empty_bytes;
+	cr_assert_eq(events_props(&e, &pool, &p), 0);
+	cr_assert_eq(events_parse(&p, &r), -1, "a copy with no message");
+	e.copy = b("x");
+	e.id = amqp_empty_bytes;
+	cr_assert_eq(events_props(&e, &pool, &p), 0);
+	cr_assert_eq(events_parse(&p, &r), -1, "a copy of no id");
+	empty_amqp_pool(&pool);
+}
+
 Test(events, anything_else_is_not_a_record)
 {
 	amqp_basic_properties_t p;
@@ -636,4 +664,21 @@ Test(events, a_stream_is_read_from_its_first_record_or_an_offset)
 	events_stream_offset(52, &arg);
 	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_I64);
 	cr_assert_eq(arg.value.value.i64, 52);
+}
+
+Test(events, a_stream_is_read_from_a_time_in_seconds_unless_from_an_offset)
+{
+	amqp_table_entry_t arg;
+
+	/* RabbitMQ reads a timestamp offset in seconds. */
+	events_stream_since(-1, 1700000001999, &arg);
+	cr_assert(headers_key_is(arg.key, "x-stream-offset"));
+	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_TIMESTAMP);
+	cr_assert_eq(arg.value.value.u64, 1700000001);
+	/* An offset to go on from wins (past what cannot be read). */
+	events_stream_since(52, 1700000001999, &arg);
+	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_I64);
+	cr_assert_eq(arg.value.value.i64, 52);
+	events_stream_since(-1, 0, &arg);
+	cr_assert_eq(arg.value.kind, AMQP_FIELD_KIND_UTF8);
 }

@@ -274,6 +274,88 @@ copied(int64_t due)
 	return w;
 }
 
+/* A copy record of P.copies for cascade id id. */
+static void
+copy_record(const char *id, const char *message)
+{
+	struct event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_COPY;
+	e.id = amqp_cstring_bytes(id);
+	e.copy = amqp_cstring_bytes(message);
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+}
+
+Test(waiting, a_copy_record_gives_a_wanted_message_its_copy)
+{
+	static const amqp_bytes_t want[] = {{7, "order-1"}};
+	struct waiting **ws;
+	int64_t seen;
+
+	f.want = want;
+	f.nwant = 1;
+	sched("c1", "order-1", 5000, NULL, "q");
+	sched("c2", "order-2", 6000, NULL, "q");
+	cr_assert_eq(waiting_copyless(&f, &seen), 1, "c2 is not wanted");
+	copy_record("c2", "not wanted");
+	copy_record("c9", "of nothing waiting");
+	copy_record("c1", "the message");
+	cr_assert_eq(waiting_copyless(&f, &seen), 0);
+	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-1"), &ws), 1);
+	cr_assert_eq(ws[0]->copy.len, 11);
+	cr_assert_eq(memcmp(ws[0]->copy.bytes, "the message", 11), 0);
+	/* The rest of it as its scheduled record said. */
+	cr_assert_eq(ws[0]->due, 5000);
+	cr_assert_eq(ws[0]->recorded_due, 5000);
+	cr_assert(headers_bytes_eq(ws[0]->routing_key, amqp_cstring_bytes("q")));
+	free(ws);
+	/* A second copy of it changes nothing. */
+	copy_record("c1", "another");
+	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-1"), &ws), 1);
+	cr_assert_eq(ws[0]->copy.len, 11);
+	free(ws);
+	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-2"), &ws), 1);
+	cr_assert_eq(ws[0]->copy.len, 0);
+	free(ws);
+}
+
+Test(waiting, the_copies_to_read_start_at_the_earliest_first_sight)
+{
+	static const amqp_bytes_t want[] = {{7, "order-1"}};
+	struct event e;
+	int64_t seen;
+
+	cr_assert_eq(waiting_copyless(&f, &seen), 0, "nothing wanted");
+	cr_assert_eq(seen, 0);
+	f.want = want;
+	f.nwant = 1;
+	for (int i = 0; i < 3; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "c%d", i);
+		memset(&e, 0, sizeof(e));
+		e.kind = EVENT_SCHEDULED;
+		e.id = amqp_cstring_bytes(id);
+		e.message_id = amqp_cstring_bytes("order-1");
+		e.due = 90000;
+		e.at = 3000 - i * 1000;
+		cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	}
+	cr_assert_eq(waiting_copyless(&f, &seen), 3);
+	cr_assert_eq(seen, 1000);
+	/* A repeat has no copy to read. */
+	memset(&e, 0, sizeof(e));
+	e.kind = EVENT_SCHEDULED;
+	e.id = amqp_cstring_bytes("r1");
+	e.message_id = amqp_cstring_bytes("order-1");
+	e.due = 90000;
+	e.at = 10;
+	e.every = 60000;
+	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	cr_assert_eq(waiting_copyless(&f, &seen), 3);
+	cr_assert_eq(seen, 1000);
+}
+
 static void
 request(int64_t due, int64_t at, const char *superseded)
 {

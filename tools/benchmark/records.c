@@ -20,7 +20,10 @@
  * Each message has a 36-byte message-id (a UUID's form), one of 20
  * targets, one of 100 owners (x-cascade-user-id), a body of 100 to 999
  * bytes, and, with --copy-bytes B, a copy of B bytes (an envelope, as
- * [events] copy_max_size lets through).  --delivered-fraction F: that
+ * [events] copy_max_size lets through) in a copy record in P.copies,
+ * batched the same way.  Each record's x-cascade-at is the time it is
+ * written, as the broker's chunks are stamped (the console looks for a
+ * copy by it).  --delivered-fraction F: that
  * fraction of the N, spread evenly, is history: its `delivered` record
  * follows RECORDS_LAG records later, and it was due then (in the past);
  * the others are due over the next 7 days and still wait.
@@ -277,11 +280,11 @@ rmsg_copy(const struct rmsg *m, int64_t due, unsigned copy_bytes,
 
 /* The scheduled record of message i, due at due, written at at. */
 static int
-records_scheduled(struct rbatch *b, const struct opts *o, uint64_t i,
-                  int64_t at, int64_t due, amqp_pool_t *pool)
+records_scheduled(struct rbatch *b, struct rbatch *cb, const struct opts *o,
+                  uint64_t i, int64_t at, int64_t due, amqp_pool_t *pool)
 {
 	struct rmsg m;
-	struct event e;
+	struct event e, copy;
 
 	rmsg_of(o->seed, i, &m);
 	memset(&e, 0, sizeof(e));
@@ -294,7 +297,16 @@ records_scheduled(struct rbatch *b, const struct opts *o, uint64_t i,
 	e.routing_key = amqp_cstring_bytes(m.key);
 	e.size = 100 + (int64_t)((m.h >> 8) % 900);
 	e.owner = amqp_cstring_bytes(m.owner);
-	e.copy = rmsg_copy(&m, due, o->copy_bytes, pool);
+	/* The copy first, into P.copies, as the daemon writes it. */
+	memset(&copy, 0, sizeof(copy));
+	copy.kind = EVENT_COPY;
+	copy.at = at;
+	copy.id = e.id;
+	copy.copy = rmsg_copy(&m, due, o->copy_bytes, pool);
+	if (copy.copy.len > 0 && rbatch_add(cb, &copy, pool) < 0) {
+		snprintf(b->err, sizeof(b->err), "%s", cb->err);
+		return -1;
+	}
 	return rbatch_add(b, &e, pool);
 }
 
@@ -317,15 +329,15 @@ records_delivered(struct rbatch *b, const struct opts *o, uint64_t i,
 /*
  * --kind scheduled: o->count messages, the fraction o->delivered of them
  * history (delivered RECORDS_LAG records after their scheduled record),
- * the rest waiting, due over the next 7 days.  Records are written 10 ms
- * apart in x-cascade-at, ending now.
+ * the rest waiting, due over the next 7 days.  Each record's x-cascade-at
+ * is when it is written.
  */
 static int
 records_events(const struct opts *o)
 {
-	static struct rbatch b;
-	static char user[256], stream[300];
-	uint64_t n = o->count, d, total, pos = 0, sample = n;
+	static struct rbatch b, cb;
+	static char user[256], stream[300], copies[300];
+	uint64_t n = o->count, d, pos = 0, sample = n;
 	uint64_t ring_cap = RECORDS_LAG + 2, *ring, head = 0, tail = 0;
 	int64_t now = duration_wall_ms(), t0, ms;
 	amqp_pool_t pool;
@@ -343,7 +355,6 @@ records_events(const struct opts *o)
 	d = (uint64_t)((double)n * o->delivered + 0.5);
 	if (d > n)
 		d = n;
-	total = n + d;
 	/* The history messages whose delivered record is still to come:
 	 * (index, stream position of its scheduled record). */
 	if ((ring = malloc(2 * ring_cap * sizeof(*ring))) == NULL)
@@ -362,8 +373,14 @@ records_events(const struct opts *o)
 	b.user = user;
 	snprintf(stream, sizeof(stream), "%s.events", o->prefix);
 	b.stream = stream;
+	snprintf(copies, sizeof(copies), "%s.copies", o->prefix);
+	cb.conn = b.conn;
+	cb.user = user;
+	cb.stream = copies;
 	if (broker_confirm_select(b.conn, CH_PUB, &b.c, b.err, sizeof(b.err)) <
-	    0) {
+	        0 ||
+	    broker_confirm_select(b.conn, BROKER_CH_EVENTS, &cb.c, b.err,
+	                          sizeof(b.err)) < 0) {
 		fprintf(stderr, "cascade-bench: %s\n", b.err);
 		return 1;
 	}
@@ -376,7 +393,7 @@ records_events(const struct opts *o)
 		 * end. */
 		while (head != tail &&
 		       (i >= n || pos - ring[2 * head + 1] >= RECORDS_LAG)) {
-			at = now - (int64_t)(total - pos) * 10;
+			at = duration_wall_ms();
 			if (records_delivered(&b, o, ring[2 * head], at,
 			                      &pool) < 0)
 				goto fail;
@@ -385,11 +402,12 @@ records_events(const struct opts *o)
 		}
 		if (i >= n)
 			continue;
-		at = now - (int64_t)(total - pos) * 10;
+		at = duration_wall_ms();
 		if (rmsg_history(i, n, d)) {
 			/* Due when its delivered record is written. */
 			due = at + (int64_t)RECORDS_LAG * 10;
-			if (records_scheduled(&b, o, i, at, due, &pool) < 0)
+			if (records_scheduled(&b, &cb, o, i, at, due, &pool) <
+			    0)
 				goto fail;
 			ring[2 * tail] = i;
 			ring[2 * tail + 1] = pos;
@@ -398,14 +416,17 @@ records_events(const struct opts *o)
 			rmsg_of(o->seed, i, &m);
 			due =
 			    now + 60000 + (int64_t)(stats_mix64(m.h) % WEEK_MS);
-			if (records_scheduled(&b, o, i, at, due, &pool) < 0)
+			if (records_scheduled(&b, &cb, o, i, at, due, &pool) <
+			    0)
 				goto fail;
 			if (sample == n && i >= n / 2)
 				sample = i;
 		}
 		pos++;
 	}
-	if (rbatch_flush(&b) < 0 ||
+	if (rbatch_flush(&cb) < 0 || rbatch_flush(&b) < 0 ||
+	    broker_confirm_wait(b.conn, &cb.c, 0, 120000, b.err,
+	                        sizeof(b.err)) < 0 ||
 	    broker_confirm_wait(b.conn, &b.c, 0, 120000, b.err, sizeof(b.err)) <
 	        0)
 		goto fail;
@@ -413,6 +434,13 @@ records_events(const struct opts *o)
 	empty_amqp_pool(&pool);
 	free(ring);
 	free(b.buf);
+	free(cb.buf);
+	if (cb.batches > 0)
+		printf("wrote %" PRIu64 " copies of %u bytes to %s in %" PRIu64
+		       " batches, %.1f MiB (%" PRIu64 " acked, %" PRIu64
+		       " nacked)\n",
+		       n, o->copy_bytes, copies, cb.batches,
+		       (double)cb.bytes / 1048576.0, cb.c.acked, cb.c.nacked);
 	printf("wrote %" PRIu64 " records to %s: %" PRIu64
 	       " scheduled (%" PRIu64 " waiting), %" PRIu64
 	       " delivered, in %" PRIu64 " batches, %.1f MiB, %" PRId64
@@ -426,7 +454,7 @@ records_events(const struct opts *o)
 		       "routing_key=%s\n",
 		       m.mid, m.id, m.owner, m.exchange, m.key);
 	}
-	return b.c.nacked > 0;
+	return b.c.nacked > 0 || cb.c.nacked > 0;
 fail:
 	fprintf(stderr, "cascade-bench: record %" PRIu64 ": %s\n", pos, b.err);
 	return 1;
