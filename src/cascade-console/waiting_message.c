@@ -358,7 +358,7 @@ page_message(struct ask *a, struct answer *r)
 			    : fetched > 0 ? "the record is no longer in the "
 			                    "stream"
 			    : why != NULL ? why
-			                  : "the record carries no copy";
+			                  : "it has no copy";
 			hbuf_lit(b,
 			         ",\"properties\":null,\"body_preview\":null,"
 			         "\"copy\":");
@@ -428,8 +428,9 @@ page_message(struct ask *a, struct answer *r)
 		else if (why != NULL)
 			html_text(b, why, strlen(why));
 		else
-			hbuf_lit(b, "its record carries no copy (larger than "
-			            "[events] copy_max_size, or a repeat).");
+			hbuf_lit(b, "it has no copy (larger than [events] "
+			            "copy_max_size, or a repeat, or its copy "
+			            "record is not in the stream).");
 		hbuf_lit(b, "</p>");
 	}
 	hbuf_lit(b, "</main>");

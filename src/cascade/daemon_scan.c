@@ -7,8 +7,10 @@
  * level's TTL runs out.  To have it arrive at an earlier time, the daemon
  * that takes the request reads P.events from its first record up to a
  * marker of its own, finds the scheduled records of the messages the
- * request names, and publishes the copy each carries (events.h) into the
- * first shard's return queue, due at the new time and stamped
+ * request names, reads their copy records from P.copies (from a minute
+ * before the earliest was first seen, up to another marker; an earlier
+ * cascade put them in the scheduled records), and publishes each copy
+ * (events.h) into the first shard's return queue, due at the new time and stamped
  * x-cascade-copied with the request's time.  Once the broker confirmed
  * every copy it records the request, naming the cascade ids copied in
  * x-cascade-superseded, and only then acks it: the daemons drop the

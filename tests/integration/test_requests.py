@@ -4,6 +4,7 @@ with cascade-ctl and with the x-cascade-reschedule header, who may cancel
 or reschedule a message, with two real broker users on a private RabbitMQ,
 and bursts of requests.  Unique ids and repeats are in
 test_unique_and_repeats.py."""
+import struct
 import time
 
 import pika
@@ -155,6 +156,39 @@ def test_reschedule_earlier_with_the_header(client, daemon_factory):
         [16, 16], [vars(r) for r in rs]
     assert rs[0].headers["x-cascade-at"] < rs[1].headers["x-cascade-at"]
     assert status(d)["error"]["messages"] == 0
+
+
+def test_a_waiting_messages_copy_is_in_p_copies_not_in_p_events(
+        client, daemon_factory):
+    """The copy a reschedule needs (docs/CONTRACT.md 7.4) is a `copy`
+    record in P.copies, beside the scheduled record in P.events, which
+    carries no body: a reader of what waits reads no bodies.  A message
+    over [events] copy_max_size has none."""
+    d = daemon_factory()
+    q = client.queue()
+    mid, big = uid("copied"), uid("big")
+    publish(client, d, q, mid, 3600, body=b"the body", **{"x-app": "kept"})
+    publish(client, d, q, big, 3600, body=b"x" * 70000)
+    wait_listed(d, [mid, big])
+    sched = {r.message_id: r for r in records(d.broker, d.prefix + ".events")
+             if r.type == "scheduled"}
+    assert sorted(sched) == sorted([mid, big]), sched
+    assert [r for r in sched.values()
+            if "x-cascade-message" in r.headers] == [], sched
+    copies = [r for r in records(d.broker, d.prefix + ".copies")
+              if r.type == "copy"]
+    assert [r.headers["x-cascade-id"] for r in copies] == \
+        [sched[mid].headers["x-cascade-id"]], [vars(r) for r in copies]
+    assert copies[0].user_id == "guest", vars(copies[0])
+    env = copies[0].headers["x-cascade-message"]
+    # The envelope of docs/CONTRACT.md 3.6: the message as its first hop
+    # published it, properties and body.
+    assert env[:5] == b"CSCE\x01" and env.endswith(b"the body"), env[:64]
+    n = struct.unpack(">I", env[5:9])[0]
+    inner = pika.spec.BasicProperties()
+    inner.decode(env[9:9 + n])
+    assert inner.message_id == mid and inner.headers["x-app"] == "kept", \
+        vars(inner)
 
 
 def test_a_reschedule_without_a_time_is_parked(client, daemon_factory):

@@ -14,13 +14,15 @@ import struct
 import time
 
 import pika
+import pika.exceptions
+import pytest
 
 from helpers import ctl, scrape, wait_for
 # d, d2, guest, tmp_module, users: fixtures, imported to be used here.
 from trust import (alive, arrived, ctl_as, d, d2, envelope, errors, guest,
                    hex16, now_ms, parked_by_id, sample, start_daemon,
                    stop_daemon, tmp_module, users)
-from waiting import records, uid
+from waiting import records, uid, wait_listed
 
 
 # 1. cascade never delivers into what it owns.
@@ -246,34 +248,59 @@ def test_requeue_keeps_the_owner(d2, users, guest, broker, tmp_module):
 
 # The permissions docs/security.md gives.
 
-def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
+def test_the_documented_permissions_are_enough(broker, tmp_module, guest):
     """docs/security.md: a control user for cascade-ctl (write on P and
-    amq.default, read on the streams and P.error, configure nothing) runs
-    every command; a reader of the streams (read on them only) reads
-    them."""
-    p = d2.prefix.replace(".", r"\.")
-    user, reader = d2.prefix + "-ctl", d2.prefix + "-reader"
+    amq.default, read on the streams and P.error, configure nothing),
+    named in the daemons' control_users, runs every command, and moves a
+    waiting message earlier with its copy; a reader of the streams (read
+    on P.events, P.cancels and P.series only) reads them, and not the
+    bodies in P.copies."""
+    user = "documented-ctl-" + uid("u")
+    reader = "documented-reader-" + uid("u")
+    d3 = start_daemon(broker, tmp_module,
+                      events={"control_users": "guest, " + user})
+    p = d3.prefix.replace(".", r"\.")
     broker.ctl("add_user", user, "pw-ctl")
     broker.ctl("set_permissions", "-p", "/", user, "^$",
                r"^(%s|amq\.default)$" % p,
-               r"^%s\.(events|cancels|error)$" % p)
+               r"^%s\.(events|cancels|copies|error)$" % p)
     broker.ctl("add_user", reader, "pw-reader")
     broker.ctl("set_permissions", "-p", "/", reader, "^$", "^$",
                r"^%s\.(events|cancels|series)$" % p)
+    q = guest.queue()
+    mid = uid("moved")
+    guest.publish(d3.prefix, q, b"moved whole", {"x-remaining-delay": "1h"},
+                  message_id=mid)
+    wait_listed(d3, [mid])
     try:
         for args, rc in ((["status"], 0), (["errors"], 0), (["list"], 0),
                          (["cancel", "--force", uid("any")], 0),
                          (["reschedule", "--force", "--delay", "1m",
                            uid("any")], 0),
+                         (["reschedule", "--delay", "1s", mid], 0),
                          (["requeue", "--dry-run"], None)):
-            r = ctl_as(d2, tmp_module, user, "pw-ctl", *args)
-            # requeue exits 1 for what another test left in P.error.
+            r = ctl_as(d3, tmp_module, user, "pw-ctl", *args)
             assert rc is None or r.returncode == rc, (
                 args, r.returncode, r.stdout, r.stderr)
             assert "ACCESS_REFUSED" not in r.stdout + r.stderr, r.stderr
-        assert "dry run: would requeue" in r.stdout, r.stdout
+        # Moved from an hour to a second: only its copy brings it then.
+        got = arrived(guest, q, 1, 10)
+        assert [(p_.message_id, bytes(b)) for _, p_, b in got] == \
+            [(mid, b"moved whole")], got
         params = pika.URLParameters(broker.url)
         params.credentials = pika.PlainCredentials(reader, "pw-reader")
+        conn = pika.BlockingConnection(params)
+        try:
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+                conn.channel().basic_consume(
+                    d3.prefix + ".copies", lambda *a: None,
+                    arguments={"x-stream-offset": "first"})
+            assert e.value.reply_code == 403, e.value
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                pass
         for stream in (".events", ".cancels", ".series"):
             got = []
 
@@ -288,7 +315,7 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
             try:
                 ch = conn.channel()
                 ch.basic_qos(prefetch_count=10)
-                ch.basic_consume(d2.prefix + stream, on_message,
+                ch.basic_consume(d3.prefix + stream, on_message,
                                  arguments={"x-stream-offset": "first"})
                 deadline = time.time() + 5
                 while not got and time.time() < deadline:
@@ -302,6 +329,7 @@ def test_the_documented_permissions_are_enough(d2, broker, tmp_module):
     finally:
         broker.ctl("delete_user", user, check=False)
         broker.ctl("delete_user", reader, check=False)
+        stop_daemon(d3)
 
 
 # 1 (cont.): depth bombs.

@@ -19,7 +19,7 @@ from helpers import ctl, total, wait_for
 from trust import (INT64_MAX, alive, arrived, d, d2, envelope, errors, guest,
                    hex16, now_ms, sample, scheduled, tmp_module,
                    untrusted_logged, users)
-from waiting import LATE, SLACK, uid, wait_listed
+from waiting import LATE, SLACK, records, uid, wait_listed
 
 
 # 10. Requests: who may cancel (CONTRACT 7.6, existing behaviour).
@@ -169,6 +169,43 @@ def test_a_forged_batch_does_not_deliver_an_attackers_body_as_alice(
     for attacker, _, _ in forged:
         assert 1 <= untrusted_logged(d, attacker.name) <= 2, \
             d.log()[-3000:]
+
+
+def test_a_forged_copy_does_not_stand_in_for_a_message_without_one(
+        d, users, guest):
+    """A message over [events] copy_max_size has no copy record.  A user
+    with write on amq.default writes one for it into P.copies, carrying a
+    body of their own; then its owner moves it earlier through P.  The
+    forged body never arrives: the daemon skips the copy (its writer is
+    not cascade's), and the message arrives whole, later."""
+    alice, attacker = users["p_only"], users["p_default"]
+    q = guest.queue()
+    mid = uid("big")
+    body = b"alice's own " + b"x" * 70000
+    alice.delayed(d.prefix, q, mid, "20s", body=body)
+    wait_listed(d, [mid])
+    cid = [r.headers["x-cascade-id"]
+           for r in records(d.broker, d.prefix + ".events")
+           if r.type == "scheduled" and r.message_id == mid][0]
+    before = sample(d, "cascade_records_untrusted_total", stream="copies")
+    inner = pika.BasicProperties(message_id=mid, delivery_mode=2, headers={
+        "x-cascade-due": now_ms() + 20000, "x-cascade-exchange": "",
+        "x-cascade-routing-key": q, "x-cascade-id": cid,
+        "x-cascade-user-id": alice.name})
+    attacker.batch(d.prefix + ".copies", [pika.BasicProperties(
+        type="copy", delivery_mode=2, headers={
+            "x-cascade-id": cid, "x-cascade-at": now_ms(),
+            "x-cascade-message": envelope(inner, b"pay mallory")})])
+    alice.publish(d.prefix, q, b"", {"x-cascade-reschedule": mid,
+                                     "x-remaining-delay": "1s"},
+                  user_id=alice.name)
+    wait_for(lambda: sample(d, "cascade_records_untrusted_total",
+                            stream="copies") > before, 15,
+             "the forged copy read and skipped")
+    got = arrived(guest, q, 1, 25)
+    assert [(p.message_id, bytes(b)[:12]) for _, p, b in got] == \
+        [(mid, b"alice's own ")], [(p.message_id, bytes(b)[:40])
+                                   for _, p, b in got]
 
 
 def test_cancel_is_not_fooled_by_a_forged_due_time_near_int64_max(

@@ -236,6 +236,8 @@ waiting_snapshot() {
 		echo "disk_streams $(du -sb "$mn/stream" | cut -f1)"
 		echo "disk_events $(du -sbc "$mn"/stream/__waiting_events_* |
 			tail -n 1 | cut -f1)"
+		echo "disk_copies $(du -sbc "$mn"/stream/__waiting_copies_* \
+			2>/dev/null | tail -n 1 | cut -f1)"
 		echo "disk_node $(du -sb "$dir/broker/mnesia" | cut -f1)"
 	} >"$dir/sizes-$tag.txt"
 }
@@ -269,7 +271,7 @@ waiting() {
 	fi
 
 	# The disk it will take: about WAITING_DISK_PER_MSG bytes a message
-	# in the node's directory (quorum logs, P.events with the copies;
+	# in the node's directory (quorum logs, P.events, P.copies;
 	# measured at 20,000), refused beyond what is free.
 	waiting_step="disk check"
 	local per=${WAITING_DISK_PER_MSG:-4500} free

@@ -273,6 +273,7 @@ def sizes(argv):
             ("disk: quorum (ra WAL and segments)", "disk_quorum"),
             ("disk: streams", "disk_streams"),
             ("disk: of which waiting.events", "disk_events"),
+            ("disk: of which waiting.copies", "disk_copies"),
             ("disk: the node's directory", "disk_node"),
             ("daemon RSS", "daemon_rss")]
     print("| what | before the fill MB | now MB | growth per waiting message, bytes |")
