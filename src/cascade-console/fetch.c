@@ -25,7 +25,13 @@ struct fetch {
 	int found;
 	int64_t at;   /* its scheduled record's x-cascade-at */
 	int copyless; /* the record has no copy, and not for a repeat */
+	int64_t lead; /* P.copies is read from at - lead to at + lead */
 };
+
+/* The leads tried, shortest first: the broker's clock and the daemons'
+ * are seconds apart at most where they are kept in time, and the copies
+ * of two minutes at a busy hour are tens of megabytes. */
+static const int64_t fetch_leads[] = {5000, EVENTS_COPY_LEAD_MS};
 
 /* The copy e carries, into f->out: 1 (stop reading), -1 out of memory. */
 static int
@@ -71,7 +77,7 @@ fetch_copy_record(void *arg, const struct event *e, char *err, size_t size)
 	(void)size;
 	if (e->kind != EVENT_COPY)
 		return 0;
-	if (e->at > f->at + EVENTS_COPY_LEAD_MS)
+	if (e->at > f->at + f->lead)
 		return 1;
 	if (e->id.len != f->id.len ||
 	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
@@ -89,16 +95,22 @@ fetch_from_copies(struct client *cl, struct console *c, struct fetch *f)
 		return -1;
 	if (q.missing)
 		return 0;
-	memset(&f->s, 0, sizeof(f->s));
-	f->s.name = c->topo.copies;
-	f->s.tag = "cascade-console.fetch";
-	f->s.marker = "console-fetch";
-	f->s.on_event = fetch_copy_record;
-	f->s.arg = f;
-	f->s.prefetch = 16;
-	f->s.since = f->at > EVENTS_COPY_LEAD_MS ? f->at - EVENTS_COPY_LEAD_MS
-	                                         : 0;
-	return streamread_run(cl, &f->s);
+	for (size_t i = 0; i < sizeof(fetch_leads) / sizeof(*fetch_leads) &&
+	                   f->out->len == 0;
+	     i++) {
+		memset(&f->s, 0, sizeof(f->s));
+		f->lead = fetch_leads[i];
+		f->s.name = c->topo.copies;
+		f->s.tag = "cascade-console.fetch";
+		f->s.marker = "console-fetch";
+		f->s.on_event = fetch_copy_record;
+		f->s.arg = f;
+		f->s.prefetch = 16;
+		f->s.since = f->at > f->lead ? f->at - f->lead : 0;
+		if (streamread_run(cl, &f->s) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 int
