@@ -26,6 +26,7 @@ struct fetch {
 	int64_t at;   /* its scheduled record's x-cascade-at */
 	int copyless; /* the record has no copy, and not for a repeat */
 	int64_t lead; /* P.copies is read from at - lead to at + lead */
+	int64_t max;  /* [events] copy_max_size */
 };
 
 /* The leads tried, shortest first: the broker's clock and the daemons'
@@ -62,7 +63,10 @@ fetch_event(void *arg, const struct event *e, char *err, size_t size)
 		return 0;
 	f->found = 1;
 	f->at = e->at;
-	f->copyless = e->copy.len == 0 && e->every == 0 && e->cron.len == 0;
+	/* None is written for a repeat, nor for a body over the limit (as
+	 * this config says it: the daemons' should be the same). */
+	f->copyless = e->copy.len == 0 && e->every == 0 && e->cron.len == 0 &&
+	              e->size < f->max;
 	return fetch_keep(f, e);
 }
 
@@ -129,6 +133,7 @@ fetch_copy(struct console *c, uint64_t offset, amqp_bytes_t id,
 		return -1;
 	}
 	f.offset = offset;
+	f.max = c->cfg.events_copy_max_size;
 	f.id = id;
 	f.out = out;
 	f.s.name = c->topo.events;
