@@ -91,10 +91,13 @@ struct cindex_names {
 /* Slots a block of the order holds; split when full, merged when small. */
 #define CINDEX_BLOCK_MAX 512u
 
-/* A block of the order: slots sorted by (due, seen, id). */
+/* A block of the order: slots sorted by (due, seen, id), each slot's due
+ * beside it, so that a search within the block reads an entry only when
+ * two dues are equal. */
 struct cindex_block {
 	uint32_t n;
 	uint32_t slot[CINDEX_BLOCK_MAX];
+	int64_t due[CINDEX_BLOCK_MAX];
 };
 
 struct cindex {

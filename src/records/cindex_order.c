@@ -84,7 +84,7 @@ cindex_index_in(const struct cindex *ix, const struct cindex_block *b,
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (cindex_cmp(ix, cindex_at(ix, b->slot[mid]), en) < 0)
+		if (cindex_before(ix, b->due[mid], b->slot[mid], en))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -108,8 +108,7 @@ cindex_block_fix(struct cindex *ix, uint32_t k)
 {
 	const struct cindex_block *b = ix->block[k];
 
-	ix->block_last[k] =
-	    b->n > 0 ? cindex_at(ix, b->slot[b->n - 1])->due : INT64_MIN;
+	ix->block_last[k] = b->n > 0 ? b->due[b->n - 1] : INT64_MIN;
 }
 
 /* Room in the directory for one more block at k.  -1 out of memory. */
@@ -179,6 +178,7 @@ cindex_order_add(struct cindex *ix, uint32_t s)
 		}
 		nb->n = half;
 		memcpy(nb->slot, b->slot + half, half * sizeof(nb->slot[0]));
+		memcpy(nb->due, b->due + half, half * sizeof(nb->due[0]));
 		b->n = half;
 		cindex_block_fix(ix, k);
 		cindex_block_fix(ix, k + 1);
@@ -187,7 +187,9 @@ cindex_order_add(struct cindex *ix, uint32_t s)
 	}
 	i = cindex_index_in(ix, b, en);
 	memmove(b->slot + i + 1, b->slot + i, (b->n - i) * sizeof(b->slot[0]));
+	memmove(b->due + i + 1, b->due + i, (b->n - i) * sizeof(b->due[0]));
 	b->slot[i] = s;
+	b->due[i] = en->due;
 	b->n++;
 	cindex_block_fix(ix, k);
 	return 0;
@@ -204,6 +206,7 @@ cindex_order_del(struct cindex *ix, uint32_t s)
 	i = cindex_index_in(ix, b, en);
 	memmove(b->slot + i, b->slot + i + 1,
 	        (b->n - i - 1) * sizeof(b->slot[0]));
+	memmove(b->due + i, b->due + i + 1, (b->n - i - 1) * sizeof(b->due[0]));
 	b->n--;
 	if (b->n == 0) {
 		cindex_dir_remove(ix, k);
@@ -212,6 +215,7 @@ cindex_order_del(struct cindex *ix, uint32_t s)
 	if (b->n < CINDEX_BLOCK_MAX / 4 && k + 1 < ix->nblock &&
 	    b->n + (nx = ix->block[k + 1])->n <= CINDEX_BLOCK_MAX * 3 / 4) {
 		memcpy(b->slot + b->n, nx->slot, nx->n * sizeof(b->slot[0]));
+		memcpy(b->due + b->n, nx->due, nx->n * sizeof(b->due[0]));
 		b->n += nx->n;
 		cindex_dir_remove(ix, k + 1);
 	}
@@ -239,7 +243,7 @@ cindex_seek_due(const struct cindex *ix, int64_t t, uint32_t *b, uint32_t *i)
 		uint32_t l = 0, h = bl->n;
 		while (l < h) {
 			uint32_t m = l + (h - l) / 2;
-			if (cindex_at(ix, bl->slot[m])->due < t)
+			if (bl->due[m] < t)
 				l = m + 1;
 			else
 				h = m;
