@@ -254,8 +254,7 @@ void events_stream_offset(int64_t from, amqp_table_entry_t *arg);
  * broker wrote at or after Unix ms since (a stream's timestamp offset, in
  * seconds: RabbitMQ 3.9 and later); from the first record when since <= 0.
  */
-void events_stream_since(int64_t from, int64_t since,
-                         amqp_table_entry_t *arg);
+void events_stream_since(int64_t from, int64_t since, amqp_table_entry_t *arg);
 
 /*
  * A copy record is looked for in P.copies from this long before the

@@ -345,10 +345,9 @@ streamread_run(struct client *cl, struct streamread *s)
 	/* Stop the deliveries: what comes after is not wanted.  Opened
 	 * again for a reading of another stream after this one. */
 	amqp_channel_close(cl->conn, BROKER_CH_WORK, AMQP_REPLY_SUCCESS);
-	if (broker_check(cl->conn, "channel.close", cl->err,
-	                 sizeof(cl->err)) < 0)
+	if (broker_check(cl->conn, "channel.close", cl->err, sizeof(cl->err)) <
+	    0)
 		return -1;
 	amqp_channel_open(cl->conn, BROKER_CH_WORK);
-	return broker_check(cl->conn, "channel.open", cl->err,
-	                    sizeof(cl->err));
+	return broker_check(cl->conn, "channel.open", cl->err, sizeof(cl->err));
 }

@@ -99,8 +99,8 @@ fetch_from_copies(struct client *cl, struct console *c, struct fetch *f)
 		return -1;
 	if (q.missing)
 		return 0;
-	for (size_t i = 0; i < sizeof(fetch_leads) / sizeof(*fetch_leads) &&
-	                   f->out->len == 0;
+	for (size_t i = 0;
+	     i < sizeof(fetch_leads) / sizeof(*fetch_leads) && f->out->len == 0;
 	     i++) {
 		memset(&f->s, 0, sizeof(f->s));
 		f->lead = fetch_leads[i];

@@ -353,12 +353,12 @@ page_message(struct ask *a, struct answer *r)
 			html_json(b, body.bytes, pv);
 			hbuf_printf(b, ",\"body_bytes\":%zu}\n", body.len);
 		} else {
-			const char *m =
-			    fetched < 0   ? err
-			    : fetched > 0 ? "the record is no longer in the "
-			                    "stream"
-			    : why != NULL ? why
-			                  : "it has no copy";
+			const char *m = fetched < 0 ? err
+			                : fetched > 0
+			                    ? "the record is no longer in the "
+			                      "stream"
+			                : why != NULL ? why
+			                              : "it has no copy";
 			hbuf_lit(b,
 			         ",\"properties\":null,\"body_preview\":null,"
 			         "\"copy\":");

@@ -84,8 +84,7 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 static int
 stream_fold_copy(void *arg, const struct event *e, char *err, size_t size)
 {
-	return e->kind == EVENT_COPY ? stream_fold_event(arg, e, err, size)
-	                             : 0;
+	return e->kind == EVENT_COPY ? stream_fold_event(arg, e, err, size) : 0;
 }
 
 int

@@ -600,8 +600,7 @@ int daemon_scan_tag(const struct daemon *d, amqp_bytes_t tag, int *current);
 void daemon_scan_drop(struct daemon *d);
 /* The stream the reading reads now (P.events, then P.copies), and where
  * it goes on past what cannot be read there. */
-const char *daemon_scan_stream(struct daemon *d,
-                               struct events_resume **resume);
+const char *daemon_scan_stream(struct daemon *d, struct events_resume **resume);
 /* Its METRICS_STREAM_*. */
 int daemon_scan_metric(const struct daemon *d);
 

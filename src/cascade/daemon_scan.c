@@ -10,8 +10,8 @@
  * request names, reads their copy records from P.copies (from a minute
  * before the earliest was first seen, up to another marker; an earlier
  * cascade put them in the scheduled records), and publishes each copy
- * (events.h) into the first shard's return queue, due at the new time and stamped
- * x-cascade-copied with the request's time.  Once the broker confirmed
+ * (events.h) into the first shard's return queue, due at the new time and
+ * stamped x-cascade-copied with the request's time.  Once the broker confirmed
  * every copy it records the request, naming the cascade ids copied in
  * x-cascade-superseded, and only then acks it: the daemons drop the
  * instances those copies replace when they come back (requests.h).
@@ -67,8 +67,8 @@ const char *
 daemon_scan_stream(struct daemon *d, struct events_resume **resume)
 {
 	if (resume != NULL)
-		*resume = d->scan.copies ? &d->scan.copies_resume
-		                         : &d->scan.resume;
+		*resume =
+		    d->scan.copies ? &d->scan.copies_resume : &d->scan.resume;
 	return d->scan.copies ? d->topo.copies : d->topo.events;
 }
 

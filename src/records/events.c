@@ -12,9 +12,9 @@
 #include "headers.h"
 
 static const char *const kind_names[EVENT_KINDS] = {
-    "scheduled",  "delivered", "parked",    "cancelled", "cancel", "marker",
-    "reschedule", "claim",     "duplicate", "series",    "pause",  "resume",
-    "copy",
+    "scheduled", "delivered",  "parked", "cancelled", "cancel",
+    "marker",    "reschedule", "claim",  "duplicate", "series",
+    "pause",     "resume",     "copy",
 };
 
 /* A pause or resume's header, by kind and whether it names a target. */

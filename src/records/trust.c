@@ -32,8 +32,7 @@ trust_stream_message(const struct config *cfg, amqp_bytes_t own_user,
 	static const char *const anyone[] = {"cancel", "reschedule"};
 	static const char *const own[] = {
 	    EVENTS_BATCH_TYPE, "scheduled", "delivered", "parked", "cancelled",
-	    "duplicate",       "claim",     "series",    "marker",
-	    "copy",
+	    "duplicate",       "claim",     "series",    "marker", "copy",
 	};
 	size_t i;
 

@@ -100,7 +100,7 @@ def test_consumer_timeout_loses_nothing_and_sticks_nothing(timeout_broker,
             rows = [n for name, n in broker.queue_counts().items()
                     if name.startswith(d.prefix + ".") and
                     name.split(".")[-1] not in ("events", "cancels",
-                                                "series")]
+                                                "series", "copies")]
             return rows and all(n[1] == 0 and n[2] == 0 for n in rows)
 
         # A quorum queue's counts change at its tick, every few seconds;

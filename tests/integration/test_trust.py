@@ -34,7 +34,7 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
     there; each is parked, once, with a reason, as bad_target."""
     p = d.prefix
     targets = [("", p + ".events"), ("", p + ".cancels"),
-               ("", p + ".series"),
+               ("", p + ".series"), ("", p + ".copies"),
                ("", p + ".error"), ("", p + ".ingress"),
                ("amq.default", p + ".cancels"), (p, "anything"),
                (p + ".retry", "")]
@@ -64,8 +64,9 @@ def test_a_target_naming_cascades_own_queues_is_parked_not_delivered(
     # its message-id); the attacker's message itself has none.
     landed = {s: [r.message_id for r in records(d.broker, p + s)
                   if r.message_id in mids and r.type is None]
-              for s in (".events", ".cancels", ".series")}
-    assert landed == {".events": [], ".cancels": [], ".series": []}, landed
+              for s in (".events", ".cancels", ".series", ".copies")}
+    assert landed == {".events": [], ".cancels": [], ".series": [],
+                      ".copies": []}, landed
     # Each parked once, saying why (an x-cascade-error).
     assert all(len(got.get(m, [])) == 1 and got[m][0] for m in mids), \
         "not each parked once with a reason: %s" % {

@@ -308,7 +308,8 @@ Test(waiting, a_copy_record_gives_a_wanted_message_its_copy)
 	/* The rest of it as its scheduled record said. */
 	cr_assert_eq(ws[0]->due, 5000);
 	cr_assert_eq(ws[0]->recorded_due, 5000);
-	cr_assert(headers_bytes_eq(ws[0]->routing_key, amqp_cstring_bytes("q")));
+	cr_assert(
+	    headers_bytes_eq(ws[0]->routing_key, amqp_cstring_bytes("q")));
 	free(ws);
 	/* A second copy of it changes nothing. */
 	copy_record("c1", "another");
