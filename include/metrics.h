@@ -41,7 +41,7 @@ enum {
 const char *metrics_held_name(int kind);
 
 /* The streams records are read from, as the metrics label them:
- * P.events, P.cancels, P.series. */
+ * P.events, P.cancels, P.series, P.copies. */
 enum {
 	METRICS_STREAM_EVENTS,
 	METRICS_STREAM_CANCELS,

@@ -108,8 +108,9 @@ topology_delay(const struct topology *t, unsigned s, unsigned k)
  * reject_parks[src] (by ROUTE_FROM_*: ingress, return, retry, requests)
  * says whether that holds.  A queue made by an older
  * cascade keeps its arguments, and a warning gives the policy that adds
- * them.  With [events] enabled, the streams P.events and P.cancels are
- * declared too, keeping records for config_events_max_age (a stream
+ * them.  With [events] enabled, the streams P.events, P.cancels and
+ * P.copies are declared too, keeping records for config_events_max_age,
+ * and P.series, keeping them for [events] series_window (a stream
  * declared with another retention keeps it, with a warning), and the
  * queue P.requests.
  *

@@ -70,13 +70,18 @@ void waiting_fold_free(struct waiting_fold *f);
 int waiting_fold_event(struct waiting_fold *f, const struct event *e);
 
 /*
- * How many messages waiting in f are wanted (f->want) and have no copy
- * yet, not counting repeats (which have none): the copy records in
- * P.copies to read for them are written when each was first seen, the
- * earliest of which goes in *seen (Unix ms; 0 unknown or none).  A copy
- * record (waiting_fold_event) gives one its copy.
+ * How many messages waiting in f that id names a reschedule to due, made
+ * at `at` by `by` (control: a control user), would copy (as
+ * waiting_needs_copy says) and have no copy yet, not counting repeats
+ * and bodies of max_size bytes or more ([events] copy_max_size), which
+ * have none.  Their copy records in P.copies were written when each was
+ * first seen: the earliest of those times into *seen (Unix ms), when
+ * there is one.  A copy record (waiting_fold_event) gives one its copy.
+ * 0 also when out of memory.
  */
-uint64_t waiting_copyless(const struct waiting_fold *f, int64_t *seen);
+uint64_t waiting_copyless(struct waiting_fold *f, amqp_bytes_t id, int64_t due,
+                          int64_t at, amqp_bytes_t by, int control,
+                          int64_t max_size, int64_t *seen);
 
 /* list's filters; an unset bound is INT64_MIN / INT64_MAX. */
 struct waiting_filter {

@@ -163,8 +163,7 @@ request_run(struct ctl *c)
 		f.nwant = (size_t)opts.nids;
 	}
 	if (counts == NULL) {
-		if (stream_fold(c, &f) < 0 ||
-		    (opts.reschedule && stream_fold_copies(c, &f) < 0))
+		if (stream_fold(c, &f) < 0)
 			goto out;
 		if (!opts.reschedule)
 			console_hint(c);
@@ -182,6 +181,10 @@ request_run(struct ctl *c)
 			         a);
 			goto out;
 		}
+		/* The copies they need, which their scheduled records (of
+		 * this version) do not carry. */
+		if (stream_fold_copies(c, &f, opts.ids, opts.nids, due) < 0)
+			goto out;
 	}
 	for (int i = 0; i < opts.nids; i++) {
 		struct {

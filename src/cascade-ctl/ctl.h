@@ -6,7 +6,8 @@
  * helpers (format.c).
  *
  * Everything cascade-ctl learns comes from the broker (passive
- * queue.declare, basic.get, and the streams P.events and P.cancels; status
+ * queue.declare, basic.get, and the streams P.events, P.cancels and, for
+ * a reschedule's copies, P.copies; status
  * also asks the daemon's /metrics and the management API for one
  * setting): it works whether the daemon runs or not.  list and cancel ask
  * a cascade-console on this machine first, when one runs (console.c).
@@ -163,13 +164,14 @@ void session_fold_init(struct ctl *c, struct waiting_fold *f);
 int stream_fold(struct ctl *c, struct waiting_fold *f);
 
 /*
- * After stream_fold, for a reschedule: the copies of the messages f wants
- * whose scheduled records carried none, from P.copies, read from a
- * little before the earliest of them was first seen up to a marker.
- * Nothing to read, or no P.copies (a cascade before it kept the copies in
- * P.events): 0 at once.  -1 with c->cl.err.
+ * After stream_fold, for a reschedule of ids to due: the copies it needs
+ * (waiting_copyless) that the scheduled records did not carry, from
+ * P.copies, read from a minute before the earliest of those messages was
+ * first seen up to a marker.  None needed, or no P.copies (a cascade
+ * before it kept the copies in P.events): 0 at once.  -1 with c->cl.err.
  */
-int stream_fold_copies(struct ctl *c, struct waiting_fold *f);
+int stream_fold_copies(struct ctl *c, struct waiting_fold *f, char **ids,
+                       int nids, int64_t due);
 
 /*
  * console.c: list's and cancel's answers from a running cascade-console

@@ -88,13 +88,26 @@ stream_fold_copy(void *arg, const struct event *e, char *err, size_t size)
 }
 
 int
-stream_fold_copies(struct ctl *c, struct waiting_fold *f)
+stream_fold_copies(struct ctl *c, struct waiting_fold *f, char **ids, int nids,
+                   int64_t due)
 {
+	amqp_bytes_t by = amqp_cstring_bytes(c->cl.user);
+	int control = config_control_user(&c->cfg, by);
+	int64_t at = duration_wall_ms(), seen = 0, first;
 	struct client_queue q;
 	struct streamread s;
-	int64_t seen;
+	uint64_t n = 0;
 
-	if (waiting_copyless(f, &seen) == 0)
+	/* Without a user of its own it copies nothing (request_copies). */
+	if (c->cl.user[0] == '\0')
+		return 0;
+	for (int i = 0; i < nids; i++)
+		if (waiting_copyless(f, amqp_cstring_bytes(ids[i]), due, at, by,
+		                     control, c->cfg.events_copy_max_size,
+		                     &first) > 0 &&
+		    (n++ == 0 || first < seen))
+			seen = first;
+	if (n == 0)
 		return 0;
 	/* Written by a cascade before P.copies, its copies are in
 	 * P.events, read already. */

@@ -453,7 +453,8 @@ on_batch(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	/* A blocked connection stops reading: a publish could hang us. */
 	if (d->out.blocked) {
-		d->m.events_dropped += d->batch[DAEMON_BATCH_EVENTS].records;
+		d->m.events_dropped += d->batch[DAEMON_BATCH_EVENTS].records +
+		                       d->batch[DAEMON_BATCH_COPIES].records;
 		daemon_events_drop(d);
 		return;
 	}

@@ -256,6 +256,10 @@ struct daemon {
 		 * do not carry; and past what cannot be read there. */
 		int copies;
 		struct events_resume copies_resume;
+		/* The last reading of P.copies ended on what cannot be
+		 * read: the next one goes on past it (once; then afresh,
+		 * from its own time). */
+		int copies_skipped;
 	} scan;
 	/* Records not written yet, one message per batch: P.events' and
 	 * P.copies' (batch[DAEMON_BATCH_COPIES]), flushed together. */

@@ -52,6 +52,8 @@ daemon_stream_name(const struct daemon *d, int stream)
 {
 	if (stream == METRICS_STREAM_CANCELS)
 		return d->topo.cancels;
+	if (stream == METRICS_STREAM_COPIES)
+		return d->topo.copies;
 	return stream == METRICS_STREAM_SERIES ? d->topo.series
 	                                       : d->topo.events;
 }

@@ -440,8 +440,12 @@ scan_read_copies(struct daemon *d, int64_t seen)
 	int st;
 
 	d->scan.copies = 1;
-	n = ++d->scan.serial;
-	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64, SCAN_TAG, n);
+	if (!d->scan.copies_skipped)
+		events_resume_init(&d->scan.copies_resume);
+	d->scan.copies_skipped = 0;
+	n = d->scan.serial;
+	snprintf(d->scan.tag, sizeof(d->scan.tag), "%s.%" PRIu64 ".copies",
+	         SCAN_TAG, n);
 	st = daemon_consume_stream(
 	    d, d->topo.copies, d->scan.tag, d->scan.copies_resume.from,
 	    seen > EVENTS_COPY_LEAD_MS ? seen - EVENTS_COPY_LEAD_MS : 0);
@@ -453,12 +457,37 @@ scan_read_copies(struct daemon *d, int64_t seen)
 	return st;
 }
 
+/*
+ * How many of the messages the requests read for name need a copy their
+ * scheduled records do not carry (waiting_copyless), and the earliest
+ * time one of those was first seen into *seen.
+ */
+static uint64_t
+scan_copyless(struct daemon *d, int64_t *seen)
+{
+	int64_t now = duration_wall_ms(), first;
+	struct message *r;
+	uint64_t n = 0;
+
+	TAILQ_FOREACH(r, &d->scan.reading, link) {
+		amqp_bytes_t id, by;
+		if (scan_request(r, &id, &by) < 0 ||
+		    waiting_copyless(&d->scan.fold, id, r->route.request_due,
+		                     now, by, config_control_user(d->cfg, by),
+		                     d->cfg->events_copy_max_size, &first) == 0)
+			continue;
+		if (n++ == 0 || first < *seen)
+			*seen = first;
+	}
+	return n;
+}
+
 /* The marker came back: stop reading, copy, and read again if asked. */
 static void
 scan_reached(struct daemon *d)
 {
 	amqp_basic_cancel_t c;
-	int64_t seen;
+	int64_t seen = 0;
 	int st;
 
 	memset(&c, 0, sizeof(c));
@@ -466,7 +495,7 @@ scan_reached(struct daemon *d)
 	st = amqp_send_method(d->conn, BROKER_CH_WORK, AMQP_BASIC_CANCEL_METHOD,
 	                      &c);
 	if (st == AMQP_STATUS_OK && !d->scan.copies &&
-	    waiting_copyless(&d->scan.fold, &seen) > 0) {
+	    scan_copyless(d, &seen) > 0) {
 		if ((st = scan_read_copies(d, seen)) == AMQP_STATUS_OK)
 			return;
 	}

@@ -463,7 +463,14 @@ daemon_undecodable(struct daemon *d, int st)
 		                               : NULL;
 		struct events_resume *scan;
 		const char *name = daemon_scan_stream(d, &scan);
-		int64_t from = events_resume_skip(s ? &s->resume : scan);
+		int64_t from;
+		/* A former reading's (of the other stream, maybe): nothing
+		 * to read past, the next reading starts afresh. */
+		if (s == NULL && (!m->scan_current || !d->scan.active))
+			return;
+		from = events_resume_skip(s ? &s->resume : scan);
+		if (s == NULL && d->scan.copies)
+			d->scan.copies_skipped = 1;
 		d->m.undecodable[s ? s->metric : daemon_scan_metric(d)]++;
 		log_error("record_undecodable",
 		          " stream=%s next_offset=%" PRId64

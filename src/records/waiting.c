@@ -149,45 +149,6 @@ waiting_fold_copy(struct waiting_fold *f, const struct event *e)
 	return 0;
 }
 
-struct waiting_copyless {
-	const struct waiting_fold *f;
-	int64_t seen; /* the earliest first sight among them */
-	uint64_t n;
-};
-
-static int
-waiting_copyless_one(amqp_bytes_t key, void *value, void *ctx)
-{
-	struct waiting_copyless *c = ctx;
-	const struct waiting *w = value;
-	struct event as;
-
-	(void)key;
-	if (w->copy.len > 0 || w->repeat)
-		return 0;
-	memset(&as, 0, sizeof(as));
-	as.id = w->id;
-	as.message_id = w->message_id;
-	if (!waiting_wanted(c->f, &as))
-		return 0;
-	c->n++;
-	if (w->seen < c->seen)
-		c->seen = w->seen;
-	return 0;
-}
-
-uint64_t
-waiting_copyless(const struct waiting_fold *f, int64_t *seen)
-{
-	struct waiting_copyless c = {f, INT64_MAX, 0};
-
-	if (f->nwant > 0)
-		idmap_each((struct idmap *)&f->waiting, waiting_copyless_one,
-		           &c);
-	*seen = c.n > 0 ? c.seen : 0;
-	return c.n;
-}
-
 int
 waiting_fold_event(struct waiting_fold *f, const struct event *e)
 {
@@ -487,8 +448,9 @@ waiting_named(struct waiting_fold *f, amqp_bytes_t id, struct waiting ***out)
 	return (long)m.n;
 }
 
-int
-waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
+/* waiting_needs_copy, whether w has its copy yet or not. */
+static int
+waiting_wants_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
                    int64_t at, amqp_bytes_t by, int control)
 {
 	struct cancel_match cm;
@@ -497,8 +459,8 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
 
 	/* First seen after the request: not for it (requests.h).  An id
 	 * x-cascade-superseded cannot hold: never copied. */
-	if (w->copy.len == 0 || w->seen > at || w->id.len == 0 ||
-	    w->id.len > 255 || !requests_may_change(w->owner, by, control))
+	if (w->repeat || w->seen > at || w->id.len == 0 || w->id.len > 255 ||
+	    !requests_may_change(w->owner, by, control))
 		return 0;
 	copied = requests_superseded(&f->requests, w->message_id, w->id,
 	                             w->owner, 0, at);
@@ -518,4 +480,34 @@ waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
 	/* Due by the new time, or so soon that it comes back before the
 	 * request could be missed: the request alone will do. */
 	return !(!copied && due >= back) && back > at + WAITING_COPY_MARGIN_MS;
+}
+
+int
+waiting_needs_copy(struct waiting_fold *f, const struct waiting *w, int64_t due,
+                   int64_t at, amqp_bytes_t by, int control)
+{
+	return w->copy.len > 0 &&
+	       waiting_wants_copy(f, w, due, at, by, control);
+}
+
+uint64_t
+waiting_copyless(struct waiting_fold *f, amqp_bytes_t id, int64_t due,
+                 int64_t at, amqp_bytes_t by, int control, int64_t max_size,
+                 int64_t *seen)
+{
+	struct waiting **ws;
+	uint64_t n = 0;
+	long k = waiting_named(f, id, &ws);
+
+	for (long i = 0; i < k; i++) {
+		const struct waiting *w = ws[i];
+		/* None is written for a body over the limit. */
+		if (w->copy.len > 0 || w->size >= max_size ||
+		    !waiting_wants_copy(f, w, due, at, by, control))
+			continue;
+		if (n++ == 0 || w->seen < *seen)
+			*seen = w->seen;
+	}
+	free(ws);
+	return n;
 }

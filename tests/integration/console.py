@@ -427,7 +427,7 @@ def people(broker, d):
     p = d.prefix
     made = {
         "ops": User(broker, p + "-ops", "^$", r"^(%s|amq\.default)$" % p,
-                    r"^%s\.(events|cancels|error)$" % p),
+                    r"^%s\.(events|cancels|copies|error)$" % p),
         "alice": User(broker, p + "-alice", "^$", "^%s$" % p, "^$"),
         "bob": User(broker, p + "-bob", "^$", "^%s$" % p, "^$"),
     }

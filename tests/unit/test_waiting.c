@@ -287,29 +287,41 @@ copy_record(const char *id, const char *message)
 	cr_assert_eq(waiting_fold_event(&f, &e), 0);
 }
 
+/* How many messages id names need a copy for a move to due made at `at`
+ * by a control user, that they have not got (bodies under 64 KiB). */
+static uint64_t
+copyless(const char *id, int64_t due, int64_t at, int64_t *seen)
+{
+	return waiting_copyless(&f, amqp_cstring_bytes(id), due, at,
+	                        amqp_cstring_bytes("guest"), 1, 65536, seen);
+}
+
 Test(waiting, a_copy_record_gives_a_wanted_message_its_copy)
 {
 	static const amqp_bytes_t want[] = {{7, "order-1"}};
 	struct waiting **ws;
-	int64_t seen;
+	int64_t seen = 0;
 
 	f.want = want;
 	f.nwant = 1;
-	sched("c1", "order-1", 5000, NULL, "q");
-	sched("c2", "order-2", 6000, NULL, "q");
-	cr_assert_eq(waiting_copyless(&f, &seen), 1, "c2 is not wanted");
+	sched("c1", "order-1", 50000, NULL, "q");
+	sched("c2", "order-2", 60000, NULL, "q");
+	cr_assert_eq(copyless("order-1", 10000, 2000, &seen), 1);
 	copy_record("c2", "not wanted");
 	copy_record("c9", "of nothing waiting");
 	copy_record("c1", "the message");
-	cr_assert_eq(waiting_copyless(&f, &seen), 0);
+	cr_assert_eq(copyless("order-1", 10000, 2000, &seen), 0);
 	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-1"), &ws), 1);
 	cr_assert_eq(ws[0]->copy.len, 11);
 	cr_assert_eq(memcmp(ws[0]->copy.bytes, "the message", 11), 0);
 	/* The rest of it as its scheduled record said. */
-	cr_assert_eq(ws[0]->due, 5000);
-	cr_assert_eq(ws[0]->recorded_due, 5000);
+	cr_assert_eq(ws[0]->due, 50000);
+	cr_assert_eq(ws[0]->recorded_due, 50000);
 	cr_assert(
 	    headers_bytes_eq(ws[0]->routing_key, amqp_cstring_bytes("q")));
+	/* Now it is copied as one that carried its copy was. */
+	cr_assert(waiting_needs_copy(&f, ws[0], 10000, 2000,
+	                             amqp_cstring_bytes("guest"), 1));
 	free(ws);
 	/* A second copy of it changes nothing. */
 	copy_record("c1", "another");
@@ -317,18 +329,16 @@ Test(waiting, a_copy_record_gives_a_wanted_message_its_copy)
 	cr_assert_eq(ws[0]->copy.len, 11);
 	free(ws);
 	cr_assert_eq(waiting_named(&f, amqp_cstring_bytes("order-2"), &ws), 1);
-	cr_assert_eq(ws[0]->copy.len, 0);
+	cr_assert_eq(ws[0]->copy.len, 0, "order-2 is not wanted");
 	free(ws);
 }
 
-Test(waiting, the_copies_to_read_start_at_the_earliest_first_sight)
+Test(waiting, the_copies_to_read_are_those_a_move_needs_from_the_first_seen)
 {
 	static const amqp_bytes_t want[] = {{7, "order-1"}};
 	struct event e;
-	int64_t seen;
+	int64_t seen = 0;
 
-	cr_assert_eq(waiting_copyless(&f, &seen), 0, "nothing wanted");
-	cr_assert_eq(seen, 0);
 	f.want = want;
 	f.nwant = 1;
 	for (int i = 0; i < 3; i++) {
@@ -340,11 +350,20 @@ Test(waiting, the_copies_to_read_start_at_the_earliest_first_sight)
 		e.message_id = amqp_cstring_bytes("order-1");
 		e.due = 90000;
 		e.at = 3000 - i * 1000;
+		e.size = 100;
 		cr_assert_eq(waiting_fold_event(&f, &e), 0);
 	}
-	cr_assert_eq(waiting_copyless(&f, &seen), 3);
+	cr_assert_eq(copyless("order-1", 10000, 5000, &seen), 3);
 	cr_assert_eq(seen, 1000);
-	/* A repeat has no copy to read. */
+	/* A move later, or to when it comes back by anyway: no copy. */
+	cr_assert_eq(copyless("order-1", 95000, 5000, &seen), 0);
+	cr_assert_eq(copyless("order-1", 10000, 89500, &seen), 0);
+	/* Bodies at the limit or over it have none to read. */
+	cr_assert_eq(waiting_copyless(&f, amqp_cstring_bytes("order-1"), 10000,
+	                              5000, amqp_cstring_bytes("guest"), 1, 100,
+	                              &seen),
+	             0);
+	/* Nor has a repeat. */
 	memset(&e, 0, sizeof(e));
 	e.kind = EVENT_SCHEDULED;
 	e.id = amqp_cstring_bytes("r1");
@@ -353,7 +372,7 @@ Test(waiting, the_copies_to_read_start_at_the_earliest_first_sight)
 	e.at = 10;
 	e.every = 60000;
 	cr_assert_eq(waiting_fold_event(&f, &e), 0);
-	cr_assert_eq(waiting_copyless(&f, &seen), 3);
+	cr_assert_eq(copyless("order-1", 10000, 5000, &seen), 3);
 	cr_assert_eq(seen, 1000);
 }
 
