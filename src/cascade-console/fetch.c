@@ -30,9 +30,11 @@ struct fetch {
 };
 
 /* The leads tried, shortest first: the broker's clock and the daemons'
- * are seconds apart at most where they are kept in time, and the copies
- * of two minutes at a busy hour are tens of megabytes. */
-static const int64_t fetch_leads[] = {5000, EVENTS_COPY_LEAD_MS};
+ * are within a second where they are kept in time (NTP), and the copies
+ * of two minutes at a busy hour are a hundred megabytes or more.  A
+ * stream's timestamp offset counts whole seconds: 1 s before is 1 to 2 s
+ * of copies before the record. */
+static const int64_t fetch_leads[] = {1000, EVENTS_COPY_LEAD_MS};
 
 /* The copy e carries, into f->out: 1 (stop reading), -1 out of memory. */
 static int
