@@ -57,6 +57,21 @@ stream_said(const struct streamread *s)
 	}
 }
 
+/* A reading of stream name into the fold f, each record by on_event, up
+ * to a marker of cascade-ctl's. */
+static void
+stream_reading(struct streamread *s, const char *name, const char *tag,
+               int (*on_event)(void *, const struct event *, char *, size_t),
+               struct waiting_fold *f)
+{
+	memset(s, 0, sizeof(*s));
+	s->name = name;
+	s->tag = tag;
+	s->marker = "ctl";
+	s->on_event = on_event;
+	s->arg = f;
+}
+
 /* list does not read P.cancels: see cancel_run. */
 int
 stream_fold(struct ctl *c, struct waiting_fold *f)
@@ -65,12 +80,8 @@ stream_fold(struct ctl *c, struct waiting_fold *f)
 	int64_t start = duration_mono_ms();
 	int rc;
 
-	memset(&s, 0, sizeof(s));
-	s.name = c->topo.events;
-	s.tag = "cascade-ctl.events";
-	s.marker = "ctl";
-	s.on_event = stream_fold_event;
-	s.arg = f;
+	stream_reading(&s, c->topo.events, "cascade-ctl.events",
+	               stream_fold_event, f);
 	rc = streamread_run(&c->cl, &s);
 	c->stream_ms = duration_mono_ms() - start;
 	c->stream_records = s.records;
@@ -115,12 +126,8 @@ stream_fold_copies(struct ctl *c, struct waiting_fold *f, char **ids, int nids,
 		return -1;
 	if (q.missing)
 		return 0;
-	memset(&s, 0, sizeof(s));
-	s.name = c->topo.copies;
-	s.tag = "cascade-ctl.copies";
-	s.marker = "ctl";
-	s.on_event = stream_fold_copy;
-	s.arg = f;
+	stream_reading(&s, c->topo.copies, "cascade-ctl.copies",
+	               stream_fold_copy, f);
 	s.since = seen > EVENTS_COPY_LEAD_MS ? seen - EVENTS_COPY_LEAD_MS : 0;
 	if (streamread_run(&c->cl, &s) < 0)
 		return -1;
