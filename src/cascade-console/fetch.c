@@ -60,8 +60,7 @@ fetch_event(void *arg, const struct event *e, char *err, size_t size)
 	 * it is not there (the stream's retention took it). */
 	if (f->s.resume.last > (int64_t)f->offset)
 		return 1;
-	if (e->kind != EVENT_SCHEDULED || e->id.len != f->id.len ||
-	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
+	if (e->kind != EVENT_SCHEDULED || !headers_bytes_eq(e->id, f->id))
 		return 0;
 	f->found = 1;
 	f->at = e->at;
@@ -85,8 +84,7 @@ fetch_copy_record(void *arg, const struct event *e, char *err, size_t size)
 		return 0;
 	if (e->at > f->at + f->lead)
 		return 1;
-	if (e->id.len != f->id.len ||
-	    memcmp(e->id.bytes, f->id.bytes, f->id.len) != 0)
+	if (!headers_bytes_eq(e->id, f->id))
 		return 0;
 	return fetch_keep(f, e);
 }

@@ -530,15 +530,15 @@ daemon_scan_message(struct daemon *d, struct message *m)
 	amqp_basic_properties_t p;
 	size_t off = 0;
 	int rc = 0, got;
+	struct events_resume *resume;
 
 	/* After the marker, or a former reading's: not wanted. */
 	if (!d->scan.active || !m->scan_current) {
 		daemon_ack(d, m);
 		return;
 	}
-	events_resume_read(d->scan.copies ? &d->scan.copies_resume
-	                                  : &d->scan.resume,
-	                   &m->props);
+	(void)daemon_scan_stream(d, &resume);
+	events_resume_read(resume, &m->props);
 	if (!daemon_trusted(d, m, daemon_scan_metric(d))) {
 		rc = 0;
 	} else if (!events_is_batch(&m->props)) {

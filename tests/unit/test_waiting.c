@@ -287,6 +287,10 @@ copy_record(const char *id, const char *message)
 	cr_assert_eq(waiting_fold_event(&f, &e), 0);
 }
 
+static void repeat(const char *id, const char *mid, const char *owner,
+                   int64_t every, const char *cron, const char *tz,
+                   int64_t occurrence, int64_t due);
+
 /* How many messages id names need a copy for a move to due made at `at`
  * by a control user, that they have not got (bodies under 64 KiB). */
 static uint64_t
@@ -363,15 +367,8 @@ Test(waiting, the_copies_to_read_are_those_a_move_needs_from_the_first_seen)
 	                              5000, amqp_cstring_bytes("guest"), 1, 100,
 	                              &seen),
 	             0);
-	/* Nor has a repeat. */
-	memset(&e, 0, sizeof(e));
-	e.kind = EVENT_SCHEDULED;
-	e.id = amqp_cstring_bytes("r1");
-	e.message_id = amqp_cstring_bytes("order-1");
-	e.due = 90000;
-	e.at = 10;
-	e.every = 60000;
-	cr_assert_eq(waiting_fold_event(&f, &e), 0);
+	/* Nor has a repeat (first seen at 1). */
+	repeat("r1", "order-1", NULL, 60000, NULL, NULL, 1, 90000);
 	cr_assert_eq(copyless("order-1", 10000, 5000, &seen), 3);
 	cr_assert_eq(seen, 1000);
 }
