@@ -303,7 +303,7 @@ def restart(argv):
         j = json.loads(open(d + "/trickle-restart.json").read())
     except ValueError:
         j = None
-    first_after, fell = None, []
+    first_after, fell, after = None, [], []
     try:
         for line in open(d + "/trickle-restart.arr"):
             sent, due, at = (int(x) for x in line.split())
@@ -311,8 +311,14 @@ def restart(argv):
                 first_after = at
             if s0 <= due <= ready:
                 fell.append(at - due)
+            elif due > ready:
+                after.append((due, at - due))
     except OSError:
         pass
+    # On time again: from the due time of the last message due after
+    # msg=ready that came more than a second late (the trickle's bound).
+    late = [due for due, ms in after if ms > 1000]
+    on_time = round(max(late) - r1) if late else round(ready - r1)
     out = {"stop_ms": round(s1 - s0), "node_start_ms": round(r1 - s1),
            "stop_to_daemon_ready_ms": round(ready - s0),
            "node_started_to_daemon_ready_ms": round(ready - r1),
@@ -321,6 +327,12 @@ def restart(argv):
            "fell_due_while_down": {"n": len(fell), "p50": pct(fell, .5),
                                    "p99": pct(fell, .99),
                                    "max": max(fell) if fell else None},
+           "due_after_ready": {"n": len(after),
+                               "p50": pct([ms for _, ms in after], .5),
+                               "p99": pct([ms for _, ms in after], .99),
+                               "max": max(ms for _, ms in after)
+                               if after else None},
+           "node_started_to_on_time_ms": on_time,
            "chunk": j, "note": note or None}
     r = json.load(open(res))
     r["broker_restart"] = out
@@ -336,6 +348,12 @@ def restart(argv):
     print("| trickle messages due from the stop to `msg=ready` | %d |" % f["n"])
     print("| their lateness p50 / p99 / max | %s / %s / %s ms |" % (
         f["p50"], f["p99"], f["max"]))
+    a = out["due_after_ready"]
+    print("| trickle messages due after `msg=ready` | %d |" % a["n"])
+    print("| their lateness p50 / p99 / max | %s / %s / %s ms |" % (
+        a["p50"], a["p99"], a["max"]))
+    print("| node started to the trickle on time again (due from then on, "
+          "none over 1 s late) | %.1f s |" % (on_time / 1000))
     if j:
         print("| the chunk: published, received, lost, early, in doubt, reconnects | %d, %d, %d, %d, %d, %d |" % (
             j["messages"], j["received"], j["lost"], j["early"],
@@ -395,6 +413,11 @@ def summary(argv):
                  else "%.1f s" % (b["node_started_to_first_trickle_ms"] / 1000))))
     rows.append(("trickle due from the broker's stop to msg=ready: p50 / p99 / max (n)",
                  lat(b["fell_due_while_down"])))
+    if "due_after_ready" in b:
+        rows.append(("trickle due after msg=ready: p50 / p99 / max (n)",
+                     lat(b["due_after_ready"])))
+        rows.append(("broker restart: node start to the trickle on time again",
+                     "%.1f s" % (b["node_started_to_on_time_ms"] / 1000)))
     print("| | |")
     print("|---|---|")
     for k, v in rows:
