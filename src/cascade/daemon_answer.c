@@ -91,7 +91,7 @@ daemon_nacked(struct daemon *d, struct message *m)
 }
 
 /* The broker confirmed m's publish (or refused it, when nack). */
-static void
+void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (m->kind == MESSAGE_COPY) {

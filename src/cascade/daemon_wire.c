@@ -221,12 +221,18 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_basic_ack_t *a = dec;
 		if (ch == BROKER_CH_PUB)
 			daemon_confirm(d, a->delivery_tag, a->multiple, 0);
+		else if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_confirm(d, ch, a->delivery_tag, a->multiple,
+			                    0);
 		return;
 	}
 	case AMQP_BASIC_NACK_METHOD: {
 		amqp_basic_nack_t *n = dec;
 		if (ch == BROKER_CH_PUB)
 			daemon_confirm(d, n->delivery_tag, n->multiple, 1);
+		else if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_confirm(d, ch, n->delivery_tag, n->multiple,
+			                    1);
 		return;
 	}
 	case AMQP_BASIC_CONSUME_OK_METHOD: {
@@ -243,6 +249,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		if (ch == BROKER_CH_PUB) {
 			outbox_open(&d->out);
 			daemon_pub_kick(d);
+		} else if (DAEMON_GATE_CHANNEL(d, ch)) {
+			daemon_gate_selected(d, ch);
 		}
 		return;
 	case AMQP_BASIC_CANCEL_METHOD: {
@@ -272,6 +280,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	case AMQP_CHANNEL_OPEN_OK_METHOD:
 		if (ch == BROKER_CH_PROBE) {
 			daemon_hold_probe_opened(d);
+		} else if (DAEMON_GATE_CHANNEL(d, ch)) {
+			daemon_gate_opened(d, ch);
 		} else if (ch == BROKER_CH_CHECK) {
 			d->check_open = 1;
 			while (!d->broken &&
@@ -528,7 +538,7 @@ daemon_drain(struct daemon *d)
 		ev_idle_start(d->loop, &d->more);
 	else
 		ev_idle_stop(d->loop, &d->more);
-	if (d->stopping && outbox_settled(&d->out) &&
+	if (d->stopping && outbox_settled(&d->out) && daemon_gate_settled(d) &&
 	    TAILQ_EMPTY(&d->xc.lookups)) {
 		log_info("stopped", " reason=\"all confirms received\"%s", "");
 		ev_break(d->loop, EVBREAK_ALL);

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Each delay level's and holding queue's first publish since connecting,
+ * alone on a channel of its own: see daemon_int.h.  A queue is a slot:
+ * shard s's level k at s * levels + k, shard s's holding queue after all
+ * the levels, at shards * levels + s; slot i's channel is BROKER_CH_GATE
+ * + i.  Slots past what the connection's channel_max allows are not gated
+ * (their publishes go on the publish channel, as they would without the
+ * gate).
+ */
+#include "daemon_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "broker.h"
+#include "duration.h"
+#include "headers.h"
+#include "log.h"
+
+static void gate_arm(struct daemon *d);
+static void on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents);
+
+static struct gate_slot *
+slot_of(struct daemon *d, const struct route *r, unsigned *index)
+{
+	unsigned i;
+
+	if (r->action == ROUTE_HOP && r->level >= 0)
+		i = r->shard * d->ladder.levels + (unsigned)r->level;
+	else if (r->action == ROUTE_WAIT)
+		i = d->topo.shards * d->ladder.levels + r->shard;
+	else
+		return NULL;
+	if (i >= d->gate_usable)
+		return NULL;
+	*index = i;
+	return &d->gate[i];
+}
+
+static const char *
+slot_queue(const struct daemon *d, unsigned i)
+{
+	unsigned levels = d->topo.shards * d->ladder.levels;
+
+	return i < levels ? d->level_queues[i] : d->topo.hold[i - levels];
+}
+
+int
+daemon_gate_init(struct daemon *d)
+{
+	d->ngate = d->topo.shards * d->ladder.levels + d->topo.shards;
+	if ((d->gate = calloc(d->ngate, sizeof(*d->gate))) == NULL)
+		return -1;
+	for (unsigned i = 0; i < d->ngate; i++)
+		TAILQ_INIT(&d->gate[i].waiters);
+	d->gate_usable = 0;
+	ev_init(&d->gate_timer, on_gate_timer);
+	return 0;
+}
+
+void
+daemon_gate_free(struct daemon *d)
+{
+	free(d->gate);
+	d->gate = NULL;
+	d->ngate = d->gate_usable = 0;
+}
+
+void
+daemon_gate_connect(struct daemon *d)
+{
+	int max = amqp_get_channel_max(d->conn);
+	unsigned room;
+
+	/* 0: no limit but the protocol's. */
+	if (max <= 0 || max > 65535)
+		max = 65535;
+	room = max >= BROKER_CH_GATE ? (unsigned)(max - BROKER_CH_GATE + 1) : 0;
+	d->gate_usable = d->ngate < room ? d->ngate : room;
+	for (unsigned i = 0; i < d->ngate; i++) {
+		d->gate[i].state = GATE_UNPROVEN;
+		d->gate[i].channel = GATE_CH_CLOSED;
+		d->gate[i].seq = 0;
+		d->gate[i].probe = NULL;
+		d->gate[i].slow = 0;
+	}
+}
+
+/* Open slot i's channel; its first waiter is the probe once it is. */
+static void
+gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
+{
+	amqp_channel_open_t open = {amqp_empty_bytes};
+
+	if (s->channel != GATE_CH_CLOSED)
+		return;
+	if (amqp_send_method(d->conn, (amqp_channel_t)(BROKER_CH_GATE + i),
+	                     AMQP_CHANNEL_OPEN_METHOD,
+	                     &open) != AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot open a queue's first-publish channel");
+		return;
+	}
+	s->channel = GATE_CH_OPENING;
+}
+
+/*
+ * The queue of slot i did not answer its probe within GATE_WAIT_MS: it
+ * backs off as if it had refused, and what waited for it goes another way
+ * (a lower level; the ladder for a holding queue).
+ */
+static void
+gate_around(struct daemon *d, struct message *m, unsigned i)
+{
+	amqp_bytes_t q = amqp_cstring_bytes(slot_queue(d, i));
+	int64_t mono = duration_mono_ms();
+
+	(void)targets_refused(&d->targets, amqp_empty_bytes, q, mono);
+	daemon_dispatch(d, m);
+}
+
+static void
+gate_slow(struct daemon *d, unsigned i, int64_t mono)
+{
+	struct gate_slot *s = &d->gate[i];
+	struct outbox_item *it;
+
+	if (!s->slow) {
+		s->slow = 1;
+		d->m.gate_slow++;
+		log_warn("queue_not_answering",
+		         " queue=%s waited_ms=%" PRId64 "%s"
+		         " reason=\"its first publish since connecting is "
+		         "not confirmed: RabbitMQ waits for a quorum queue's "
+		         "leader (replaying its log after a restart, or its "
+		         "members lost) and holds the publisher's channel; "
+		         "hops go to the levels below it meanwhile\"",
+		         slot_queue(d, i), mono - s->since, "");
+	}
+	while (!d->broken && (it = TAILQ_FIRST(&s->waiters)) != NULL) {
+		TAILQ_REMOVE(&s->waiters, it, link);
+		gate_around(d, MESSAGE_OF(it), i);
+	}
+}
+
+static void
+on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, gate_timer);
+	int64_t mono = duration_mono_ms();
+
+	(void)loop;
+	(void)revents;
+	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++) {
+		struct gate_slot *s = &d->gate[i];
+		if (s->state == GATE_PROBING &&
+		    mono - s->since >= GATE_WAIT_MS &&
+		    (!s->slow || !TAILQ_EMPTY(&s->waiters)))
+			gate_slow(d, i, mono);
+	}
+	if (!d->broken)
+		gate_arm(d);
+}
+
+/* The timer at the first probe's GATE_WAIT_MS with something to do. */
+static void
+gate_arm(struct daemon *d)
+{
+	int64_t first = INT64_MAX, mono = duration_mono_ms();
+
+	ev_timer_stop(d->loop, &d->gate_timer);
+	for (unsigned i = 0; i < d->gate_usable; i++) {
+		const struct gate_slot *s = &d->gate[i];
+		if (s->state == GATE_PROBING && !s->slow &&
+		    s->since + GATE_WAIT_MS < first)
+			first = s->since + GATE_WAIT_MS;
+		else if (s->state == GATE_PROBING && s->slow &&
+		         !TAILQ_EMPTY(&s->waiters))
+			first = mono;
+	}
+	if (first == INT64_MAX)
+		return;
+	ev_timer_set(&d->gate_timer,
+	             first > mono ? (double)(first - mono) / 1000.0 : 0., 0.);
+	ev_timer_start(d->loop, &d->gate_timer);
+}
+
+int
+daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
+{
+	struct gate_slot *s;
+	unsigned i;
+	int64_t mono;
+
+	if ((s = slot_of(d, &m->route, &i)) == NULL || s->state == GATE_OPEN)
+		return 0;
+	mono = duration_mono_ms();
+	if (s->state == GATE_UNPROVEN) {
+		s->state = GATE_PROBING;
+		s->since = mono;
+		s->slow = 0;
+		s->probe = NULL;
+	}
+	/* The probe itself, its channel ready. */
+	if (s->probe == NULL && s->channel == GATE_CH_READY &&
+	    TAILQ_EMPTY(&s->waiters)) {
+		*ch = (amqp_channel_t)(BROKER_CH_GATE + i);
+		return 0;
+	}
+	if (s->slow) {
+		gate_around(d, m, i);
+		return 1;
+	}
+	TAILQ_INSERT_TAIL(&s->waiters, &m->out, link);
+	gate_open(d, s, i);
+	gate_arm(d);
+	return 1;
+}
+
+void
+daemon_gate_sent(struct daemon *d, struct message *m, amqp_channel_t ch,
+                 amqp_bytes_t exchange, amqp_bytes_t routing_key)
+{
+	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
+
+	s->seq++;
+	s->probe = m;
+	m->out.seq = s->seq;
+	m->out.exchange = exchange;
+	m->out.routing_key = routing_key;
+	m->out.returned = 0;
+	m->out.return_text[0] = '\0';
+}
+
+void
+daemon_gate_opened(struct daemon *d, amqp_channel_t ch)
+{
+	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
+	amqp_confirm_select_t sel = {0};
+
+	if (amqp_send_method(d->conn, ch, AMQP_CONFIRM_SELECT_METHOD, &sel) !=
+	    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot select confirms");
+		return;
+	}
+	s->channel = GATE_CH_SELECTING;
+}
+
+void
+daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
+{
+	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
+	struct outbox_item *it;
+
+	s->channel = GATE_CH_READY;
+	s->seq = 0;
+	/* The first waiter goes as the probe (daemon_gate_take). */
+	if (s->probe == NULL && (it = TAILQ_FIRST(&s->waiters)) != NULL) {
+		TAILQ_REMOVE(&s->waiters, it, link);
+		daemon_send(d, MESSAGE_OF(it));
+	}
+}
+
+void
+daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
+                    int multiple, int nack)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+	struct message *m = s->probe;
+	struct outbox_item *it;
+	struct outbox_list waiting;
+
+	if (m == NULL || m->out.seq > tag || (!multiple && m->out.seq != tag))
+		return;
+	s->probe = NULL;
+	if (!nack && !m->out.returned) {
+		s->state = GATE_OPEN;
+		targets_accepted(&d->targets, amqp_empty_bytes,
+		                 amqp_cstring_bytes(slot_queue(d, i)));
+		if (s->slow)
+			log_info("queue_answering",
+			         " queue=%s waited_ms=%" PRId64 "%s",
+			         slot_queue(d, i),
+			         duration_mono_ms() - s->since, "");
+	} else {
+		s->state = GATE_UNPROVEN;
+	}
+	s->slow = 0;
+	/* Refused: the queue backs off (plan_nacked) before the waiters go
+	 * their way again. */
+	daemon_confirmed(d, m, nack);
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		if (s->state == GATE_OPEN)
+			daemon_send(d, MESSAGE_OF(it));
+		else
+			daemon_dispatch(d, MESSAGE_OF(it));
+	}
+	if (d->broken) {
+		while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+			TAILQ_REMOVE(&waiting, it, link);
+			message_free(MESSAGE_OF(it));
+		}
+		return;
+	}
+	gate_arm(d);
+}
+
+int
+daemon_gate_returned(struct daemon *d, const struct message *r)
+{
+	for (unsigned i = 0; i < d->gate_usable; i++) {
+		struct message *m = d->gate[i].probe;
+		if (m == NULL || m->out.returned ||
+		    !headers_bytes_eq(m->out.exchange, r->exchange) ||
+		    !headers_bytes_eq(m->out.routing_key, r->routing_key))
+			continue;
+		m->out.returned = 1;
+		snprintf(m->out.return_text, sizeof(m->out.return_text), "%s",
+		         r->return_text);
+		return 1;
+	}
+	return 0;
+}
+
+int
+daemon_gate_settled(const struct daemon *d)
+{
+	for (unsigned i = 0; i < d->gate_usable; i++)
+		if (d->gate[i].probe != NULL ||
+		    !TAILQ_EMPTY(&d->gate[i].waiters))
+			return 0;
+	return 1;
+}
+
+void
+daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
+                 int waiters_only)
+{
+	struct outbox_item *it;
+
+	ev_timer_stop(d->loop, &d->gate_timer);
+	for (unsigned i = 0; i < d->ngate; i++) {
+		struct gate_slot *s = &d->gate[i];
+		while ((it = TAILQ_FIRST(&s->waiters)) != NULL) {
+			TAILQ_REMOVE(&s->waiters, it, link);
+			free_item(it, ctx);
+		}
+		if (waiters_only)
+			continue;
+		if (s->probe != NULL) {
+			free_item(&s->probe->out, ctx);
+			s->probe = NULL;
+		}
+		s->state = GATE_UNPROVEN;
+		s->channel = GATE_CH_CLOSED;
+	}
+}
