@@ -70,7 +70,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	d->stopping = 1;
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping", " signal=%d in_flight=%u", w->signum,
-	         outbox_count(&d->out.inflight));
+	         outbox_count(&d->out.inflight) + daemon_gate_inflight(d));
 	if (d->conn == NULL || d->broken || !d->consuming) {
 		ev_break(loop, EVBREAK_ALL);
 		return;

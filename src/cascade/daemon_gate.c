@@ -20,6 +20,8 @@
 #include "log.h"
 
 static void gate_arm(struct daemon *d);
+static void gate_close(struct daemon *d, struct gate_slot *s,
+                       amqp_channel_t ch);
 static void on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
 static struct gate_slot *
@@ -79,6 +81,13 @@ daemon_gate_connect(struct daemon *d)
 		max = 65535;
 	room = max >= BROKER_CH_GATE ? (unsigned)(max - BROKER_CH_GATE + 1) : 0;
 	d->gate_usable = d->ngate < room ? d->ngate : room;
+	if (d->gate_usable < d->ngate)
+		log_warn("queues_ungated",
+		         " gated=%u queues=%u channel_max=%d reason=\"the "
+		         "broker's channel_max leaves no channel for the first "
+		         "publish of the others: one that does not answer "
+		         "holds the publish channel\"",
+		         d->gate_usable, d->ngate, max);
 	for (unsigned i = 0; i < d->ngate; i++) {
 		d->gate[i].state = GATE_UNPROVEN;
 		d->gate[i].channel = GATE_CH_CLOSED;
@@ -116,7 +125,12 @@ gate_around(struct daemon *d, struct message *m, unsigned i)
 	amqp_bytes_t q = amqp_cstring_bytes(slot_queue(d, i));
 	int64_t mono = duration_mono_ms();
 
-	(void)targets_refused(&d->targets, amqp_empty_bytes, q, mono);
+	/* Out of memory, nothing remembered: the plan would choose it
+	 * again; later, from memory, instead. */
+	if (targets_refused(&d->targets, amqp_empty_bytes, q, mono) < 0) {
+		daemon_retry_later(d, m, "delay queue does not answer");
+		return;
+	}
 	daemon_dispatch(d, m);
 }
 
@@ -154,8 +168,8 @@ on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++) {
 		struct gate_slot *s = &d->gate[i];
-		if (s->state == GATE_PROBING &&
-		    mono - s->since >= GATE_WAIT_MS &&
+		if (s->state == GATE_PROBING && s->probe != NULL &&
+		    !d->out.blocked && mono - s->since >= GATE_WAIT_MS &&
 		    (!s->slow || !TAILQ_EMPTY(&s->waiters)))
 			gate_slow(d, i, mono);
 	}
@@ -172,14 +186,16 @@ gate_arm(struct daemon *d)
 	ev_timer_stop(d->loop, &d->gate_timer);
 	for (unsigned i = 0; i < d->gate_usable; i++) {
 		const struct gate_slot *s = &d->gate[i];
-		if (s->state == GATE_PROBING && !s->slow &&
-		    s->since + GATE_WAIT_MS < first)
+		if (s->state != GATE_PROBING || s->probe == NULL)
+			continue;
+		if (!s->slow && s->since + GATE_WAIT_MS < first)
 			first = s->since + GATE_WAIT_MS;
-		else if (s->state == GATE_PROBING && s->slow &&
-		         !TAILQ_EMPTY(&s->waiters))
+		else if (s->slow && !TAILQ_EMPTY(&s->waiters))
 			first = mono;
 	}
-	if (first == INT64_MAX)
+	/* Blocked, the broker reads nothing: no confirm can come.
+	 * connection.unblocked arms it again. */
+	if (first == INT64_MAX || d->out.blocked)
 		return;
 	ev_timer_set(&d->gate_timer,
 	             first > mono ? (double)(first - mono) / 1000.0 : 0., 0.);
@@ -202,9 +218,8 @@ daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
 		s->slow = 0;
 		s->probe = NULL;
 	}
-	/* The probe itself, its channel ready. */
-	if (s->probe == NULL && s->channel == GATE_CH_READY &&
-	    TAILQ_EMPTY(&s->waiters)) {
+	/* The probe itself: none is out, and its channel is ready. */
+	if (s->probe == NULL && s->channel == GATE_CH_READY) {
 		*ch = (amqp_channel_t)(BROKER_CH_GATE + i);
 		return 0;
 	}
@@ -226,6 +241,9 @@ daemon_gate_sent(struct daemon *d, struct message *m, amqp_channel_t ch,
 
 	s->seq++;
 	s->probe = m;
+	/* Its second starts now, not while the channel opened. */
+	s->since = duration_mono_ms();
+	gate_arm(d);
 	m->out.seq = s->seq;
 	m->out.exchange = exchange;
 	m->out.routing_key = routing_key;
@@ -255,8 +273,10 @@ daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
 
 	s->channel = GATE_CH_READY;
 	s->seq = 0;
-	/* The first waiter goes as the probe (daemon_gate_take). */
-	if (s->probe == NULL && (it = TAILQ_FIRST(&s->waiters)) != NULL) {
+	/* The first waiter that can go goes as the probe (daemon_gate_take;
+	 * one may be held back: a blocked connection pauses it). */
+	while (!d->broken && s->probe == NULL && s->state == GATE_PROBING &&
+	       (it = TAILQ_FIRST(&s->waiters)) != NULL) {
 		TAILQ_REMOVE(&s->waiters, it, link);
 		daemon_send(d, MESSAGE_OF(it));
 	}
@@ -277,6 +297,7 @@ daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
 	s->probe = NULL;
 	if (!nack && !m->out.returned) {
 		s->state = GATE_OPEN;
+		gate_close(d, s, ch);
 		targets_accepted(&d->targets, amqp_empty_bytes,
 		                 amqp_cstring_bytes(slot_queue(d, i)));
 		if (s->slow)
@@ -359,4 +380,99 @@ daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
 		s->state = GATE_UNPROVEN;
 		s->channel = GATE_CH_CLOSED;
 	}
+}
+
+/*
+ * Proven: its channel is closed again, so that a connection keeps a
+ * channel open only for the queues being probed (a broker may limit a
+ * user's channels).
+ */
+static void
+gate_close(struct daemon *d, struct gate_slot *s, amqp_channel_t ch)
+{
+	amqp_channel_close_t close = {0};
+
+	close.reply_code = AMQP_REPLY_SUCCESS;
+	close.reply_text = amqp_cstring_bytes("proven");
+	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_METHOD, &close) !=
+	    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot close a queue's first-publish channel");
+		return;
+	}
+	s->channel = GATE_CH_CLOSING;
+}
+
+void
+daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+
+	s->channel = GATE_CH_CLOSED;
+	/* Unproven again meanwhile: open it again for what waits. */
+	if (!TAILQ_EMPTY(&s->waiters))
+		gate_open(d, s, i);
+}
+
+void
+daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
+                   const amqp_channel_close_t *c, const char *why)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+	amqp_channel_close_ok_t ok = {0};
+	struct message *m = s->probe;
+	struct outbox_item *it;
+	struct outbox_list waiting;
+
+	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
+	    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot close a queue's first-publish channel");
+		return;
+	}
+	s->channel = GATE_CH_CLOSED;
+	s->probe = NULL;
+	if (s->state != GATE_OPEN)
+		s->state = GATE_UNPROVEN;
+	s->slow = 0;
+	/* The publish closed it: that message alone is refused, as on the
+	 * publish channel (daemon_blame); the others go again. */
+	if (m != NULL)
+		daemon_blame(d, m, c, why);
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		daemon_send(d, MESSAGE_OF(it));
+	}
+	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		message_free(MESSAGE_OF(it));
+	}
+}
+
+unsigned
+daemon_gate_inflight(const struct daemon *d)
+{
+	unsigned n = 0;
+	const struct outbox_item *it;
+
+	for (unsigned i = 0; i < d->gate_usable; i++) {
+		n += d->gate[i].probe != NULL;
+		TAILQ_FOREACH(it, &d->gate[i].waiters, link)
+			n++;
+	}
+	return n;
+}
+
+void
+daemon_gate_unblocked(struct daemon *d)
+{
+	int64_t mono = duration_mono_ms();
+
+	/* What the blocked broker did not read had no chance to answer. */
+	for (unsigned i = 0; i < d->gate_usable; i++)
+		if (d->gate[i].probe != NULL && !d->gate[i].slow)
+			d->gate[i].since = mono;
+	gate_arm(d);
 }

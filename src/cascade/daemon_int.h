@@ -468,6 +468,9 @@ void daemon_reorder_free(struct daemon *d);
 /* A disruption (a connection made): the reorder window opens. */
 void daemon_reorder_disrupted(struct daemon *d);
 /* Carry out what the plan said. */
+/* The broker closed a channel over m's publish: park it alone. */
+void daemon_blame(struct daemon *d, struct message *m,
+                  const amqp_channel_close_t *c, const char *why);
 /* The broker confirmed m's publish (or refused it, when nack). */
 void daemon_confirmed(struct daemon *d, struct message *m, int nack);
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
@@ -641,7 +644,8 @@ enum gate_channel {
 	GATE_CH_CLOSED,
 	GATE_CH_OPENING,
 	GATE_CH_SELECTING,
-	GATE_CH_READY
+	GATE_CH_READY,
+	GATE_CH_CLOSING /* proven: closed again */
 };
 
 struct gate_slot {
@@ -673,6 +677,15 @@ void daemon_gate_opened(struct daemon *d, amqp_channel_t ch);
 void daemon_gate_selected(struct daemon *d, amqp_channel_t ch);
 void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
                          int multiple, int nack);
+/* channel.close-ok on ch (closed once proven). */
+void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);
+/* The broker closed ch: its probe is refused as on the publish channel. */
+void daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
+                        const amqp_channel_close_t *c, const char *why);
+/* connection.unblocked: the probes' seconds start again. */
+void daemon_gate_unblocked(struct daemon *d);
+/* Probes unconfirmed and what waits for them. */
+unsigned daemon_gate_inflight(const struct daemon *d);
 /* A basic.return of a probe: 1 when one matched. */
 int daemon_gate_returned(struct daemon *d, const struct message *r);
 /* Nothing waits for a probe nor is one unconfirmed. */

@@ -52,7 +52,7 @@ daemon_start_message(struct daemon *d, struct message *m)
  * headers.  The exchange is remembered, so that the next messages for it
  * are parked without closing the channel again.
  */
-static void
+void
 daemon_blame(struct daemon *d, struct message *m, const amqp_channel_close_t *c,
              const char *why)
 {
@@ -134,6 +134,10 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 	}
 	if (ch == BROKER_CH_PROBE) {
 		daemon_hold_probe_closed(d, c);
+		return;
+	}
+	if (DAEMON_GATE_CHANNEL(d, ch)) {
+		daemon_gate_closed(d, ch, c, why);
 		return;
 	}
 	if (ch != BROKER_CH_CHECK) {
@@ -298,6 +302,10 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	case AMQP_CHANNEL_CLOSE_METHOD:
 		daemon_channel_close(d, ch, dec);
 		return;
+	case AMQP_CHANNEL_CLOSE_OK_METHOD:
+		if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_close_ok(d, ch);
+		return;
 	case AMQP_CONNECTION_CLOSE_METHOD: {
 		amqp_connection_close_t *c = dec;
 		amqp_connection_close_ok_t ok = {0};
@@ -322,6 +330,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		log_info("connection_unblocked", "%s", "");
 		d->out.blocked = 0;
 		daemon_retry_arm(d);
+		daemon_gate_unblocked(d);
 		daemon_resume(d);
 		daemon_pub_kick(d);
 		return;
