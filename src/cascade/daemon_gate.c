@@ -19,11 +19,6 @@
 #include "headers.h"
 #include "log.h"
 
-static void gate_arm(struct daemon *d);
-static void gate_close(struct daemon *d, struct gate_slot *s,
-                       amqp_channel_t ch);
-static void on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents);
-
 static struct gate_slot *
 slot_of(struct daemon *d, const struct route *r, unsigned *index)
 {
@@ -41,8 +36,8 @@ slot_of(struct daemon *d, const struct route *r, unsigned *index)
 	return &d->gate[i];
 }
 
-static const char *
-slot_queue(const struct daemon *d, unsigned i)
+const char *
+daemon_gate_queue(const struct daemon *d, unsigned i)
 {
 	unsigned levels = d->topo.shards * d->ladder.levels;
 
@@ -58,7 +53,7 @@ daemon_gate_init(struct daemon *d)
 	for (unsigned i = 0; i < d->ngate; i++)
 		TAILQ_INIT(&d->gate[i].waiters);
 	d->gate_usable = 0;
-	ev_init(&d->gate_timer, on_gate_timer);
+	/* Its callback is daemon_answer.c's (daemon_answer_init). */
 	return 0;
 }
 
@@ -98,8 +93,8 @@ daemon_gate_connect(struct daemon *d)
 }
 
 /* Open slot i's channel; its first waiter is the probe once it is. */
-static void
-gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
+void
+daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
 {
 	amqp_channel_open_t open = {amqp_empty_bytes};
 
@@ -114,72 +109,9 @@ gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
 	s->channel = GATE_CH_OPENING;
 }
 
-/*
- * The queue of slot i did not answer its probe within GATE_WAIT_MS: it
- * backs off as if it had refused, and what waited for it goes another way
- * (a lower level; the ladder for a holding queue).
- */
-static void
-gate_around(struct daemon *d, struct message *m, unsigned i)
-{
-	amqp_bytes_t q = amqp_cstring_bytes(slot_queue(d, i));
-	int64_t mono = duration_mono_ms();
-
-	/* Out of memory, nothing remembered: the plan would choose it
-	 * again; later, from memory, instead. */
-	if (targets_refused(&d->targets, amqp_empty_bytes, q, mono) < 0) {
-		daemon_retry_later(d, m, "delay queue does not answer");
-		return;
-	}
-	daemon_dispatch(d, m);
-}
-
-static void
-gate_slow(struct daemon *d, unsigned i, int64_t mono)
-{
-	struct gate_slot *s = &d->gate[i];
-	struct outbox_item *it;
-
-	if (!s->slow) {
-		s->slow = 1;
-		d->m.gate_slow++;
-		log_warn("queue_not_answering",
-		         " queue=%s waited_ms=%" PRId64 "%s"
-		         " reason=\"its first publish since connecting is "
-		         "not confirmed: RabbitMQ waits for a quorum queue's "
-		         "leader (replaying its log after a restart, or its "
-		         "members lost) and holds the publisher's channel; "
-		         "hops go to the levels below it meanwhile\"",
-		         slot_queue(d, i), mono - s->since, "");
-	}
-	while (!d->broken && (it = TAILQ_FIRST(&s->waiters)) != NULL) {
-		TAILQ_REMOVE(&s->waiters, it, link);
-		gate_around(d, MESSAGE_OF(it), i);
-	}
-}
-
-static void
-on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct daemon *d = DAEMON_OF(w, gate_timer);
-	int64_t mono = duration_mono_ms();
-
-	(void)loop;
-	(void)revents;
-	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++) {
-		struct gate_slot *s = &d->gate[i];
-		if (s->state == GATE_PROBING && s->probe != NULL &&
-		    !d->out.blocked && mono - s->since >= GATE_WAIT_MS &&
-		    (!s->slow || !TAILQ_EMPTY(&s->waiters)))
-			gate_slow(d, i, mono);
-	}
-	if (!d->broken)
-		gate_arm(d);
-}
-
 /* The timer at the first probe's GATE_WAIT_MS with something to do. */
-static void
-gate_arm(struct daemon *d)
+void
+daemon_gate_arm(struct daemon *d)
 {
 	int64_t first = INT64_MAX, mono = duration_mono_ms();
 
@@ -223,13 +155,10 @@ daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
 		*ch = (amqp_channel_t)(BROKER_CH_GATE + i);
 		return 0;
 	}
-	if (s->slow) {
-		gate_around(d, m, i);
-		return 1;
-	}
+	/* Slow already: the timer sends it round at once (daemon_answer.c). */
 	TAILQ_INSERT_TAIL(&s->waiters, &m->out, link);
-	gate_open(d, s, i);
-	gate_arm(d);
+	daemon_gate_open(d, s, i);
+	daemon_gate_arm(d);
 	return 1;
 }
 
@@ -243,7 +172,7 @@ daemon_gate_sent(struct daemon *d, struct message *m, amqp_channel_t ch,
 	s->probe = m;
 	/* Its second starts now, not while the channel opened. */
 	s->since = duration_mono_ms();
-	gate_arm(d);
+	daemon_gate_arm(d);
 	m->out.seq = s->seq;
 	m->out.exchange = exchange;
 	m->out.routing_key = routing_key;
@@ -263,72 +192,6 @@ daemon_gate_opened(struct daemon *d, amqp_channel_t ch)
 		return;
 	}
 	s->channel = GATE_CH_SELECTING;
-}
-
-void
-daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
-{
-	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
-	struct outbox_item *it;
-
-	s->channel = GATE_CH_READY;
-	s->seq = 0;
-	/* The first waiter that can go goes as the probe (daemon_gate_take;
-	 * one may be held back: a blocked connection pauses it). */
-	while (!d->broken && s->probe == NULL && s->state == GATE_PROBING &&
-	       (it = TAILQ_FIRST(&s->waiters)) != NULL) {
-		TAILQ_REMOVE(&s->waiters, it, link);
-		daemon_send(d, MESSAGE_OF(it));
-	}
-}
-
-void
-daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
-                    int multiple, int nack)
-{
-	unsigned i = ch - BROKER_CH_GATE;
-	struct gate_slot *s = &d->gate[i];
-	struct message *m = s->probe;
-	struct outbox_item *it;
-	struct outbox_list waiting;
-
-	if (m == NULL || m->out.seq > tag || (!multiple && m->out.seq != tag))
-		return;
-	s->probe = NULL;
-	if (!nack && !m->out.returned) {
-		s->state = GATE_OPEN;
-		gate_close(d, s, ch);
-		targets_accepted(&d->targets, amqp_empty_bytes,
-		                 amqp_cstring_bytes(slot_queue(d, i)));
-		if (s->slow)
-			log_info("queue_answering",
-			         " queue=%s waited_ms=%" PRId64 "%s",
-			         slot_queue(d, i),
-			         duration_mono_ms() - s->since, "");
-	} else {
-		s->state = GATE_UNPROVEN;
-	}
-	s->slow = 0;
-	/* Refused: the queue backs off (plan_nacked) before the waiters go
-	 * their way again. */
-	daemon_confirmed(d, m, nack);
-	TAILQ_INIT(&waiting);
-	TAILQ_CONCAT(&waiting, &s->waiters, link);
-	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		if (s->state == GATE_OPEN)
-			daemon_send(d, MESSAGE_OF(it));
-		else
-			daemon_dispatch(d, MESSAGE_OF(it));
-	}
-	if (d->broken) {
-		while ((it = TAILQ_FIRST(&waiting)) != NULL) {
-			TAILQ_REMOVE(&waiting, it, link);
-			message_free(MESSAGE_OF(it));
-		}
-		return;
-	}
-	gate_arm(d);
 }
 
 int
@@ -387,8 +250,8 @@ daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
  * channel open only for the queues being probed (a broker may limit a
  * user's channels).
  */
-static void
-gate_close(struct daemon *d, struct gate_slot *s, amqp_channel_t ch)
+void
+daemon_gate_close(struct daemon *d, struct gate_slot *s, amqp_channel_t ch)
 {
 	amqp_channel_close_t close = {0};
 
@@ -411,44 +274,7 @@ daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch)
 	s->channel = GATE_CH_CLOSED;
 	/* Unproven again meanwhile: open it again for what waits. */
 	if (!TAILQ_EMPTY(&s->waiters))
-		gate_open(d, s, i);
-}
-
-void
-daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
-                   const amqp_channel_close_t *c, const char *why)
-{
-	unsigned i = ch - BROKER_CH_GATE;
-	struct gate_slot *s = &d->gate[i];
-	amqp_channel_close_ok_t ok = {0};
-	struct message *m = s->probe;
-	struct outbox_item *it;
-	struct outbox_list waiting;
-
-	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
-	    AMQP_STATUS_OK) {
-		daemon_fail(d, "cannot close a queue's first-publish channel");
-		return;
-	}
-	s->channel = GATE_CH_CLOSED;
-	s->probe = NULL;
-	if (s->state != GATE_OPEN)
-		s->state = GATE_UNPROVEN;
-	s->slow = 0;
-	/* The publish closed it: that message alone is refused, as on the
-	 * publish channel (daemon_blame); the others go again. */
-	if (m != NULL)
-		daemon_blame(d, m, c, why);
-	TAILQ_INIT(&waiting);
-	TAILQ_CONCAT(&waiting, &s->waiters, link);
-	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		daemon_send(d, MESSAGE_OF(it));
-	}
-	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		message_free(MESSAGE_OF(it));
-	}
+		daemon_gate_open(d, s, i);
 }
 
 unsigned
@@ -474,5 +300,5 @@ daemon_gate_unblocked(struct daemon *d)
 	for (unsigned i = 0; i < d->gate_usable; i++)
 		if (d->gate[i].probe != NULL && !d->gate[i].slow)
 			d->gate[i].since = mono;
-	gate_arm(d);
+	daemon_gate_arm(d);
 }

@@ -679,9 +679,13 @@ void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
                          int multiple, int nack);
 /* channel.close-ok on ch (closed once proven). */
 void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);
-/* The broker closed ch: its probe is refused as on the publish channel. */
-void daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
-                        const amqp_channel_close_t *c, const char *why);
+/* The queue of slot i, its channel opened, closed once proven. */
+const char *daemon_gate_queue(const struct daemon *d, unsigned i);
+void daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i);
+void daemon_gate_close(struct daemon *d, struct gate_slot *s,
+                       amqp_channel_t ch);
+/* The timer (daemon_answer.c's) at the next probe's second. */
+void daemon_gate_arm(struct daemon *d);
 /* connection.unblocked: the probes' seconds start again. */
 void daemon_gate_unblocked(struct daemon *d);
 /* Probes unconfirmed and what waits for them. */

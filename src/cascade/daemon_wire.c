@@ -118,6 +118,44 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 	         outbox_count(&d->out.suspects));
 }
 
+/* The broker closed a queue's first-publish channel. */
+static void
+daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
+                   const amqp_channel_close_t *c, const char *why)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+	amqp_channel_close_ok_t ok = {0};
+	struct message *m = s->probe;
+	struct outbox_item *it;
+	struct outbox_list waiting;
+
+	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
+	    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot close a queue's first-publish channel");
+		return;
+	}
+	s->channel = GATE_CH_CLOSED;
+	s->probe = NULL;
+	if (s->state != GATE_OPEN)
+		s->state = GATE_UNPROVEN;
+	s->slow = 0;
+	/* The publish closed it: that message alone is refused, as on the
+	 * publish channel (daemon_blame); the others go again. */
+	if (m != NULL)
+		daemon_blame(d, m, c, why);
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		daemon_send(d, MESSAGE_OF(it));
+	}
+	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		message_free(MESSAGE_OF(it));
+	}
+}
+
 static void
 daemon_channel_close(struct daemon *d, amqp_channel_t ch,
                      const amqp_channel_close_t *c)
