@@ -39,6 +39,8 @@
  *                     into it, its prune, [events] max_held_ids
  *   daemon_publish.c  publish, returns matched, parks, retries queued,
  *                     acks, exchange lookups sent
+ *   daemon_gate.c     each delay level's and holding queue's first
+ *                     publish since connecting, alone on its own channel
  *   daemon_outgoing.c records, envelopes and the signature a publish
  *                     carries
  *   daemon_fail.c     daemon_fail: the one way the connection is given up
