@@ -93,20 +93,27 @@ daemon_gate_connect(struct daemon *d)
 }
 
 /* Open slot i's channel; its first waiter is the probe once it is. */
+/* A method on a slot's channel, which is then in state next. */
+static void
+gate_send(struct daemon *d, struct gate_slot *s, amqp_channel_t ch,
+          amqp_method_number_t method, void *decoded, enum gate_channel next)
+{
+	if (amqp_send_method(d->conn, ch, method, decoded) != AMQP_STATUS_OK) {
+		daemon_fail(d,
+		            "cannot send on a queue's first-publish channel");
+		return;
+	}
+	s->channel = next;
+}
+
 void
 daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
 {
 	amqp_channel_open_t open = {amqp_empty_bytes};
 
-	if (s->channel != GATE_CH_CLOSED)
-		return;
-	if (amqp_send_method(d->conn, (amqp_channel_t)(BROKER_CH_GATE + i),
-	                     AMQP_CHANNEL_OPEN_METHOD,
-	                     &open) != AMQP_STATUS_OK) {
-		daemon_fail(d, "cannot open a queue's first-publish channel");
-		return;
-	}
-	s->channel = GATE_CH_OPENING;
+	if (s->channel == GATE_CH_CLOSED)
+		gate_send(d, s, (amqp_channel_t)(BROKER_CH_GATE + i),
+		          AMQP_CHANNEL_OPEN_METHOD, &open, GATE_CH_OPENING);
 }
 
 /* The timer at the first probe's GATE_WAIT_MS with something to do. */
@@ -186,12 +193,8 @@ daemon_gate_opened(struct daemon *d, amqp_channel_t ch)
 	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
 	amqp_confirm_select_t sel = {0};
 
-	if (amqp_send_method(d->conn, ch, AMQP_CONFIRM_SELECT_METHOD, &sel) !=
-	    AMQP_STATUS_OK) {
-		daemon_fail(d, "cannot select confirms");
-		return;
-	}
-	s->channel = GATE_CH_SELECTING;
+	gate_send(d, s, ch, AMQP_CONFIRM_SELECT_METHOD, &sel,
+	          GATE_CH_SELECTING);
 }
 
 int
@@ -257,12 +260,7 @@ daemon_gate_close(struct daemon *d, struct gate_slot *s, amqp_channel_t ch)
 
 	close.reply_code = AMQP_REPLY_SUCCESS;
 	close.reply_text = amqp_cstring_bytes("proven");
-	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_METHOD, &close) !=
-	    AMQP_STATUS_OK) {
-		daemon_fail(d, "cannot close a queue's first-publish channel");
-		return;
-	}
-	s->channel = GATE_CH_CLOSING;
+	gate_send(d, s, ch, AMQP_CHANNEL_CLOSE_METHOD, &close, GATE_CH_CLOSING);
 }
 
 void
