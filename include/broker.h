@@ -35,6 +35,12 @@
  * a 404 closes it.
  */
 #define BROKER_CH_PROBE 5
+/*
+ * From here on, one channel for each of cascade's own quorum queues it
+ * publishes to (the delay levels, the holding queues): that queue's first
+ * publish since connecting goes alone on it (the daemon's gate).
+ */
+#define BROKER_CH_GATE 16
 
 /* Seconds any blocking set-up step may take before the attempt fails. */
 #define BROKER_SETUP_TIMEOUT 10

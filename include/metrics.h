@@ -74,7 +74,10 @@ struct metrics {
 	uint64_t published; /* every publish, confirmed or not */
 	uint64_t confirms;  /* basic.ack from the broker */
 	uint64_t nacks;     /* basic.nack: published again later */
-	uint64_t returns;   /* basic.return: unroutable */
+	/* a delay level's or holding queue's first publish since connecting
+	 * not confirmed within GATE_WAIT_MS: others went round it */
+	uint64_t gate_slow;
+	uint64_t returns; /* basic.return: unroutable */
 	uint64_t held_total;
 	/* Deliveries back from the ladder over a second past due, and the
 	 * reorder window (reorder.h): held now, held, let out early. */

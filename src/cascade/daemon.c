@@ -70,7 +70,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	d->stopping = 1;
 	sd_notify(0, "STOPPING=1");
 	log_info("stopping", " signal=%d in_flight=%u", w->signum,
-	         outbox_count(&d->out.inflight));
+	         outbox_count(&d->out.inflight) + daemon_gate_inflight(d));
 	if (d->conn == NULL || d->broken || !d->consuming) {
 		ev_break(loop, EVBREAK_ALL);
 		return;
@@ -92,6 +92,7 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	outbox_drop_list(&d->out.retry, daemon_give_back, d);
 	outbox_drop_list(&d->out.paused, daemon_give_back, d);
 	outbox_drop_list(&d->out.stuck, daemon_give_back, d);
+	daemon_gate_drop(d, daemon_give_back, d, 1);
 	daemon_drop_held(d);
 	ev_timer_stop(loop, &d->retry_timer);
 	ev_timer_set(&d->stop_timer,
@@ -291,6 +292,8 @@ daemon_run(const struct config *cfg)
 	daemon_scan_init(d);
 	daemon_reorder_init(d);
 	daemon_hold_init(d);
+	if (daemon_gate_init(d) < 0)
+		fatalx("out_of_memory", "%s", "");
 	ev_init(&d->stop_timer, on_stop_timeout);
 	ev_signal_init(&d->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&d->sigint, on_signal, SIGINT);
@@ -327,9 +330,11 @@ daemon_run(const struct config *cfg)
 	/* What a holding queue gave and is not settled goes back released;
 	 * the accepts of what was delivered go out before the close. */
 	outbox_drop(&d->out, daemon_give_back, d);
+	daemon_gate_drop(d, daemon_give_back, d, 0);
 	daemon_drop_held(d);
 	daemon_hold_shutdown(d);
 	daemon_hold_free(d);
+	daemon_gate_free(d);
 	daemon_drop_state(d);
 	daemon_close(d);
 	free(d->batch[DAEMON_BATCH_EVENTS].buf);

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <stdint.h>
 
+#include "broker.h"
 #include "duration.h"
 #include "log.h"
 
@@ -91,7 +92,7 @@ daemon_nacked(struct daemon *d, struct message *m)
 }
 
 /* The broker confirmed m's publish (or refused it, when nack). */
-static void
+void
 daemon_confirmed(struct daemon *d, struct message *m, int nack)
 {
 	if (m->kind == MESSAGE_COPY) {
@@ -211,6 +212,140 @@ daemon_confirmed(struct daemon *d, struct message *m, int nack)
 	daemon_retry_later(d, m, m->out.return_text);
 }
 
+/*
+ * The gate (daemon_int.h): what a queue's probe, or its silence, lets
+ * go on.
+ */
+
+/*
+ * The queue of slot i did not answer its probe within GATE_WAIT_MS: it
+ * backs off as if it had refused, and what waited for it goes another way
+ * (a lower level; the ladder for a holding queue).
+ */
+static void
+gate_around(struct daemon *d, struct message *m, unsigned i)
+{
+	amqp_bytes_t q = amqp_cstring_bytes(daemon_gate_queue(d, i));
+	int64_t mono = duration_mono_ms();
+
+	/* Out of memory, nothing remembered: the plan would choose it
+	 * again; later, from memory, instead. */
+	if (targets_refused(&d->targets, amqp_empty_bytes, q, mono) < 0) {
+		daemon_retry_later(d, m, "delay queue does not answer");
+		return;
+	}
+	daemon_dispatch(d, m);
+}
+
+static void
+gate_slow(struct daemon *d, unsigned i, int64_t mono)
+{
+	struct gate_slot *s = &d->gate[i];
+	struct outbox_item *it;
+
+	if (!s->slow) {
+		s->slow = 1;
+		d->m.gate_slow++;
+		log_warn("queue_not_answering",
+		         " queue=%s waited_ms=%" PRId64 "%s"
+		         " reason=\"its first publish since connecting is "
+		         "not confirmed: RabbitMQ waits for a quorum queue's "
+		         "leader (replaying its log after a restart, or its "
+		         "members lost) and holds the publisher's channel; "
+		         "hops go to the levels below it meanwhile\"",
+		         daemon_gate_queue(d, i), mono - s->since, "");
+	}
+	while (!d->broken && (it = TAILQ_FIRST(&s->waiters)) != NULL) {
+		TAILQ_REMOVE(&s->waiters, it, link);
+		gate_around(d, MESSAGE_OF(it), i);
+	}
+}
+
+static void
+on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct daemon *d = DAEMON_OF(w, gate_timer);
+	int64_t mono = duration_mono_ms();
+
+	(void)loop;
+	(void)revents;
+	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++) {
+		struct gate_slot *s = &d->gate[i];
+		if (s->state == GATE_PROBING && s->probe != NULL &&
+		    !d->out.blocked && mono - s->since >= GATE_WAIT_MS &&
+		    (!s->slow || !TAILQ_EMPTY(&s->waiters)))
+			gate_slow(d, i, mono);
+	}
+	if (!d->broken)
+		daemon_gate_arm(d);
+}
+
+void
+daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
+{
+	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
+	struct outbox_item *it;
+
+	s->channel = GATE_CH_READY;
+	s->seq = 0;
+	/* The first waiter that can go goes as the probe (daemon_gate_take;
+	 * one may be held back: a blocked connection pauses it). */
+	while (!d->broken && s->probe == NULL && s->state == GATE_PROBING &&
+	       (it = TAILQ_FIRST(&s->waiters)) != NULL) {
+		TAILQ_REMOVE(&s->waiters, it, link);
+		daemon_send(d, MESSAGE_OF(it));
+	}
+}
+
+void
+daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
+                    int multiple, int nack)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+	struct message *m = s->probe;
+	struct outbox_item *it;
+	struct outbox_list waiting;
+
+	if (m == NULL || m->out.seq > tag || (!multiple && m->out.seq != tag))
+		return;
+	s->probe = NULL;
+	if (!nack && !m->out.returned) {
+		s->state = GATE_OPEN;
+		daemon_gate_close(d, s, ch);
+		targets_accepted(&d->targets, amqp_empty_bytes,
+		                 amqp_cstring_bytes(daemon_gate_queue(d, i)));
+		if (s->slow)
+			log_info("queue_answering",
+			         " queue=%s waited_ms=%" PRId64 "%s",
+			         daemon_gate_queue(d, i),
+			         duration_mono_ms() - s->since, "");
+	} else {
+		s->state = GATE_UNPROVEN;
+	}
+	s->slow = 0;
+	/* Refused: the queue backs off (plan_nacked) before the waiters go
+	 * their way again. */
+	daemon_confirmed(d, m, nack);
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		if (s->state == GATE_OPEN)
+			daemon_send(d, MESSAGE_OF(it));
+		else
+			daemon_dispatch(d, MESSAGE_OF(it));
+	}
+	if (d->broken) {
+		while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+			TAILQ_REMOVE(&waiting, it, link);
+			message_free(MESSAGE_OF(it));
+		}
+		return;
+	}
+	daemon_gate_arm(d);
+}
+
 void
 daemon_confirm(struct daemon *d, uint64_t tag, int multiple, int nack)
 {
@@ -277,4 +412,5 @@ void
 daemon_answer_init(struct daemon *d)
 {
 	ev_init(&d->retry_timer, on_retry);
+	ev_init(&d->gate_timer, on_gate_timer);
 }

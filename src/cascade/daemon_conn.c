@@ -72,6 +72,7 @@ daemon_drop_state(struct daemon *d)
 	message_free(d->assembling);
 	d->assembling = NULL;
 	outbox_drop(&d->out, message_free_item, NULL);
+	daemon_gate_drop(d, message_free_item, NULL, 0);
 	xcheck_drop(&d->xc, message_free_item, NULL);
 	daemon_drop_held(d);
 	daemon_events_drop(d);
@@ -216,6 +217,7 @@ daemon_connect(struct daemon *d)
 	 * this daemon's: the reorder window opens. */
 	daemon_reorder_disrupted(d);
 	outbox_open(&d->out);
+	daemon_gate_connect(d);
 	/* What we may send; we accept more (see broker.h). */
 	d->frame_max = broker_frame_max(d->conn);
 	d->reconnects = 0;

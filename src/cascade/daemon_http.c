@@ -99,8 +99,9 @@ daemon_http(void *ctx, const char *path, char *buf, size_t size, int *status,
 			q[i] = (struct metrics_queue){
 			    router_source_name(d->consumers[i].src),
 			    d->consumers[i].queue, d->consumers[i].shard};
-		d->m.in_flight =
-		    outbox_count(&d->out.inflight) + xcheck_waiting(&d->xc);
+		d->m.in_flight = outbox_count(&d->out.inflight) +
+		                 xcheck_waiting(&d->xc) +
+		                 daemon_gate_inflight(d);
 		d->m.held = message_count(&d->held);
 		d->m.reorder_waiting = (unsigned)d->reorder.n;
 		d->m.reorder_total = d->reorder.held_total;

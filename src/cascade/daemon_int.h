@@ -39,6 +39,8 @@
  *                     into it, its prune, [events] max_held_ids
  *   daemon_publish.c  publish, returns matched, parks, retries queued,
  *                     acks, exchange lookups sent
+ *   daemon_gate.c     each delay level's and holding queue's first
+ *                     publish since connecting, alone on its own channel
  *   daemon_outgoing.c records, envelopes and the signature a publish
  *                     carries
  *   daemon_fail.c     daemon_fail: the one way the connection is given up
@@ -179,6 +181,13 @@ struct daemon {
 	unsigned refused;          /* nacks and returns not yet logged */
 	int64_t refused_logged_at; /* mono ms */
 	ev_timer retry_timer;
+
+	/* daemon_gate.c: each delay level's and holding queue's first
+	 * publish since connecting, alone on a channel of its own. */
+	struct gate_slot *gate;
+	unsigned ngate;       /* slots: shards * levels, then one a shard */
+	unsigned gate_usable; /* of them, those the channel_max allows */
+	ev_timer gate_timer;
 
 	/* daemon_flow.c: routing. */
 	struct message_list held; /* the sub-resolution tail */
@@ -461,6 +470,11 @@ void daemon_reorder_free(struct daemon *d);
 /* A disruption (a connection made): the reorder window opens. */
 void daemon_reorder_disrupted(struct daemon *d);
 /* Carry out what the plan said. */
+/* The broker closed a channel over m's publish: park it alone. */
+void daemon_blame(struct daemon *d, struct message *m,
+                  const amqp_channel_close_t *c, const char *why);
+/* The broker confirmed m's publish (or refused it, when nack). */
+void daemon_confirmed(struct daemon *d, struct message *m, int nack);
 void daemon_next(struct daemon *d, struct message *m, enum plan_next next,
                  const char *why);
 
@@ -607,6 +621,89 @@ void daemon_scan_drop(struct daemon *d);
 const char *daemon_scan_stream(struct daemon *d, struct events_resume **resume);
 /* Its METRICS_STREAM_*. */
 int daemon_scan_metric(const struct daemon *d);
+
+/*
+ * daemon_gate.c
+ *
+ * RabbitMQ registers a channel's first publisher with a quorum queue by a
+ * call that waits, inside the channel's process, for the queue's leader:
+ * up to net_ticktime + 5 s (65 s), then the publish is nacked
+ * (rabbit_fifo_client:enqueue/3, RabbitMQ 3.10 to 4.3).  Everything sent
+ * on the channel meanwhile waits behind it, and once the channel's credit
+ * is spent the whole connection does.  A level still replaying its log
+ * after a broker's restart, or whose members are on lost nodes, would
+ * stop every hop and delivery so.  So a level's (or a holding queue's)
+ * first publish since connecting goes alone, on that queue's own channel
+ * in confirm mode (BROKER_CH_GATE + its slot): the probe.  Once it is
+ * confirmed, the publish channel takes the queue.  Others for it meanwhile
+ * wait for the probe, GATE_WAIT_MS at most; then the queue backs off like
+ * one that refused (targets.h), and they take a lower level.
+ */
+#define GATE_WAIT_MS 1000
+
+enum gate_state { GATE_UNPROVEN, GATE_PROBING, GATE_OPEN };
+enum gate_channel {
+	GATE_CH_CLOSED,
+	GATE_CH_OPENING,
+	GATE_CH_SELECTING,
+	GATE_CH_READY,
+	GATE_CH_CLOSING /* proven: closed again */
+};
+
+struct gate_slot {
+	enum gate_state state;
+	enum gate_channel channel;
+	uint64_t seq;          /* publishes on its channel since select */
+	struct message *probe; /* published on its channel, unconfirmed */
+	int64_t since;         /* mono ms: probing since */
+	int slow;              /* backed off for it already */
+	struct outbox_list waiters;
+};
+
+int daemon_gate_init(struct daemon *d);
+void daemon_gate_free(struct daemon *d);
+/* A new connection: every queue unproven, no channel open yet. */
+void daemon_gate_connect(struct daemon *d);
+/*
+ * m is about to be published to exchange "" / routing key: 0 when the
+ * publish channel may take it (*ch left), or on *ch as its queue's probe;
+ * 1 when the gate took it (it waits for its queue's probe, or went
+ * another way).
+ */
+int daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch);
+/* m was published on gate channel ch (to exchange, routing key). */
+void daemon_gate_sent(struct daemon *d, struct message *m, amqp_channel_t ch,
+                      amqp_bytes_t exchange, amqp_bytes_t routing_key);
+/* channel.open-ok, confirm.select-ok, basic.ack / basic.nack on ch. */
+void daemon_gate_opened(struct daemon *d, amqp_channel_t ch);
+void daemon_gate_selected(struct daemon *d, amqp_channel_t ch);
+void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
+                         int multiple, int nack);
+/* channel.close-ok on ch (closed once proven). */
+void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);
+/* The queue of slot i, its channel opened, closed once proven. */
+const char *daemon_gate_queue(const struct daemon *d, unsigned i);
+void daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i);
+void daemon_gate_close(struct daemon *d, struct gate_slot *s,
+                       amqp_channel_t ch);
+/* The timer (daemon_answer.c's) at the next probe's second. */
+void daemon_gate_arm(struct daemon *d);
+/* connection.unblocked: the probes' seconds start again. */
+void daemon_gate_unblocked(struct daemon *d);
+/* Probes unconfirmed and what waits for them. */
+unsigned daemon_gate_inflight(const struct daemon *d);
+/* A basic.return of a probe: 1 when one matched. */
+int daemon_gate_returned(struct daemon *d, const struct message *r);
+/* Nothing waits for a probe nor is one unconfirmed. */
+int daemon_gate_settled(const struct daemon *d);
+/* Empty the gate: probes and waiters to free_item (the connection gone,
+ * or a stop: what waits goes back). */
+void daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
+                      int waiters_only);
+/* Is ch a gate's channel? */
+#define DAEMON_GATE_CHANNEL(d, ch)                                             \
+	((ch) >= BROKER_CH_GATE &&                                             \
+	 (unsigned)((ch)-BROKER_CH_GATE) < (d)->gate_usable)
 
 /*
  * daemon_hold.c

@@ -218,7 +218,8 @@ daemon_match_return(struct daemon *d, const struct message *r)
 	struct return_match rm = {d, r};
 
 	if (outbox_returned(&d->out, r->exchange, r->routing_key,
-	                    r->return_text, return_same, &rm) != NULL)
+	                    r->return_text, return_same, &rm) != NULL ||
+	    daemon_gate_returned(d, r))
 		return;
 	log_warn("return_unmatched", " exchange=\"%.*s\" routing_key=\"%.*s\"",
 	         (int)r->exchange.len, (const char *)r->exchange.bytes,
@@ -315,6 +316,7 @@ daemon_publish(struct daemon *d, struct message *m)
 	amqp_basic_properties_t props;
 	amqp_bytes_t exchange, routing_key, body;
 	struct route *r = &m->route;
+	amqp_channel_t ch = BROKER_CH_PUB;
 	size_t size;
 	int st;
 
@@ -372,6 +374,10 @@ daemon_publish(struct daemon *d, struct message *m)
 		routing_key = amqp_cstring_bytes(d->topo.error);
 		break;
 	}
+	/* A delay level's or holding queue's first publish since
+	 * connecting goes alone, on its own channel (daemon_int.h). */
+	if (daemon_gate_take(d, m, &ch))
+		return;
 	if (daemon_props(d, m, &props) < 0) {
 		recycle_amqp_pool(&d->scratch);
 		daemon_fail(d, "out of memory building properties");
@@ -424,8 +430,8 @@ daemon_publish(struct daemon *d, struct message *m)
 		message_free(m);
 		return;
 	}
-	st = broker_publish(d->conn, BROKER_CH_PUB, d->frame_max, exchange,
-	                    routing_key, 1, &props, body);
+	st = broker_publish(d->conn, ch, d->frame_max, exchange, routing_key, 1,
+	                    &props, body);
 	recycle_amqp_pool(&d->scratch);
 	if (st != AMQP_STATUS_OK) {
 		daemon_fail(d, amqp_error_string2(st));
@@ -434,7 +440,10 @@ daemon_publish(struct daemon *d, struct message *m)
 	}
 	m->published_at = duration_wall_ms();
 	d->m.published++;
-	outbox_sent(&d->out, &m->out, exchange, routing_key);
+	if (ch != BROKER_CH_PUB)
+		daemon_gate_sent(d, m, ch, exchange, routing_key);
+	else
+		outbox_sent(&d->out, &m->out, exchange, routing_key);
 }
 
 /*

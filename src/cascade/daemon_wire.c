@@ -52,7 +52,7 @@ daemon_start_message(struct daemon *d, struct message *m)
  * headers.  The exchange is remembered, so that the next messages for it
  * are parked without closing the channel again.
  */
-static void
+void
 daemon_blame(struct daemon *d, struct message *m, const amqp_channel_close_t *c,
              const char *why)
 {
@@ -118,6 +118,44 @@ daemon_pub_closed(struct daemon *d, const amqp_channel_close_t *c,
 	         outbox_count(&d->out.suspects));
 }
 
+/* The broker closed a queue's first-publish channel. */
+static void
+daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
+                   const amqp_channel_close_t *c, const char *why)
+{
+	unsigned i = ch - BROKER_CH_GATE;
+	struct gate_slot *s = &d->gate[i];
+	amqp_channel_close_ok_t ok = {0};
+	struct message *m = s->probe;
+	struct outbox_item *it;
+	struct outbox_list waiting;
+
+	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
+	    AMQP_STATUS_OK) {
+		daemon_fail(d, "cannot close a queue's first-publish channel");
+		return;
+	}
+	s->channel = GATE_CH_CLOSED;
+	s->probe = NULL;
+	if (s->state != GATE_OPEN)
+		s->state = GATE_UNPROVEN;
+	s->slow = 0;
+	/* The publish closed it: that message alone is refused, as on the
+	 * publish channel (daemon_blame); the others go again. */
+	if (m != NULL)
+		daemon_blame(d, m, c, why);
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		daemon_send(d, MESSAGE_OF(it));
+	}
+	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		message_free(MESSAGE_OF(it));
+	}
+}
+
 static void
 daemon_channel_close(struct daemon *d, amqp_channel_t ch,
                      const amqp_channel_close_t *c)
@@ -134,6 +172,10 @@ daemon_channel_close(struct daemon *d, amqp_channel_t ch,
 	}
 	if (ch == BROKER_CH_PROBE) {
 		daemon_hold_probe_closed(d, c);
+		return;
+	}
+	if (DAEMON_GATE_CHANNEL(d, ch)) {
+		daemon_gate_closed(d, ch, c, why);
 		return;
 	}
 	if (ch != BROKER_CH_CHECK) {
@@ -221,12 +263,18 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		amqp_basic_ack_t *a = dec;
 		if (ch == BROKER_CH_PUB)
 			daemon_confirm(d, a->delivery_tag, a->multiple, 0);
+		else if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_confirm(d, ch, a->delivery_tag, a->multiple,
+			                    0);
 		return;
 	}
 	case AMQP_BASIC_NACK_METHOD: {
 		amqp_basic_nack_t *n = dec;
 		if (ch == BROKER_CH_PUB)
 			daemon_confirm(d, n->delivery_tag, n->multiple, 1);
+		else if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_confirm(d, ch, n->delivery_tag, n->multiple,
+			                    1);
 		return;
 	}
 	case AMQP_BASIC_CONSUME_OK_METHOD: {
@@ -243,6 +291,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		if (ch == BROKER_CH_PUB) {
 			outbox_open(&d->out);
 			daemon_pub_kick(d);
+		} else if (DAEMON_GATE_CHANNEL(d, ch)) {
+			daemon_gate_selected(d, ch);
 		}
 		return;
 	case AMQP_BASIC_CANCEL_METHOD: {
@@ -272,6 +322,8 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 	case AMQP_CHANNEL_OPEN_OK_METHOD:
 		if (ch == BROKER_CH_PROBE) {
 			daemon_hold_probe_opened(d);
+		} else if (DAEMON_GATE_CHANNEL(d, ch)) {
+			daemon_gate_opened(d, ch);
 		} else if (ch == BROKER_CH_CHECK) {
 			d->check_open = 1;
 			while (!d->broken &&
@@ -287,6 +339,10 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		return;
 	case AMQP_CHANNEL_CLOSE_METHOD:
 		daemon_channel_close(d, ch, dec);
+		return;
+	case AMQP_CHANNEL_CLOSE_OK_METHOD:
+		if (DAEMON_GATE_CHANNEL(d, ch))
+			daemon_gate_close_ok(d, ch);
 		return;
 	case AMQP_CONNECTION_CLOSE_METHOD: {
 		amqp_connection_close_t *c = dec;
@@ -312,6 +368,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		log_info("connection_unblocked", "%s", "");
 		d->out.blocked = 0;
 		daemon_retry_arm(d);
+		daemon_gate_unblocked(d);
 		daemon_resume(d);
 		daemon_pub_kick(d);
 		return;
@@ -528,7 +585,7 @@ daemon_drain(struct daemon *d)
 		ev_idle_start(d->loop, &d->more);
 	else
 		ev_idle_stop(d->loop, &d->more);
-	if (d->stopping && outbox_settled(&d->out) &&
+	if (d->stopping && outbox_settled(&d->out) && daemon_gate_settled(d) &&
 	    TAILQ_EMPTY(&d->xc.lookups)) {
 		log_info("stopped", " reason=\"all confirms received\"%s", "");
 		ev_break(d->loop, EVBREAK_ALL);

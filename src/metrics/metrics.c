@@ -215,6 +215,12 @@ metrics_render(const struct metrics *m, const struct metrics_labels *l,
 	        "Publishes the broker refused (basic.nack); the destination "
 	        "backs off and the message goes round the ladder again.",
 	        m->nacks);
+	out_one(&o, "cascade_queue_not_answering_total", "counter",
+	        "Times a delay level or holding queue did not confirm its "
+	        "first publish since connecting within a second (RabbitMQ "
+	        "waits for a quorum queue's leader); the messages for it "
+	        "went to the levels below it meanwhile.",
+	        m->gate_slow);
 	out_one(&o, "cascade_returns_total", "counter",
 	        "Publishes returned unroutable (basic.return).", m->returns);
 	out_one(&o, "cascade_publishes_in_flight", "gauge",

@@ -327,6 +327,61 @@ def test_full_delay_queues_slow_down_but_keep_everything(fault_broker,
     assert d.stop() == 0
 
 
+def test_a_level_that_does_not_answer_holds_back_no_other(fault_broker,
+                                                          tmp_path):
+    """A delay level whose quorum queue does not answer: its Raft server's
+    process suspended, as while RabbitMQ 3.10 replays a level's log after
+    a restart.  RabbitMQ's first publish to a quorum queue from a channel
+    waits for the queue's leader (65 s) and holds the channel, and with it
+    every hop and delivery behind it.  Short delays beside it arrive on
+    time, the daemon names the queue, and the message for that level
+    waits in the levels below it until it answers."""
+    d = fast_daemon(fault_broker, tmp_path, **METRICS).start()
+    level = d.prefix + ".delay.12800"  # the top of the test ladder
+    stall = "cascade_test_stall_" + d.prefix
+    fault_broker.eval(
+        "P = whereis('%%2F_%s'), true = is_pid(P), register(%s, spawn(fun()"
+        " -> erlang:suspend_process(P), receive stop -> ok end end)), ok"
+        % (level, stall))
+    try:
+        q, far = "short-" + d.prefix, "far-" + d.prefix
+        col = Collector(fault_broker.url, q)
+        col.start()
+        c = fault_broker.connect()
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(far, durable=True)
+        ch.basic_publish(d.prefix, far, b"far", pika.BasicProperties(
+            headers={"x-remaining-delay": 60000}))
+        c.close()
+        sent = publish_batch(fault_broker.url, d.prefix, q, 60, 300, 3000)
+        # Not settled by idle(): it would ask the suspended queue too.
+        col.wait_for(set(sent), timeout=30)
+        check(report("a level that does not answer", sent, col.arrivals),
+              fault_broker, d, q, sent, col)
+        late = [at - s - delay / 1000.0
+                for at, mid in col.arrivals
+                for s, delay in [sent[mid]]]
+        assert max(late) < 1.0 * LATE_SCALE, sorted(late)[-5:]
+        assert "msg=queue_not_answering queue=%s " % level in d.log()
+        assert d.metrics()["cascade_queue_not_answering_total"] >= 1
+    finally:
+        fault_broker.eval("%s ! stop, ok" % stall, check=False)
+    # Answering again: the message for it was neither lost nor delivered.
+    wait_for(lambda: "msg=queue_answering queue=%s " % level in d.log() or
+             'routing_key="%s"' % level in d.log(), 90,
+             "the level's probe to be answered")
+    assert d.stop() == 0
+
+    def waiting():
+        out = fault_broker.ctl("list_queues", "-q", "name", "messages").stdout
+        return sum(int(n) for name, n in
+                   (line.split() for line in out.splitlines()
+                    if line.startswith(d.prefix + ".delay.")))
+    # A quorum queue's count is updated at its tick, every few seconds.
+    wait_for(lambda: waiting() == 1, 30, "the message for it in a level")
+
+
 def test_two_daemons_one_killed(fault_broker, tmp_path):
     a = fast_daemon(fault_broker, tmp_path).start()
     b = fast_daemon(fault_broker, tmp_path, prefix=a.prefix)

@@ -17,7 +17,7 @@ listen ="
 	"$here/tools/bench-stalled-level" "$url" stall "$dir/broker" "$secs" \
 		"$rate" "$every" "$out/stalled-level.json" || rc=$?
 	echo "the daemon's refusals and reconnections:"
-	grep -E "msg=(publish_refused|connection_lost|ready)" "$dir/stall.log" |
+	grep -E "msg=(publish_refused|connection_lost|ready|queue_not_answering|queue_answering)" "$dir/stall.log" |
 		cut -c1-240 || true
 	stop_daemon
 	delete_queues stall
