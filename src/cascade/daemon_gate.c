@@ -92,7 +92,6 @@ daemon_gate_connect(struct daemon *d)
 	}
 }
 
-/* Open slot i's channel; its first waiter is the probe once it is. */
 /* A method on a slot's channel, which is then in state next. */
 static void
 gate_send(struct daemon *d, struct gate_slot *s, amqp_channel_t ch,
@@ -106,6 +105,7 @@ gate_send(struct daemon *d, struct gate_slot *s, amqp_channel_t ch,
 	s->channel = next;
 }
 
+/* Open slot i's channel; its first waiter is the probe once it is. */
 void
 daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i)
 {
@@ -162,7 +162,9 @@ daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
 		*ch = (amqp_channel_t)(BROKER_CH_GATE + i);
 		return 0;
 	}
-	/* Slow already: the timer sends it round at once (daemon_answer.c). */
+	/* It waits for the probe: its channel opening, or its confirm, a
+	 * second at most; once the queue is slow, the timer (daemon_answer.c)
+	 * sends it round at once. */
 	TAILQ_INSERT_TAIL(&s->waiters, &m->out, link);
 	daemon_gate_open(d, s, i);
 	daemon_gate_arm(d);
