@@ -297,6 +297,32 @@ daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
 	}
 }
 
+/*
+ * What waited for slot s's probe goes on: published as it is, or routed
+ * afresh (replan: the queue refused, and backs off).  Left over when the
+ * connection broke meanwhile: freed (the broker redelivers).
+ */
+void
+daemon_gate_release(struct daemon *d, struct gate_slot *s, int replan)
+{
+	struct outbox_list waiting;
+	struct outbox_item *it;
+
+	TAILQ_INIT(&waiting);
+	TAILQ_CONCAT(&waiting, &s->waiters, link);
+	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		if (replan)
+			daemon_dispatch(d, MESSAGE_OF(it));
+		else
+			daemon_send(d, MESSAGE_OF(it));
+	}
+	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
+		TAILQ_REMOVE(&waiting, it, link);
+		message_free(MESSAGE_OF(it));
+	}
+}
+
 void
 daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
                     int multiple, int nack)
@@ -304,8 +330,6 @@ daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
 	unsigned i = ch - BROKER_CH_GATE;
 	struct gate_slot *s = &d->gate[i];
 	struct message *m = s->probe;
-	struct outbox_item *it;
-	struct outbox_list waiting;
 
 	if (m == NULL || m->out.seq > tag || (!multiple && m->out.seq != tag))
 		return;
@@ -327,23 +351,9 @@ daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
 	/* Refused: the queue backs off (plan_nacked) before the waiters go
 	 * their way again. */
 	daemon_confirmed(d, m, nack);
-	TAILQ_INIT(&waiting);
-	TAILQ_CONCAT(&waiting, &s->waiters, link);
-	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		if (s->state == GATE_OPEN)
-			daemon_send(d, MESSAGE_OF(it));
-		else
-			daemon_dispatch(d, MESSAGE_OF(it));
-	}
-	if (d->broken) {
-		while ((it = TAILQ_FIRST(&waiting)) != NULL) {
-			TAILQ_REMOVE(&waiting, it, link);
-			message_free(MESSAGE_OF(it));
-		}
-		return;
-	}
-	daemon_gate_arm(d);
+	daemon_gate_release(d, s, s->state != GATE_OPEN);
+	if (!d->broken)
+		daemon_gate_arm(d);
 }
 
 void

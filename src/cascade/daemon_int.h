@@ -690,6 +690,8 @@ void daemon_gate_close(struct daemon *d, struct gate_slot *s,
 void daemon_gate_arm(struct daemon *d);
 /* connection.unblocked: the probes' seconds start again. */
 void daemon_gate_unblocked(struct daemon *d);
+/* What waited for s's probe goes on (replan: routed afresh). */
+void daemon_gate_release(struct daemon *d, struct gate_slot *s, int replan);
 /* Probes unconfirmed and what waits for them. */
 unsigned daemon_gate_inflight(const struct daemon *d);
 /* A basic.return of a probe: 1 when one matched. */

@@ -127,8 +127,6 @@ daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
 	struct gate_slot *s = &d->gate[i];
 	amqp_channel_close_ok_t ok = {0};
 	struct message *m = s->probe;
-	struct outbox_item *it;
-	struct outbox_list waiting;
 
 	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
 	    AMQP_STATUS_OK) {
@@ -144,16 +142,7 @@ daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
 	 * publish channel (daemon_blame); the others go again. */
 	if (m != NULL)
 		daemon_blame(d, m, c, why);
-	TAILQ_INIT(&waiting);
-	TAILQ_CONCAT(&waiting, &s->waiters, link);
-	while (!d->broken && (it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		daemon_send(d, MESSAGE_OF(it));
-	}
-	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		message_free(MESSAGE_OF(it));
-	}
+	daemon_gate_release(d, s, 0);
 }
 
 static void
