@@ -238,13 +238,12 @@ gate_around(struct daemon *d, struct message *m, unsigned i)
 }
 
 static void
-gate_slow(struct daemon *d, unsigned i, int64_t mono)
+gate_not_answering(struct daemon *d, unsigned i, int64_t mono)
 {
 	struct gate_slot *s = &d->gate[i];
 	struct outbox_item *it;
 
-	if (!s->slow) {
-		s->slow = 1;
+	if (gate_slow(s)) {
 		d->m.gate_slow++;
 		log_warn("queue_not_answering",
 		         " queue=%s waited_ms=%" PRId64 "%s"
@@ -269,13 +268,9 @@ on_gate_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++) {
-		struct gate_slot *s = &d->gate[i];
-		if (s->state == GATE_PROBING && s->probe != NULL &&
-		    !d->out.blocked && mono - s->since >= GATE_WAIT_MS &&
-		    (!s->slow || !TAILQ_EMPTY(&s->waiters)))
-			gate_slow(d, i, mono);
-	}
+	for (unsigned i = 0; i < d->gate_usable && !d->broken; i++)
+		if (!d->out.blocked && mono >= gate_due(&d->gate[i]))
+			gate_not_answering(d, i, mono);
 	if (!d->broken)
 		daemon_gate_arm(d);
 }
@@ -286,15 +281,11 @@ daemon_gate_selected(struct daemon *d, amqp_channel_t ch)
 	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
 	struct outbox_item *it;
 
-	s->channel = GATE_CH_READY;
-	s->seq = 0;
+	gate_selected(s);
 	/* The first waiter that can go goes as the probe (daemon_gate_take;
 	 * one may be held back: a blocked connection pauses it). */
-	while (!d->broken && s->probe == NULL && s->state == GATE_PROBING &&
-	       (it = TAILQ_FIRST(&s->waiters)) != NULL) {
-		TAILQ_REMOVE(&s->waiters, it, link);
+	while (!d->broken && (it = gate_next_probe(s)) != NULL)
 		daemon_send(d, MESSAGE_OF(it));
-	}
 }
 
 /*
@@ -329,29 +320,27 @@ daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
 {
 	unsigned i = ch - BROKER_CH_GATE;
 	struct gate_slot *s = &d->gate[i];
-	struct message *m = s->probe;
+	struct outbox_item *probe;
+	enum gate_answer a;
+	int was_slow;
 
-	if (m == NULL || m->out.seq > tag || (!multiple && m->out.seq != tag))
+	a = gate_confirm(s, tag, multiple, nack, &probe, &was_slow);
+	if (a == GATE_NOT_PROBE)
 		return;
-	s->probe = NULL;
-	if (!nack && !m->out.returned) {
-		s->state = GATE_OPEN;
-		daemon_gate_close(d, s, ch);
+	if (a == GATE_PROVEN) {
+		daemon_gate_close(d, ch);
 		targets_accepted(&d->targets, amqp_empty_bytes,
 		                 amqp_cstring_bytes(daemon_gate_queue(d, i)));
-		if (s->slow)
+		if (was_slow)
 			log_info("queue_answering",
 			         " queue=%s waited_ms=%" PRId64 "%s",
 			         daemon_gate_queue(d, i),
 			         duration_mono_ms() - s->since, "");
-	} else {
-		s->state = GATE_UNPROVEN;
 	}
-	s->slow = 0;
 	/* Refused: the queue backs off (plan_nacked) before the waiters go
 	 * their way again. */
-	daemon_confirmed(d, m, nack);
-	daemon_gate_release(d, s, s->state != GATE_OPEN);
+	daemon_confirmed(d, MESSAGE_OF(probe), nack);
+	daemon_gate_release(d, s, a == GATE_REFUSED);
 	if (!d->broken)
 		daemon_gate_arm(d);
 }

@@ -58,6 +58,7 @@
 #include "amqp1.h"
 #include "config.h"
 #include "events.h"
+#include "gate.h"
 #include "ladder.h"
 #include "message.h"
 #include "metrics.h"
@@ -625,41 +626,13 @@ int daemon_scan_metric(const struct daemon *d);
 /*
  * daemon_gate.c
  *
- * RabbitMQ registers a channel's first publisher with a quorum queue by a
- * call that waits, inside the channel's process, for the queue's leader:
- * up to net_ticktime + 5 s (65 s), then the publish is nacked
- * (rabbit_fifo_client:enqueue/3, RabbitMQ 3.10 to 4.3).  Everything sent
- * on the channel meanwhile waits behind it, and once the channel's credit
- * is spent the whole connection does.  A level still replaying its log
- * after a broker's restart, or whose members are on lost nodes, would
- * stop every hop and delivery so.  So a level's (or a holding queue's)
- * first publish since connecting goes alone, on that queue's own channel
- * in confirm mode (BROKER_CH_GATE + its slot): the probe.  Once it is
- * confirmed, the publish channel takes the queue.  Others for it meanwhile
- * wait for the probe, GATE_WAIT_MS at most; then the queue backs off like
- * one that refused (targets.h), and they take a lower level.
+ * A delay level's or holding queue's first publish since connecting goes
+ * alone, on that queue's own channel in confirm mode (BROKER_CH_GATE + its
+ * slot): why, and the slot's states, in gate.h.  Until the probe is
+ * confirmed the others for that queue wait for it, GATE_WAIT_MS at most;
+ * then the queue backs off like one that refused (targets.h), and they
+ * take a lower level (the ladder, for a holding queue).
  */
-#define GATE_WAIT_MS 1000
-
-enum gate_state { GATE_UNPROVEN, GATE_PROBING, GATE_OPEN };
-enum gate_channel {
-	GATE_CH_CLOSED,
-	GATE_CH_OPENING,
-	GATE_CH_SELECTING,
-	GATE_CH_READY,
-	GATE_CH_CLOSING /* proven: closed again */
-};
-
-struct gate_slot {
-	enum gate_state state;
-	enum gate_channel channel;
-	uint64_t seq;          /* publishes on its channel since select */
-	struct message *probe; /* published on its channel, unconfirmed */
-	int64_t since;         /* mono ms: probing since */
-	int slow;              /* backed off for it already */
-	struct outbox_list waiters;
-};
-
 int daemon_gate_init(struct daemon *d);
 void daemon_gate_free(struct daemon *d);
 /* A new connection: every queue unproven, no channel open yet. */
@@ -681,11 +654,10 @@ void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
                          int multiple, int nack);
 /* channel.close-ok on ch (closed once proven). */
 void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);
-/* The queue of slot i, its channel opened, closed once proven. */
+/* The queue of slot i. */
 const char *daemon_gate_queue(const struct daemon *d, unsigned i);
-void daemon_gate_open(struct daemon *d, struct gate_slot *s, unsigned i);
-void daemon_gate_close(struct daemon *d, struct gate_slot *s,
-                       amqp_channel_t ch);
+/* Proven: its channel ch closed again (channel.close). */
+void daemon_gate_close(struct daemon *d, amqp_channel_t ch);
 /* The timer (daemon_answer.c's) at the next probe's second. */
 void daemon_gate_arm(struct daemon *d);
 /* connection.unblocked: the probes' seconds start again. */

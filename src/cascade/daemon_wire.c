@@ -123,25 +123,20 @@ static void
 daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
                    const amqp_channel_close_t *c, const char *why)
 {
-	unsigned i = ch - BROKER_CH_GATE;
-	struct gate_slot *s = &d->gate[i];
+	struct gate_slot *s = &d->gate[ch - BROKER_CH_GATE];
 	amqp_channel_close_ok_t ok = {0};
-	struct message *m = s->probe;
+	struct outbox_item *probe;
 
 	if (amqp_send_method(d->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok) !=
 	    AMQP_STATUS_OK) {
 		daemon_fail(d, "cannot close a queue's first-publish channel");
 		return;
 	}
-	s->channel = GATE_CH_CLOSED;
-	s->probe = NULL;
-	if (s->state != GATE_OPEN)
-		s->state = GATE_UNPROVEN;
-	s->slow = 0;
+	probe = gate_closed(s);
 	/* The publish closed it: that message alone is refused, as on the
 	 * publish channel (daemon_blame); the others go again. */
-	if (m != NULL)
-		daemon_blame(d, m, c, why);
+	if (probe != NULL)
+		daemon_blame(d, MESSAGE_OF(probe), c, why);
 	daemon_gate_release(d, s, 0);
 }
 

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A queue's first publish since connecting, alone: see gate.h. */
+#include "gate.h"
+
+#include <stdio.h>
+
+#include "headers.h"
+
+void
+gate_reset(struct gate_slot *s)
+{
+	s->state = GATE_UNPROVEN;
+	s->channel = GATE_CH_CLOSED;
+	s->seq = 0;
+	s->probe = NULL;
+	s->since = 0;
+	s->slow = 0;
+	TAILQ_INIT(&s->waiters);
+}
+
+unsigned
+gate_room(int channel_max, unsigned first, unsigned n)
+{
+	unsigned max, room;
+
+	max = channel_max <= 0 || channel_max > 65535 ? 65535u
+	                                              : (unsigned)channel_max;
+	room = max >= first ? max - first + 1 : 0;
+	return n < room ? n : room;
+}
+
+int
+gate_open(struct gate_slot *s)
+{
+	if (s->channel != GATE_CH_CLOSED)
+		return 0;
+	s->channel = GATE_CH_OPENING;
+	return 1;
+}
+
+enum gate_take
+gate_take(struct gate_slot *s, struct outbox_item *it, int64_t mono)
+{
+	if (s->state == GATE_OPEN)
+		return GATE_PASS;
+	if (s->state == GATE_UNPROVEN) {
+		s->state = GATE_PROBING;
+		s->since = mono;
+		s->slow = 0;
+		s->probe = NULL;
+	}
+	/* The probe itself: none is out, and its channel is ready. */
+	if (s->probe == NULL && s->channel == GATE_CH_READY)
+		return GATE_PROBE;
+	/* It waits for the probe: its channel opening, or its confirm. */
+	TAILQ_INSERT_TAIL(&s->waiters, it, link);
+	return gate_open(s) ? GATE_WAIT_OPEN : GATE_WAIT;
+}
+
+void
+gate_sent(struct gate_slot *s, struct outbox_item *it, amqp_bytes_t exchange,
+          amqp_bytes_t routing_key, int64_t mono)
+{
+	it->seq = ++s->seq;
+	it->exchange = exchange;
+	it->routing_key = routing_key;
+	it->returned = 0;
+	it->return_text[0] = '\0';
+	s->probe = it;
+	/* Its wait starts now, not while the channel opened. */
+	s->since = mono;
+}
+
+void
+gate_opened(struct gate_slot *s)
+{
+	s->channel = GATE_CH_SELECTING;
+}
+
+void
+gate_selected(struct gate_slot *s)
+{
+	s->channel = GATE_CH_READY;
+	s->seq = 0;
+}
+
+struct outbox_item *
+gate_next_probe(struct gate_slot *s)
+{
+	struct outbox_item *it;
+
+	if (s->probe != NULL || s->state != GATE_PROBING ||
+	    s->channel != GATE_CH_READY ||
+	    (it = TAILQ_FIRST(&s->waiters)) == NULL)
+		return NULL;
+	TAILQ_REMOVE(&s->waiters, it, link);
+	return it;
+}
+
+enum gate_answer
+gate_confirm(struct gate_slot *s, uint64_t tag, int multiple, int nack,
+             struct outbox_item **probe, int *was_slow)
+{
+	struct outbox_item *it = s->probe;
+
+	if (it == NULL || it->seq > tag || (!multiple && it->seq != tag))
+		return GATE_NOT_PROBE;
+	*probe = it;
+	*was_slow = s->slow;
+	s->probe = NULL;
+	s->slow = 0;
+	/* Returned unroutable: the queue is not there to be proven. */
+	if (nack || it->returned) {
+		s->state = GATE_UNPROVEN;
+		return GATE_REFUSED;
+	}
+	s->state = GATE_OPEN;
+	s->channel = GATE_CH_CLOSING;
+	return GATE_PROVEN;
+}
+
+int
+gate_returned(struct gate_slot *s, amqp_bytes_t exchange,
+              amqp_bytes_t routing_key, const char *text)
+{
+	struct outbox_item *it = s->probe;
+
+	if (it == NULL || it->returned ||
+	    !headers_bytes_eq(it->exchange, exchange) ||
+	    !headers_bytes_eq(it->routing_key, routing_key))
+		return 0;
+	it->returned = 1;
+	snprintf(it->return_text, sizeof(it->return_text), "%s", text);
+	return 1;
+}
+
+int
+gate_close_ok(struct gate_slot *s)
+{
+	s->channel = GATE_CH_CLOSED;
+	return !TAILQ_EMPTY(&s->waiters);
+}
+
+struct outbox_item *
+gate_closed(struct gate_slot *s)
+{
+	struct outbox_item *it = s->probe;
+
+	s->channel = GATE_CH_CLOSED;
+	s->probe = NULL;
+	if (s->state != GATE_OPEN)
+		s->state = GATE_UNPROVEN;
+	s->slow = 0;
+	return it;
+}
+
+int64_t
+gate_due(const struct gate_slot *s)
+{
+	if (s->state != GATE_PROBING || s->probe == NULL ||
+	    (s->slow && TAILQ_EMPTY(&s->waiters)))
+		return INT64_MAX;
+	return s->since + GATE_WAIT_MS;
+}
+
+int
+gate_slow(struct gate_slot *s)
+{
+	if (s->slow)
+		return 0;
+	s->slow = 1;
+	return 1;
+}
+
+void
+gate_unblocked(struct gate_slot *s, int64_t mono)
+{
+	if (s->probe != NULL && !s->slow)
+		s->since = mono;
+}
+
+unsigned
+gate_inflight(const struct gate_slot *s)
+{
+	const struct outbox_item *it;
+	unsigned n = s->probe != NULL;
+
+	TAILQ_FOREACH(it, &s->waiters, link)
+		n++;
+	return n;
+}
+
+void
+gate_drop(struct gate_slot *s, outbox_free_fn free_item, void *ctx,
+          int waiters_only)
+{
+	struct outbox_item *it;
+
+	while ((it = TAILQ_FIRST(&s->waiters)) != NULL) {
+		TAILQ_REMOVE(&s->waiters, it, link);
+		free_item(it, ctx);
+	}
+	if (waiters_only)
+		return;
+	if (s->probe != NULL)
+		free_item(s->probe, ctx);
+	gate_reset(s);
+}
