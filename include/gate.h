@@ -68,16 +68,23 @@ void gate_reset(struct gate_slot *s);
 unsigned gate_room(int channel_max, unsigned first, unsigned n);
 
 enum gate_take {
-	GATE_PASS,     /* open: on the publish channel */
+	GATE_PASS,     /* open, or no channel may open for it: on the
+	                  publish channel */
 	GATE_PROBE,    /* publish it on the queue's channel, then gate_sent */
 	GATE_WAIT,     /* it waits for the probe (in s->waiters) */
 	GATE_WAIT_OPEN /* it waits, and the queue's channel is to be opened:
 	                  send channel.open */
 };
 
-/* it is about to be published to s's queue at mono. */
+/*
+ * it is about to be published to s's queue at mono.  may_open: another
+ * channel may open now (a broker may limit a user's channels, and
+ * closes the whole connection on one past the limit): when it may not,
+ * an unproven queue's message goes on the publish channel, as it would
+ * without the gate.
+ */
 enum gate_take gate_take(struct gate_slot *s, struct outbox_item *it,
-                         int64_t mono);
+                         int64_t mono, int may_open);
 
 /* it was published on s's channel, to exchange / routing key, at mono:
  * the probe.  Its sequence number on that channel is it->seq. */
@@ -129,6 +136,15 @@ int gate_close_ok(struct gate_slot *s);
  * queue is unproven again unless it was open.
  */
 struct outbox_item *gate_closed(struct gate_slot *s);
+
+/*
+ * The broker closed the connection with 530 NOT_ALLOWED, as RabbitMQ does
+ * for a channel.open past a user's (or the node's) limit of channels: if
+ * one of the n slots' channels was opening, how many channels the gate
+ * had open (the most it may open at once from now on); -1 when none was
+ * opening, so the close was not over a channel of the gate's.
+ */
+int gate_channel_limit(const struct gate_slot *slots, unsigned n);
 
 /* When s's wait is up (mono ms): its probe's GATE_WAIT_MS, or at once
  * once slow with something waiting; INT64_MAX when nothing waits on it. */

@@ -10,6 +10,7 @@
  */
 #include "daemon_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 #include "broker.h"
@@ -49,7 +50,8 @@ daemon_gate_init(struct daemon *d)
 		return -1;
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_reset(&d->gate[i]);
-	d->gate_usable = 0;
+	d->gate_usable = d->gate_open = 0;
+	d->gate_room = UINT_MAX;
 	/* Its callback is daemon_answer.c's (daemon_answer_init). */
 	return 0;
 }
@@ -77,6 +79,7 @@ daemon_gate_connect(struct daemon *d)
 		         d->gate_usable, d->ngate, max);
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_reset(&d->gate[i]);
+	d->gate_open = 0;
 }
 
 /* A method on a slot's channel (its state is the caller's). */
@@ -96,6 +99,7 @@ gate_send_open(struct daemon *d, unsigned i)
 {
 	amqp_channel_open_t open = {amqp_empty_bytes};
 
+	d->gate_open++;
 	gate_send(d, (amqp_channel_t)(BROKER_CH_GATE + i),
 	          AMQP_CHANNEL_OPEN_METHOD, &open);
 }
@@ -129,7 +133,8 @@ daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
 
 	if ((s = slot_of(d, &m->route, &i)) == NULL)
 		return 0;
-	switch (gate_take(s, &m->out, duration_mono_ms())) {
+	switch (gate_take(s, &m->out, duration_mono_ms(),
+	                  d->gate_open < d->gate_room)) {
 	case GATE_PASS:
 		return 0;
 	case GATE_PROBE:
@@ -188,6 +193,27 @@ daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
 	ev_timer_stop(d->loop, &d->gate_timer);
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_drop(&d->gate[i], free_item, ctx, waiters_only);
+	if (!waiters_only)
+		d->gate_open = 0;
+}
+
+void
+daemon_gate_conn_closed(struct daemon *d, unsigned reply_code)
+{
+	int had;
+
+	if (reply_code != AMQP_NOT_ALLOWED ||
+	    (had = gate_channel_limit(d->gate, d->gate_usable)) < 0 ||
+	    (unsigned)had >= d->gate_room)
+		return;
+	d->gate_room = (unsigned)had;
+	log_warn("channels_limited",
+	         " channels=%u reason=\"the broker closed the connection "
+	         "over a channel opened for a queue's first publish, past "
+	         "its limit of the user's (or the node's) channels: from "
+	         "now on at most this many at once, the others' first "
+	         "publish on the publish channel\"",
+	         d->gate_room);
 }
 
 /*
@@ -210,6 +236,7 @@ daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch)
 {
 	unsigned i = ch - BROKER_CH_GATE;
 
+	d->gate_open--;
 	/* Unproven again meanwhile: open it again for what waits. */
 	if (gate_close_ok(&d->gate[i]) && gate_open(&d->gate[i]))
 		gate_send_open(d, i);

@@ -133,6 +133,7 @@ daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
 		return;
 	}
 	probe = gate_closed(s);
+	d->gate_open--;
 	/* The publish closed it: that message alone is refused, as on the
 	 * publish channel (daemon_blame); the others go again. */
 	if (probe != NULL)
@@ -338,6 +339,7 @@ daemon_method(struct daemon *d, amqp_frame_t *f)
 		         "connection closed by broker: %u %.*s", c->reply_code,
 		         (int)c->reply_text.len,
 		         (const char *)c->reply_text.bytes);
+		daemon_gate_conn_closed(d, c->reply_code);
 		daemon_fail(d, why);
 		return;
 	}

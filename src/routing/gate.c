@@ -39,9 +39,14 @@ gate_open(struct gate_slot *s)
 }
 
 enum gate_take
-gate_take(struct gate_slot *s, struct outbox_item *it, int64_t mono)
+gate_take(struct gate_slot *s, struct outbox_item *it, int64_t mono,
+          int may_open)
 {
 	if (s->state == GATE_OPEN)
+		return GATE_PASS;
+	/* No channel for its probe: ungated this once. */
+	if (s->state == GATE_UNPROVEN && s->channel == GATE_CH_CLOSED &&
+	    !may_open)
 		return GATE_PASS;
 	if (s->state == GATE_UNPROVEN) {
 		s->state = GATE_PROBING;
@@ -152,6 +157,20 @@ gate_closed(struct gate_slot *s)
 		s->state = GATE_UNPROVEN;
 	s->slow = 0;
 	return it;
+}
+
+int
+gate_channel_limit(const struct gate_slot *slots, unsigned n)
+{
+	int opening = 0, open = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (slots[i].channel == GATE_CH_OPENING)
+			opening = 1;
+		else if (slots[i].channel != GATE_CH_CLOSED)
+			open++;
+	}
+	return opening ? open : -1;
 }
 
 int64_t

@@ -9,6 +9,7 @@ import re
 import socket
 import threading
 import time
+import uuid
 
 import pika
 import pytest
@@ -380,6 +381,51 @@ def test_a_level_that_does_not_answer_holds_back_no_other(fault_broker,
                     if line.startswith(d.prefix + ".delay.")))
     # A quorum queue's count is updated at its tick, every few seconds.
     wait_for(lambda: waiting() == 1, 30, "the message for it in a level")
+
+
+def test_a_users_channel_limit_costs_one_connection_at_most(fault_broker,
+                                                            tmp_path):
+    """A hosted plan's limit on the channels of the daemon's user
+    (`max-channels`): RabbitMQ answers a channel.open past it by closing
+    the whole connection (530 NOT_ALLOWED), and a delay level's first
+    publish since connecting opens a channel of its own (section 4.3).
+    With room for the daemon's four channels and two more, messages
+    spread over every level at once lose the connection once at most: the
+    daemon learns the limit, says so, and opens no more than that from
+    then on.  Every message arrives, none early, none over a second
+    late, before the limit is learnt and after."""
+    user = "few-channels-" + uuid.uuid4().hex[:8]
+    fault_broker.add_user(user, "secret", ".*", ".*", ".*")
+    fault_broker.ctl("set_user_limits", user, '{"max-channels": 6}')
+    url = fault_broker.url.replace("guest:guest@", "%s:secret@" % user)
+    d = fast_daemon(fault_broker, tmp_path, broker={"url": url}).start()
+    try:
+        for run in ("first", "second"):
+            q = "limited-%s-%s" % (run, d.prefix)
+            col = Collector(fault_broker.url, q)
+            col.start()
+            sent = publish_batch(fault_broker.url, d.prefix, q, 120, 200,
+                                 12000)
+            col.wait_for(set(sent), timeout=40,
+                         settled=lambda: idle(fault_broker, d.prefix, q))
+            check(report("a user's channel limit, %s" % run, sent,
+                         col.arrivals), fault_broker, d, q, sent, col)
+            late = [at - s - delay / 1000.0
+                    for at, mid in col.arrivals
+                    for s, delay in [sent[mid]]]
+            assert max(late) < 1.0 * LATE_SCALE, sorted(late)[-5:]
+            lost = re.findall(r"msg=connection_lost reason=\"([^\"]*)",
+                              d.log())
+            assert len(lost) <= 1, lost
+            if run == "first":
+                learnt = len(lost)
+        assert all("530 NOT_ALLOWED" in why for why in lost), lost
+        if learnt:
+            # Room for two of the gate's channels beside the daemon's four.
+            assert "msg=channels_limited channels=2 " in d.log()
+        assert d.stop() == 0
+    finally:
+        fault_broker.delete_user(user)
 
 
 def test_two_daemons_one_killed(fault_broker, tmp_path):
