@@ -77,23 +77,34 @@ enum gate_take {
 };
 
 /*
- * it is about to be published to s's queue at mono.  may_open: another
- * channel may open now (a broker may limit a user's channels, and
- * closes the whole connection on one past the limit): when it may not,
- * an unproven queue's message goes on the publish channel, as it would
- * without the gate.
+ * What a broker's limit of channels leaves the gate.  RabbitMQ closes the
+ * whole connection (530 NOT_ALLOWED) on a channel.open past a user's
+ * max-channels or a node's channel_max_per_node, and no client is told
+ * the limit.  So the gate learns it from such a close: at most as many
+ * channels open at once as it had open then, opened one at a time from
+ * then on, so that each later close counts exactly, and lowers it.
  */
-enum gate_take gate_take(struct gate_slot *s, struct outbox_item *it,
-                         int64_t mono, int may_open);
+struct gate_limit {
+	unsigned room; /* channels open (not closed) at once, at most */
+	int serial;    /* one channel.open outstanding at a time */
+};
+
+/* No limit known. */
+void gate_limit_init(struct gate_limit *l);
+
+/*
+ * Slot i of the n (a queue) is about to have it published at mono.  An
+ * unproven queue with no channel left for its probe (lim) has it on the
+ * publish channel, as it would without the gate.
+ */
+enum gate_take gate_take(const struct gate_limit *lim, struct gate_slot *slots,
+                         unsigned n, unsigned i, struct outbox_item *it,
+                         int64_t mono);
 
 /* it was published on s's channel, to exchange / routing key, at mono:
  * the probe.  Its sequence number on that channel is it->seq. */
 void gate_sent(struct gate_slot *s, struct outbox_item *it,
                amqp_bytes_t exchange, amqp_bytes_t routing_key, int64_t mono);
-
-/* The queue's channel is to be opened again for what waits: 1 when it is
- * closed, so send channel.open (it is opening from now). */
-int gate_open(struct gate_slot *s);
 
 /* channel.open-ok: send confirm.select. */
 void gate_opened(struct gate_slot *s);
@@ -126,9 +137,8 @@ enum gate_answer gate_confirm(struct gate_slot *s, uint64_t tag, int multiple,
 int gate_returned(struct gate_slot *s, amqp_bytes_t exchange,
                   amqp_bytes_t routing_key, const char *text);
 
-/* channel.close-ok of the proven channel: 1 when something waits for a
- * new probe (the queue was unproven again meanwhile): call gate_open. */
-int gate_close_ok(struct gate_slot *s);
+/* channel.close-ok of the proven channel: closed. */
+void gate_close_ok(struct gate_slot *s);
 
 /*
  * The broker closed s's channel: the probe, if one was out, is returned
@@ -138,13 +148,15 @@ int gate_close_ok(struct gate_slot *s);
 struct outbox_item *gate_closed(struct gate_slot *s);
 
 /*
- * The broker closed the connection with 530 NOT_ALLOWED, as RabbitMQ does
- * for a channel.open past a user's (or the node's) limit of channels: if
- * one of the n slots' channels was opening, how many channels the gate
- * had open (the most it may open at once from now on); -1 when none was
- * opening, so the close was not over a channel of the gate's.
+ * The broker closed the connection with 530 NOT_ALLOWED.  When one of the
+ * n slots' channels was opening, the close was over it: the limit is
+ * lowered to the channels open and in use (those closing may be freed
+ * already; an open-ok the broker sent may not have come yet, so the
+ * first time at least one), and opens go one at a time.  1 when it
+ * lowered the limit; 0 when none was opening (not the gate's doing).
  */
-int gate_channel_limit(const struct gate_slot *slots, unsigned n);
+int gate_limit_met(struct gate_limit *lim, const struct gate_slot *slots,
+                   unsigned n);
 
 /* When s's wait is up (mono ms): its probe's GATE_WAIT_MS, or at once
  * once slow with something waiting; INT64_MAX when nothing waits on it. */

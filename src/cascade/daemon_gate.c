@@ -10,7 +10,6 @@
  */
 #include "daemon_int.h"
 
-#include <limits.h>
 #include <stdlib.h>
 
 #include "broker.h"
@@ -50,8 +49,8 @@ daemon_gate_init(struct daemon *d)
 		return -1;
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_reset(&d->gate[i]);
-	d->gate_usable = d->gate_open = 0;
-	d->gate_room = UINT_MAX;
+	d->gate_usable = 0;
+	gate_limit_init(&d->gate_limit);
 	/* Its callback is daemon_answer.c's (daemon_answer_init). */
 	return 0;
 }
@@ -79,7 +78,6 @@ daemon_gate_connect(struct daemon *d)
 		         d->gate_usable, d->ngate, max);
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_reset(&d->gate[i]);
-	d->gate_open = 0;
 }
 
 /* A method on a slot's channel (its state is the caller's). */
@@ -99,7 +97,6 @@ gate_send_open(struct daemon *d, unsigned i)
 {
 	amqp_channel_open_t open = {amqp_empty_bytes};
 
-	d->gate_open++;
 	gate_send(d, (amqp_channel_t)(BROKER_CH_GATE + i),
 	          AMQP_CHANNEL_OPEN_METHOD, &open);
 }
@@ -133,8 +130,8 @@ daemon_gate_take(struct daemon *d, struct message *m, amqp_channel_t *ch)
 
 	if ((s = slot_of(d, &m->route, &i)) == NULL)
 		return 0;
-	switch (gate_take(s, &m->out, duration_mono_ms(),
-	                  d->gate_open < d->gate_room)) {
+	switch (gate_take(&d->gate_limit, d->gate, d->gate_usable, i, &m->out,
+	                  duration_mono_ms())) {
 	case GATE_PASS:
 		return 0;
 	case GATE_PROBE:
@@ -193,27 +190,22 @@ daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
 	ev_timer_stop(d->loop, &d->gate_timer);
 	for (unsigned i = 0; i < d->ngate; i++)
 		gate_drop(&d->gate[i], free_item, ctx, waiters_only);
-	if (!waiters_only)
-		d->gate_open = 0;
 }
 
 void
 daemon_gate_conn_closed(struct daemon *d, unsigned reply_code)
 {
-	int had;
-
 	if (reply_code != AMQP_NOT_ALLOWED ||
-	    (had = gate_channel_limit(d->gate, d->gate_usable)) < 0 ||
-	    (unsigned)had >= d->gate_room)
+	    !gate_limit_met(&d->gate_limit, d->gate, d->gate_usable))
 		return;
-	d->gate_room = (unsigned)had;
 	log_warn("channels_limited",
 	         " channels=%u reason=\"the broker closed the connection "
 	         "over a channel opened for a queue's first publish, past "
 	         "its limit of the user's (or the node's) channels: from "
-	         "now on at most this many at once, the others' first "
-	         "publish on the publish channel\"",
-	         d->gate_room);
+	         "now on at most this many at once, opened one at a time; "
+	         "a queue's first publish with none left goes on the "
+	         "publish channel\"",
+	         d->gate_limit.room);
 }
 
 /*
@@ -234,12 +226,7 @@ daemon_gate_close(struct daemon *d, amqp_channel_t ch)
 void
 daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch)
 {
-	unsigned i = ch - BROKER_CH_GATE;
-
-	d->gate_open--;
-	/* Unproven again meanwhile: open it again for what waits. */
-	if (gate_close_ok(&d->gate[i]) && gate_open(&d->gate[i]))
-		gate_send_open(d, i);
+	gate_close_ok(&d->gate[ch - BROKER_CH_GATE]);
 }
 
 unsigned

@@ -188,10 +188,9 @@ struct daemon {
 	struct gate_slot *gate;
 	unsigned ngate;       /* slots: shards * levels, then one a shard */
 	unsigned gate_usable; /* of them, those the channel_max allows */
-	unsigned gate_open;   /* their channels open (not closed) now */
-	/* The most open at once: a broker's limit of the user's channels,
-	 * learnt when it closed a connection over one (daemon lifetime). */
-	unsigned gate_room;
+	/* A broker's limit of the user's channels, learnt when it closed
+	 * a connection over one (for as long as the daemon runs). */
+	struct gate_limit gate_limit;
 	ev_timer gate_timer;
 
 	/* daemon_flow.c: routing. */
@@ -657,7 +656,7 @@ void daemon_gate_selected(struct daemon *d, amqp_channel_t ch);
 void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
                          int multiple, int nack);
 /* The broker closed the connection with reply_code: one over a gate
- * channel past a limit of channels lowers gate_room, and says so. */
+ * channel past a limit of channels lowers gate_limit, and says so. */
 void daemon_gate_conn_closed(struct daemon *d, unsigned reply_code);
 /* channel.close-ok on ch (closed once proven). */
 void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);

@@ -133,7 +133,6 @@ daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
 		return;
 	}
 	probe = gate_closed(s);
-	d->gate_open--;
 	/* The publish closed it: that message alone is refused, as on the
 	 * publish channel (daemon_blame); the others go again. */
 	if (probe != NULL)

@@ -2,6 +2,7 @@
 /* A queue's first publish since connecting, alone: see gate.h. */
 #include "gate.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 #include "headers.h"
@@ -29,7 +30,8 @@ gate_room(int channel_max, unsigned first, unsigned n)
 	return n < room ? n : room;
 }
 
-int
+/* Its channel to be opened: 1 when it is closed (then it is opening). */
+static int
 gate_open(struct gate_slot *s)
 {
 	if (s->channel != GATE_CH_CLOSED)
@@ -38,15 +40,39 @@ gate_open(struct gate_slot *s)
 	return 1;
 }
 
-enum gate_take
-gate_take(struct gate_slot *s, struct outbox_item *it, int64_t mono,
-          int may_open)
+void
+gate_limit_init(struct gate_limit *l)
 {
+	l->room = UINT_MAX;
+	l->serial = 0;
+}
+
+/* May one more of the slots' channels open now? */
+static int
+may_open(const struct gate_limit *lim, const struct gate_slot *slots,
+         unsigned n)
+{
+	unsigned open = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (slots[i].channel == GATE_CH_OPENING && lim->serial)
+			return 0;
+		open += slots[i].channel != GATE_CH_CLOSED;
+	}
+	return open < lim->room;
+}
+
+enum gate_take
+gate_take(const struct gate_limit *lim, struct gate_slot *slots, unsigned n,
+          unsigned i, struct outbox_item *it, int64_t mono)
+{
+	struct gate_slot *s = &slots[i];
+
 	if (s->state == GATE_OPEN)
 		return GATE_PASS;
-	/* No channel for its probe: ungated this once. */
+	/* No channel for its probe: on the publish channel. */
 	if (s->state == GATE_UNPROVEN && s->channel == GATE_CH_CLOSED &&
-	    !may_open)
+	    !may_open(lim, slots, n))
 		return GATE_PASS;
 	if (s->state == GATE_UNPROVEN) {
 		s->state = GATE_PROBING;
@@ -139,11 +165,12 @@ gate_returned(struct gate_slot *s, amqp_bytes_t exchange,
 	return 1;
 }
 
-int
+void
 gate_close_ok(struct gate_slot *s)
 {
+	/* Proven, so nothing waits for it: open, the queue stays open
+	 * until the connection ends. */
 	s->channel = GATE_CH_CLOSED;
-	return !TAILQ_EMPTY(&s->waiters);
 }
 
 struct outbox_item *
@@ -160,17 +187,27 @@ gate_closed(struct gate_slot *s)
 }
 
 int
-gate_channel_limit(const struct gate_slot *slots, unsigned n)
+gate_limit_met(struct gate_limit *lim, const struct gate_slot *slots,
+               unsigned n)
 {
-	int opening = 0, open = 0;
+	unsigned opening = 0, used = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (slots[i].channel == GATE_CH_OPENING)
-			opening = 1;
-		else if (slots[i].channel != GATE_CH_CLOSED)
-			open++;
+		opening += slots[i].channel == GATE_CH_OPENING;
+		used += slots[i].channel == GATE_CH_SELECTING ||
+		        slots[i].channel == GATE_CH_READY;
 	}
-	return opening ? open : -1;
+	if (opening == 0)
+		return 0;
+	/* Opens went together: an open-ok may still be on its way. */
+	if (!lim->serial && used == 0)
+		used = 1;
+	/* One at a time, the one opening was past it: always fewer. */
+	if (used >= lim->room)
+		used = lim->room > 0 ? lim->room - 1 : 0;
+	lim->room = used;
+	lim->serial = 1;
+	return 1;
 }
 
 int64_t

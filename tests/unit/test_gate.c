@@ -5,6 +5,7 @@
  * what a confirm, a nack, a return or a channel's close lets go on.
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@
 
 static struct gate_slot s;
 static struct outbox_item a, b, c;
+static struct gate_limit lim;
+
+/* it for the one queue, at mono ms. */
+#define TAKE(it, mono) gate_take(&lim, &s, 1, 0, (it), (mono))
 
 static void
 fresh(void)
@@ -22,6 +27,7 @@ fresh(void)
 	memset(&b, 0, sizeof(b));
 	memset(&c, 0, sizeof(c));
 	gate_reset(&s);
+	gate_limit_init(&lim);
 }
 
 /* The channel opened and in confirm mode, as the broker answers. */
@@ -37,10 +43,10 @@ channel_ready(void)
 static void
 probe_out(void)
 {
-	cr_assert_eq(gate_take(&s, &a, 1000, 1), GATE_WAIT_OPEN);
+	cr_assert_eq(TAKE(&a, 1000), GATE_WAIT_OPEN);
 	channel_ready();
 	cr_assert_eq(gate_next_probe(&s), &a);
-	cr_assert_eq(gate_take(&s, &a, 1005, 1), GATE_PROBE);
+	cr_assert_eq(TAKE(&a, 1005), GATE_PROBE);
 	gate_sent(&s, &a, B(""), B("p.delay.2048000"), 1010);
 }
 
@@ -48,11 +54,11 @@ TestSuite(gate, .init = fresh);
 
 Test(gate, the_first_publish_waits_for_its_channel_and_goes_alone)
 {
-	cr_assert_eq(gate_take(&s, &a, 1000, 1), GATE_WAIT_OPEN);
+	cr_assert_eq(TAKE(&a, 1000), GATE_WAIT_OPEN);
 	cr_assert_eq(s.state, GATE_PROBING);
 	cr_assert_eq(s.channel, GATE_CH_OPENING);
 	/* A second while it opens: it waits too, and nothing more is sent. */
-	cr_assert_eq(gate_take(&s, &b, 1001, 1), GATE_WAIT);
+	cr_assert_eq(TAKE(&b, 1001), GATE_WAIT);
 	cr_assert_null(gate_next_probe(&s));
 	gate_opened(&s);
 	cr_assert_eq(s.channel, GATE_CH_SELECTING);
@@ -60,7 +66,7 @@ Test(gate, the_first_publish_waits_for_its_channel_and_goes_alone)
 	gate_selected(&s);
 	/* The first in line is the probe; the second stays. */
 	cr_assert_eq(gate_next_probe(&s), &a);
-	cr_assert_eq(gate_take(&s, &a, 1005, 1), GATE_PROBE);
+	cr_assert_eq(TAKE(&a, 1005), GATE_PROBE);
 	gate_sent(&s, &a, B(""), B("q"), 1006);
 	cr_assert_eq(a.seq, 1);
 	cr_assert_null(gate_next_probe(&s));
@@ -73,18 +79,18 @@ Test(gate, the_probes_confirm_opens_the_queue_to_the_publish_channel)
 	int was_slow = -1;
 
 	probe_out();
-	cr_assert_eq(gate_take(&s, &b, 1020, 1), GATE_WAIT);
+	cr_assert_eq(TAKE(&b, 1020), GATE_WAIT);
 	cr_assert_eq(gate_confirm(&s, 1, 0, 0, &probe, &was_slow), GATE_PROVEN);
 	cr_assert_eq(probe, &a);
 	cr_assert_eq(was_slow, 0);
 	cr_assert_eq(s.state, GATE_OPEN);
 	/* Its channel is closed again; what waited is the caller's to send. */
 	cr_assert_eq(s.channel, GATE_CH_CLOSING);
-	cr_assert_eq(gate_close_ok(&s), 1);
 	cr_assert_eq(TAILQ_FIRST(&s.waiters), &b);
 	TAILQ_REMOVE(&s.waiters, &b, link);
-	cr_assert_eq(gate_close_ok(&s), 0);
-	cr_assert_eq(gate_take(&s, &c, 1030, 1), GATE_PASS);
+	gate_close_ok(&s);
+	cr_assert_eq(s.channel, GATE_CH_CLOSED);
+	cr_assert_eq(TAKE(&c, 1030), GATE_PASS);
 	cr_assert_eq(gate_inflight(&s), 0);
 	cr_assert_eq(gate_due(&s), INT64_MAX);
 }
@@ -113,14 +119,14 @@ Test(gate, a_nack_leaves_it_unproven_and_the_next_publish_probes_again)
 	int was_slow = 0;
 
 	probe_out();
-	cr_assert_eq(gate_take(&s, &b, 1020, 1), GATE_WAIT);
+	cr_assert_eq(TAKE(&b, 1020), GATE_WAIT);
 	cr_assert_eq(gate_confirm(&s, 1, 0, 1, &probe, &was_slow),
 	             GATE_REFUSED);
 	cr_assert_eq(s.state, GATE_UNPROVEN);
 	cr_assert_eq(s.channel, GATE_CH_READY);
 	TAILQ_REMOVE(&s.waiters, &b, link);
 	/* Its channel is still ready: the next one goes as the probe. */
-	cr_assert_eq(gate_take(&s, &c, 5000, 1), GATE_PROBE);
+	cr_assert_eq(TAKE(&c, 5000), GATE_PROBE);
 	gate_sent(&s, &c, B(""), B("q"), 5001);
 	cr_assert_eq(c.seq, 2);
 	cr_assert_eq(gate_due(&s), 5001 + GATE_WAIT_MS);
@@ -148,18 +154,18 @@ Test(gate, what_waits_waits_a_second_from_the_probes_publish)
 	probe_out();
 	/* Nothing waits on a queue not probing, nor before the probe is out. */
 	cr_assert_eq(gate_due(&s), 1010 + GATE_WAIT_MS);
-	cr_assert_eq(gate_take(&s, &b, 1500, 1), GATE_WAIT);
+	cr_assert_eq(TAKE(&b, 1500), GATE_WAIT);
 	cr_assert_eq(gate_due(&s), 1010 + GATE_WAIT_MS);
 	/* The wait is up: slow, said once. */
 	cr_assert_eq(gate_slow(&s), 1);
 	cr_assert_eq(gate_slow(&s), 0);
 	/* Slow with something waiting: due at once (the caller sends it
 	 * round); with nothing waiting, not due at all. */
-	cr_assert_leq(gate_due(&s), 2010);
+	cr_assert_eq(gate_due(&s), 1010 + GATE_WAIT_MS);
 	TAILQ_REMOVE(&s.waiters, &b, link);
 	cr_assert_eq(gate_due(&s), INT64_MAX);
-	cr_assert_eq(gate_take(&s, &c, 9000, 1), GATE_WAIT);
-	cr_assert_leq(gate_due(&s), 9000);
+	cr_assert_eq(TAKE(&c, 9000), GATE_WAIT);
+	cr_assert_eq(gate_due(&s), 1010 + GATE_WAIT_MS);
 }
 
 Test(gate, its_wait_does_not_count_while_its_channel_opens)
@@ -167,12 +173,12 @@ Test(gate, its_wait_does_not_count_while_its_channel_opens)
 	struct gate_slot other;
 
 	gate_reset(&other);
-	cr_assert_eq(gate_take(&s, &a, 1000, 1), GATE_WAIT_OPEN);
+	cr_assert_eq(TAKE(&a, 1000), GATE_WAIT_OPEN);
 	/* No probe out yet: nothing to time. */
 	cr_assert_eq(gate_due(&s), INT64_MAX);
 	channel_ready();
 	cr_assert_eq(gate_next_probe(&s), &a);
-	cr_assert_eq(gate_take(&s, &a, 4000, 1), GATE_PROBE);
+	cr_assert_eq(TAKE(&a, 4000), GATE_PROBE);
 	gate_sent(&s, &a, B(""), B("q"), 4000);
 	cr_assert_eq(gate_due(&s), 4000 + GATE_WAIT_MS);
 	cr_assert_eq(gate_due(&other), INT64_MAX);
@@ -204,7 +210,7 @@ Test(gate, the_answer_after_it_was_slow_says_so)
 Test(gate, the_brokers_close_of_its_channel_blames_the_probe_alone)
 {
 	probe_out();
-	cr_assert_eq(gate_take(&s, &b, 1020, 1), GATE_WAIT);
+	cr_assert_eq(TAKE(&b, 1020), GATE_WAIT);
 	cr_assert_eq(gate_closed(&s), &a);
 	cr_assert_eq(s.state, GATE_UNPROVEN);
 	cr_assert_eq(s.channel, GATE_CH_CLOSED);
@@ -213,7 +219,7 @@ Test(gate, the_brokers_close_of_its_channel_blames_the_probe_alone)
 	 * publish opens the channel again. */
 	cr_assert_eq(TAILQ_FIRST(&s.waiters), &b);
 	TAILQ_REMOVE(&s.waiters, &b, link);
-	cr_assert_eq(gate_take(&s, &b, 2000, 1), GATE_WAIT_OPEN);
+	cr_assert_eq(TAKE(&b, 2000), GATE_WAIT_OPEN);
 	/* Closed with no probe out: nothing to blame. */
 	TAILQ_REMOVE(&s.waiters, &b, link);
 	cr_assert_null(gate_closed(&s));
@@ -228,7 +234,7 @@ Test(gate, a_close_of_a_proven_channel_keeps_it_open)
 	gate_confirm(&s, 1, 0, 0, &probe, &was_slow);
 	cr_assert_null(gate_closed(&s));
 	cr_assert_eq(s.state, GATE_OPEN);
-	cr_assert_eq(gate_take(&s, &b, 2000, 1), GATE_PASS);
+	cr_assert_eq(TAKE(&b, 2000), GATE_PASS);
 }
 
 static unsigned freed;
@@ -243,8 +249,8 @@ count_free(struct outbox_item *it, void *ctx)
 Test(gate, a_stop_gives_back_what_waits_and_a_lost_connection_all)
 {
 	probe_out();
-	gate_take(&s, &b, 1020, 1);
-	gate_take(&s, &c, 1030, 1);
+	TAKE(&b, 1020);
+	TAKE(&c, 1030);
 	freed = 0;
 	gate_drop(&s, count_free, NULL, 1);
 	cr_assert_eq(freed, 2);
@@ -256,16 +262,19 @@ Test(gate, a_stop_gives_back_what_waits_and_a_lost_connection_all)
 	cr_assert_eq(s.channel, GATE_CH_CLOSED);
 }
 
-Test(gate, with_no_channel_free_an_unproven_queue_goes_ungated)
+Test(gate, with_no_channel_left_an_unproven_queue_goes_ungated)
 {
-	cr_assert_eq(gate_take(&s, &a, 1000, 0), GATE_PASS);
+	lim.room = 0;
+	cr_assert_eq(TAKE(&a, 1000), GATE_PASS);
 	cr_assert_eq(s.state, GATE_UNPROVEN);
 	cr_assert_eq(s.channel, GATE_CH_CLOSED);
 	cr_assert_eq(gate_inflight(&s), 0);
 	/* Once a channel may open, it is gated again. */
-	cr_assert_eq(gate_take(&s, &a, 2000, 1), GATE_WAIT_OPEN);
+	lim.room = 1;
+	cr_assert_eq(TAKE(&a, 2000), GATE_WAIT_OPEN);
 	/* Its channel is its own now: what follows waits for its probe. */
-	cr_assert_eq(gate_take(&s, &b, 2001, 0), GATE_WAIT);
+	lim.room = 0;
+	cr_assert_eq(TAKE(&b, 2001), GATE_WAIT);
 }
 
 Test(gate, a_queue_with_its_channel_still_open_probes_again_without_room)
@@ -275,27 +284,83 @@ Test(gate, a_queue_with_its_channel_still_open_probes_again_without_room)
 
 	probe_out();
 	gate_confirm(&s, 1, 0, 1, &probe, &was_slow);
-	cr_assert_eq(gate_take(&s, &b, 3000, 0), GATE_PROBE);
+	lim.room = 0;
+	cr_assert_eq(TAKE(&b, 3000), GATE_PROBE);
 }
 
-Test(gate, a_connection_closed_over_an_opening_channel_learns_the_limit)
-{
-	struct gate_slot g[4];
+/* Four queues; slot i's state as the broker answered. */
+static struct gate_slot g[4];
 
-	for (unsigned i = 0; i < 4; i++)
+static void
+four(enum gate_channel c0, enum gate_channel c1, enum gate_channel c2,
+     enum gate_channel c3)
+{
+	enum gate_channel ch[4] = {c0, c1, c2, c3};
+
+	for (unsigned i = 0; i < 4; i++) {
 		gate_reset(&g[i]);
-	/* Nothing opening: the close was not the gate's. */
-	cr_assert_eq(gate_channel_limit(g, 4), -1);
-	g[1].channel = GATE_CH_READY;
-	cr_assert_eq(gate_channel_limit(g, 4), -1);
-	/* Two open (one closing once proven), two opening: two. */
-	g[0].channel = GATE_CH_CLOSING;
-	g[2].channel = GATE_CH_OPENING;
-	g[3].channel = GATE_CH_OPENING;
-	cr_assert_eq(gate_channel_limit(g, 4), 2);
-	/* None open yet: none at all from now on. */
-	g[0].channel = g[1].channel = GATE_CH_CLOSED;
-	cr_assert_eq(gate_channel_limit(g, 4), 0);
+		g[i].channel = ch[i];
+		g[i].state =
+		    ch[i] == GATE_CH_CLOSED ? GATE_UNPROVEN : GATE_PROBING;
+	}
+}
+
+Test(gate, the_room_counts_every_channel_not_closed)
+{
+	struct outbox_item x;
+
+	lim.room = 2;
+	four(GATE_CH_READY, GATE_CH_CLOSING, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_take(&lim, g, 4, 2, &x, 0), GATE_PASS);
+	four(GATE_CH_READY, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_take(&lim, g, 4, 2, &x, 0), GATE_WAIT_OPEN);
+}
+
+Test(gate, a_close_not_over_an_opening_channel_teaches_nothing)
+{
+	four(GATE_CH_READY, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 0);
+	cr_assert_eq(lim.room, UINT_MAX);
+	cr_assert_eq(lim.serial, 0);
+}
+
+Test(gate, the_first_limit_met_keeps_the_channels_in_use)
+{
+	/* Two in use, one closing (maybe freed already), two opening. */
+	four(GATE_CH_READY, GATE_CH_SELECTING, GATE_CH_CLOSING,
+	     GATE_CH_OPENING);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
+	cr_assert_eq(lim.room, 2);
+	cr_assert_eq(lim.serial, 1);
+}
+
+Test(gate, opens_that_went_together_keep_one_channel_the_first_time)
+{
+	/* Their open-oks may not have come before the close. */
+	four(GATE_CH_OPENING, GATE_CH_OPENING, GATE_CH_OPENING, GATE_CH_CLOSED);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
+	cr_assert_eq(lim.room, 1);
+	/* One at a time from now on: with one opening, no other opens. */
+	four(GATE_CH_OPENING, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	lim.room = 3;
+	{
+		struct outbox_item x;
+		cr_assert_eq(gate_take(&lim, g, 4, 1, &x, 0), GATE_PASS);
+	}
+}
+
+Test(gate, every_later_limit_met_lowers_it_down_to_none)
+{
+	lim.room = 1;
+	lim.serial = 1;
+	four(GATE_CH_OPENING, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
+	cr_assert_eq(lim.room, 0);
+	/* Lower each time, even when the channels in use say otherwise. */
+	lim.room = 2;
+	four(GATE_CH_READY, GATE_CH_READY, GATE_CH_OPENING, GATE_CH_CLOSED);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
+	cr_assert_eq(lim.room, 1);
 }
 
 Test(gate, channel_max_leaves_room_for_some_queues_or_none)
