@@ -31,6 +31,9 @@
 
 /* How long what waits for a probe waits, at most. */
 #define GATE_WAIT_MS 1000
+/* And before the probe is out, while its channel opens (or waits for
+ * room to open, under a limit of channels), at most. */
+#define GATE_OPEN_WAIT_MS 5000
 
 enum gate_state {
 	GATE_UNPROVEN, /* nothing published to it on this connection */
@@ -93,13 +96,19 @@ struct gate_limit {
 void gate_limit_init(struct gate_limit *l);
 
 /*
- * Slot i of the n (a queue) is about to have it published at mono.  An
- * unproven queue with no channel left for its probe (lim) has it on the
+ * Slot i of the n (a queue) is about to have it published at mono.  Under
+ * a limit of channels (lim), a queue whose channel cannot open yet waits
+ * for room (gate_next_open); one with no room at all has it on the
  * publish channel, as it would without the gate.
  */
 enum gate_take gate_take(const struct gate_limit *lim, struct gate_slot *slots,
                          unsigned n, unsigned i, struct outbox_item *it,
                          int64_t mono);
+
+/* After a channel opened or closed: a slot whose channel waited for room
+ * may open it now (it is opening from now: send channel.open); -1 none. */
+int gate_next_open(const struct gate_limit *lim, struct gate_slot *slots,
+                   unsigned n);
 
 /* it was published on s's channel, to exchange / routing key, at mono:
  * the probe.  Its sequence number on that channel is it->seq. */
@@ -158,8 +167,9 @@ struct outbox_item *gate_closed(struct gate_slot *s);
 int gate_limit_met(struct gate_limit *lim, const struct gate_slot *slots,
                    unsigned n);
 
-/* When s's wait is up (mono ms): its probe's GATE_WAIT_MS, or at once
- * once slow with something waiting; INT64_MAX when nothing waits on it. */
+/* When s's wait is up (mono ms): its probe's GATE_WAIT_MS, or before the
+ * probe is out GATE_OPEN_WAIT_MS from the first message, or at once once
+ * slow with something waiting; INT64_MAX when nothing waits on it. */
 int64_t gate_due(const struct gate_slot *s);
 
 /* Its wait is up: 1 the first time (the caller says so and counts it).

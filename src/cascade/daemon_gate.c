@@ -159,12 +159,24 @@ daemon_gate_sent(struct daemon *d, struct message *m, amqp_channel_t ch,
 }
 
 void
+daemon_gate_open_next(struct daemon *d)
+{
+	int i;
+
+	while (!d->broken && (i = gate_next_open(&d->gate_limit, d->gate,
+	                                         d->gate_usable)) >= 0)
+		gate_send_open(d, (unsigned)i);
+}
+
+void
 daemon_gate_opened(struct daemon *d, amqp_channel_t ch)
 {
 	amqp_confirm_select_t sel = {0};
 
 	gate_opened(&d->gate[ch - BROKER_CH_GATE]);
 	gate_send(d, ch, AMQP_CONFIRM_SELECT_METHOD, &sel);
+	/* One at a time under a limit of channels: the next may open. */
+	daemon_gate_open_next(d);
 }
 
 int
@@ -195,7 +207,9 @@ daemon_gate_drop(struct daemon *d, outbox_free_fn free_item, void *ctx,
 void
 daemon_gate_conn_closed(struct daemon *d, unsigned reply_code)
 {
-	if (reply_code != AMQP_NOT_ALLOWED ||
+	/* Over another channel's open, maybe: nothing learnt. */
+	if (reply_code != AMQP_NOT_ALLOWED || d->probe_state == PROBE_OPENING ||
+	    !d->check_open || !d->out.ready ||
 	    !gate_limit_met(&d->gate_limit, d->gate, d->gate_usable))
 		return;
 	log_warn("channels_limited",
@@ -227,6 +241,7 @@ void
 daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch)
 {
 	gate_close_ok(&d->gate[ch - BROKER_CH_GATE]);
+	daemon_gate_open_next(d);
 }
 
 unsigned

@@ -658,6 +658,8 @@ void daemon_gate_confirm(struct daemon *d, amqp_channel_t ch, uint64_t tag,
 /* The broker closed the connection with reply_code: one over a gate
  * channel past a limit of channels lowers gate_limit, and says so. */
 void daemon_gate_conn_closed(struct daemon *d, unsigned reply_code);
+/* A channel that waited for room under a limit of channels opens. */
+void daemon_gate_open_next(struct daemon *d);
 /* channel.close-ok on ch (closed once proven). */
 void daemon_gate_close_ok(struct daemon *d, amqp_channel_t ch);
 /* The queue of slot i. */

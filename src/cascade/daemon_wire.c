@@ -138,6 +138,7 @@ daemon_gate_closed(struct daemon *d, amqp_channel_t ch,
 	if (probe != NULL)
 		daemon_blame(d, MESSAGE_OF(probe), c, why);
 	daemon_gate_release(d, s, 0);
+	daemon_gate_open_next(d);
 }
 
 static void

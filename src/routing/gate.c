@@ -47,19 +47,25 @@ gate_limit_init(struct gate_limit *l)
 	l->serial = 0;
 }
 
-/* May one more of the slots' channels open now? */
-static int
-may_open(const struct gate_limit *lim, const struct gate_slot *slots,
-         unsigned n)
+/* Whether one more of the slots' channels may open now. */
+enum room { ROOM_FREE, ROOM_BUSY /* later: one is opening */, ROOM_NONE };
+
+static enum room
+room_for_one(const struct gate_limit *lim, const struct gate_slot *slots,
+             unsigned n)
 {
 	unsigned open = 0;
 
+	if (lim->room == UINT_MAX)
+		return ROOM_FREE;
+	if (lim->room == 0)
+		return ROOM_NONE;
 	for (unsigned i = 0; i < n; i++) {
 		if (slots[i].channel == GATE_CH_OPENING && lim->serial)
-			return 0;
+			return ROOM_BUSY;
 		open += slots[i].channel != GATE_CH_CLOSED;
 	}
-	return open < lim->room;
+	return open < lim->room ? ROOM_FREE : ROOM_BUSY;
 }
 
 enum gate_take
@@ -67,13 +73,18 @@ gate_take(const struct gate_limit *lim, struct gate_slot *slots, unsigned n,
           unsigned i, struct outbox_item *it, int64_t mono)
 {
 	struct gate_slot *s = &slots[i];
+	enum room room = ROOM_FREE;
 
 	if (s->state == GATE_OPEN)
 		return GATE_PASS;
-	/* No channel for its probe: on the publish channel. */
-	if (s->state == GATE_UNPROVEN && s->channel == GATE_CH_CLOSED &&
-	    !may_open(lim, slots, n))
+	/* Its channel to open: a limit of channels may leave none now (it
+	 * waits for one) or none at all (on the publish channel). */
+	if (s->channel == GATE_CH_CLOSED &&
+	    (room = room_for_one(lim, slots, n)) == ROOM_NONE &&
+	    TAILQ_EMPTY(&s->waiters)) {
+		s->state = GATE_UNPROVEN;
 		return GATE_PASS;
+	}
 	if (s->state == GATE_UNPROVEN) {
 		s->state = GATE_PROBING;
 		s->since = mono;
@@ -83,9 +94,27 @@ gate_take(const struct gate_limit *lim, struct gate_slot *slots, unsigned n,
 	/* The probe itself: none is out, and its channel is ready. */
 	if (s->probe == NULL && s->channel == GATE_CH_READY)
 		return GATE_PROBE;
-	/* It waits for the probe: its channel opening, or its confirm. */
+	/* It waits for the probe: its channel opening (or to open), or its
+	 * confirm. */
 	TAILQ_INSERT_TAIL(&s->waiters, it, link);
-	return gate_open(s) ? GATE_WAIT_OPEN : GATE_WAIT;
+	return room == ROOM_FREE && gate_open(s) ? GATE_WAIT_OPEN : GATE_WAIT;
+}
+
+int
+gate_next_open(const struct gate_limit *lim, struct gate_slot *slots,
+               unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct gate_slot *s = &slots[i];
+		if (s->state != GATE_PROBING || s->channel != GATE_CH_CLOSED ||
+		    TAILQ_EMPTY(&s->waiters))
+			continue;
+		if (room_for_one(lim, slots, n) != ROOM_FREE)
+			return -1;
+		gate_open(s);
+		return (int)i;
+	}
+	return -1;
 }
 
 void
@@ -213,10 +242,13 @@ gate_limit_met(struct gate_limit *lim, const struct gate_slot *slots,
 int64_t
 gate_due(const struct gate_slot *s)
 {
-	if (s->state != GATE_PROBING || s->probe == NULL ||
-	    (s->slow && TAILQ_EMPTY(&s->waiters)))
+	if (s->state != GATE_PROBING || (s->slow && TAILQ_EMPTY(&s->waiters)))
 		return INT64_MAX;
-	return s->since + GATE_WAIT_MS;
+	if (s->probe != NULL)
+		return s->since + GATE_WAIT_MS;
+	/* No probe out yet: its channel opening, or waiting for room. */
+	return TAILQ_EMPTY(&s->waiters) ? INT64_MAX
+	                                : s->since + GATE_OPEN_WAIT_MS;
 }
 
 int

@@ -318,6 +318,8 @@ class Daemon:
         write_config(self.config, broker.url, merged)
         self.logpath = os.path.join(tmpdir, self.prefix + ".log")
         self.proc = None
+        # Another build's daemon, to measure against (tools, by hand).
+        self.binary = CASCADE
         DAEMONS.append(self)
         # Run in the child before the daemon (a resource limit, say).
         self.preexec = None
@@ -327,7 +329,7 @@ class Daemon:
         self.logfile = open(self.logpath, "ab")
         env = dict(os.environ)
         env.pop("CASCADE_BROKER_URL", None)
-        self.proc = subprocess.Popen([CASCADE, "-c", self.config],
+        self.proc = subprocess.Popen([self.binary, "-c", self.config],
                                      stdout=self.logfile,
                                      stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=self.preexec)
@@ -514,7 +516,7 @@ def loopback6():
         return False
 
 
-def metrics_daemon(daemon_factory, **sections):
+def metrics_daemon(daemon_factory, start=True, **sections):
     """A daemon serving /metrics, and the URL to scrape.  On a port of its
     own, not 0: cascade-ctl status reads the targets from the address in
     the config, and some tests restart the daemon and scrape it again."""
@@ -522,7 +524,7 @@ def metrics_daemon(daemon_factory, **sections):
     s = {"metrics": {"listen": "127.0.0.1:%d" % port}}
     for k, v in sections.items():
         s.setdefault(k, {}).update(v)
-    d = daemon_factory(s)
+    d = daemon_factory(s, start=start)
     return d, "http://127.0.0.1:%d" % port
 
 

@@ -20,6 +20,9 @@ CASCADE_BURST_N sets the count (30,000).  By hand, CASCADE_BURST_ARGS
 replaces the benchmark's `--at 30s` with other arguments of `cascade-bench
 run`, for the ordinary busy hour beside the burst: e.g. `-r 500 --dist
 uniform:1s:30s`, a steady 500 a second with delays spread over 30 s.
+And CASCADE_BURST_BEFORE, a build directory of an earlier tree, runs
+that tree's daemon beside this one's, both with the default window, to
+measure what a change costs a burst (docs/performance.md).
 """
 import json
 import os
@@ -42,11 +45,15 @@ TOPOLOGY = dict({"resolution": "2s", "factor": "2", "levels": "6"},
                    if os.environ.get("CASCADE_TEST_MODE") else {}))
 
 
-def start_burst(daemon_factory, window):
-    """A daemon of its own and the benchmark's burst through it, started:
-    (daemon, bench process, label)."""
+def start_burst(daemon_factory, window, build=None):
+    """A daemon of its own (build's, or this tree's) and the benchmark's
+    burst through it, started: (daemon, bench process, label)."""
     router = {} if window is None else {"reorder_window": window}
-    d, _ = metrics_daemon(daemon_factory, topology=TOPOLOGY, router=router)
+    d, _ = metrics_daemon(daemon_factory, start=False, topology=TOPOLOGY,
+                          router=router)
+    if build is not None:
+        d.binary = os.path.join(build, "cascade")
+    d.start()
     queue = "burst-" + d.prefix
     how = os.environ.get("CASCADE_BURST_ARGS", "--at %ds" % AT_S).split()
     bench = subprocess.Popen(
@@ -55,7 +62,8 @@ def start_burst(daemon_factory, window):
          "--mover-pid", str(d.proc.pid)] +
         how,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return d, bench, window or "default"
+    return d, bench, (window or "default") + (" (%s)" % build if build
+                                               else "")
 
 
 def result_of(d, bench, label):
@@ -78,9 +86,14 @@ def test_a_burst_due_together_is_no_later_for_the_reorder_window(
     # Both at once, due at the same instant: they share the broker and the
     # machine alike, which two runs one after the other on a shared
     # machine do not.
-    runs = [start_burst(daemon_factory, "0s"),
+    before = os.environ.get("CASCADE_BURST_BEFORE")
+    runs = [start_burst(daemon_factory, None, before) if before else
+            start_burst(daemon_factory, "0s"),
             start_burst(daemon_factory, None)]
     (off, _), (on, metrics) = [result_of(*r) for r in runs]
+    if before:
+        # Against an earlier tree, not the window off: nothing more here.
+        return
     assert total(metrics, "cascade_reorder_total") == 0, \
         "the window held a burst nothing disrupted"
     if TOPOLOGY.get("native_window") is None:

@@ -389,24 +389,30 @@ def test_a_users_channel_limit_costs_a_connection_or_two(fault_broker,
     (`max-channels`): RabbitMQ answers a channel.open past it by closing
     the whole connection (530 NOT_ALLOWED), and a delay level's first
     publish since connecting opens a channel of its own (section 4.3).
-    With room for the daemon's four channels and two more, messages
-    spread over every level at once cost the connection twice at most:
-    the daemon learns the limit, says so, and opens no more than that
-    from then on, so a second batch costs none.  Every message arrives,
-    none early, none over a second late, in both."""
+    With room for the daemon's four channels and two more, a backlog
+    waiting for the daemon when it starts (its first hops into several
+    levels at once) costs the connection twice at most: the daemon learns
+    the limit, says so, and opens no more than that from then on, so a
+    second batch costs none.  Every message arrives, none early; none
+    over a second late in the second batch, and in the first none later
+    than the reconnect allows."""
     user = "few-channels-" + uuid.uuid4().hex[:8]
     fault_broker.add_user(user, "secret", ".*", ".*", ".*")
     fault_broker.ctl("set_user_limits", user, '{"max-channels": 6}')
     url = fault_broker.url.replace("guest:guest@", "%s:secret@" % user)
     d = fast_daemon(fault_broker, tmp_path, broker={"url": url}).start()
+    # Its topology declared; the first batch waits for it in P.ingress.
+    assert d.stop() == 0
     losses = []
     try:
         for run in ("first", "second"):
             q = "limited-%s-%s" % (run, d.prefix)
             col = Collector(fault_broker.url, q)
             col.start()
-            sent = publish_batch(fault_broker.url, d.prefix, q, 120, 200,
+            sent = publish_batch(fault_broker.url, d.prefix, q, 120, 2000,
                                  12000)
+            if run == "first":
+                d.start()
             col.wait_for(set(sent), timeout=40,
                          settled=lambda: idle(fault_broker, d.prefix, q))
             check(report("a user's channel limit, %s" % run, sent,
@@ -414,7 +420,10 @@ def test_a_users_channel_limit_costs_a_connection_or_two(fault_broker,
             late = [at - s - delay / 1000.0
                     for at, mid in col.arrivals
                     for s, delay in [sent[mid]]]
-            assert max(late) < 1.0 * LATE_SCALE, sorted(late)[-5:]
+            # The first batch: what was in flight when the connection
+            # was lost comes again after the reconnect (1 s at most).
+            bound = 1.0 if run == "second" else 2.5
+            assert max(late) < bound * LATE_SCALE, sorted(late)[-5:]
             losses.append(re.findall(
                 r"msg=connection_lost reason=\"([^\"]*)", d.log()))
         first, both = losses

@@ -168,14 +168,14 @@ Test(gate, what_waits_waits_a_second_from_the_probes_publish)
 	cr_assert_eq(gate_due(&s), 1010 + GATE_WAIT_MS);
 }
 
-Test(gate, its_wait_does_not_count_while_its_channel_opens)
+Test(gate, while_its_channel_opens_it_waits_five_seconds_then_one)
 {
 	struct gate_slot other;
 
 	gate_reset(&other);
 	cr_assert_eq(TAKE(&a, 1000), GATE_WAIT_OPEN);
-	/* No probe out yet: nothing to time. */
-	cr_assert_eq(gate_due(&s), INT64_MAX);
+	/* No probe out yet: the channel's open and select, bounded too. */
+	cr_assert_eq(gate_due(&s), 1000 + GATE_OPEN_WAIT_MS);
 	channel_ready();
 	cr_assert_eq(gate_next_probe(&s), &a);
 	cr_assert_eq(TAKE(&a, 4000), GATE_PROBE);
@@ -310,10 +310,31 @@ Test(gate, the_room_counts_every_channel_not_closed)
 	struct outbox_item x;
 
 	lim.room = 2;
+	lim.serial = 1;
 	four(GATE_CH_READY, GATE_CH_CLOSING, GATE_CH_CLOSED, GATE_CH_CLOSED);
-	cr_assert_eq(gate_take(&lim, g, 4, 2, &x, 0), GATE_PASS);
-	four(GATE_CH_READY, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
-	cr_assert_eq(gate_take(&lim, g, 4, 2, &x, 0), GATE_WAIT_OPEN);
+	/* Both taken (one closing once proven): it waits for room. */
+	cr_assert_eq(gate_take(&lim, g, 4, 2, &x, 100), GATE_WAIT);
+	cr_assert_eq(g[2].channel, GATE_CH_CLOSED);
+	cr_assert_eq(gate_next_open(&lim, g, 4), -1);
+	cr_assert_eq(gate_due(&g[2]), 100 + GATE_OPEN_WAIT_MS);
+	/* The closing one closed: it opens, alone. */
+	gate_close_ok(&g[1]);
+	cr_assert_eq(gate_next_open(&lim, g, 4), 2);
+	cr_assert_eq(g[2].channel, GATE_CH_OPENING);
+	cr_assert_eq(gate_next_open(&lim, g, 4), -1);
+	TAILQ_REMOVE(&g[2].waiters, &x, link);
+}
+
+Test(gate, with_no_room_at_all_every_queue_goes_ungated)
+{
+	struct outbox_item x;
+
+	lim.room = 0;
+	lim.serial = 1;
+	four(GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_take(&lim, g, 4, 3, &x, 0), GATE_PASS);
+	cr_assert_eq(g[3].state, GATE_UNPROVEN);
+	cr_assert_eq(gate_next_open(&lim, g, 4), -1);
 }
 
 Test(gate, a_close_not_over_an_opening_channel_teaches_nothing)
@@ -340,12 +361,18 @@ Test(gate, opens_that_went_together_keep_one_channel_the_first_time)
 	four(GATE_CH_OPENING, GATE_CH_OPENING, GATE_CH_OPENING, GATE_CH_CLOSED);
 	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
 	cr_assert_eq(lim.room, 1);
-	/* One at a time from now on: with one opening, no other opens. */
+	/* One at a time from now on: with one opening, the next waits for
+	 * its open-ok, then opens. */
 	four(GATE_CH_OPENING, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
 	lim.room = 3;
 	{
 		struct outbox_item x;
-		cr_assert_eq(gate_take(&lim, g, 4, 1, &x, 0), GATE_PASS);
+		cr_assert_eq(gate_take(&lim, g, 4, 1, &x, 0), GATE_WAIT);
+		cr_assert_eq(g[1].channel, GATE_CH_CLOSED);
+		cr_assert_eq(gate_next_open(&lim, g, 4), -1);
+		gate_opened(&g[0]);
+		cr_assert_eq(gate_next_open(&lim, g, 4), 1);
+		TAILQ_REMOVE(&g[1].waiters, &x, link);
 	}
 }
 
@@ -353,6 +380,11 @@ Test(gate, every_later_limit_met_lowers_it_down_to_none)
 {
 	lim.room = 1;
 	lim.serial = 1;
+	four(GATE_CH_OPENING, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
+	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
+	cr_assert_eq(lim.room, 0);
+	/* Opening one at a time, none in use: none. */
+	lim.room = 3;
 	four(GATE_CH_OPENING, GATE_CH_CLOSED, GATE_CH_CLOSED, GATE_CH_CLOSED);
 	cr_assert_eq(gate_limit_met(&lim, g, 4), 1);
 	cr_assert_eq(lim.room, 0);
