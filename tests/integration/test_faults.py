@@ -409,8 +409,8 @@ def test_a_users_channel_limit_costs_a_connection_or_two(fault_broker,
             q = "limited-%s-%s" % (run, d.prefix)
             col = Collector(fault_broker.url, q)
             col.start()
-            sent = publish_batch(fault_broker.url, d.prefix, q, 120, 1000,
-                                 4000)
+            sent = publish_batch(fault_broker.url, d.prefix, q, 120, 1500,
+                                 7000)
             if run == "first":
                 d.start()
             col.wait_for(set(sent), timeout=40,
