@@ -434,8 +434,11 @@ def test_a_users_channel_limit_costs_a_connection_or_two(fault_broker,
                   re.findall(r"msg=channels_limited channels=(\d+) ",
                              d.log())]
         assert len(learnt) == len(both), (learnt, both)
-        # Room for two of the gate's channels beside the daemon's four.
-        assert all(n <= 2 for n in learnt), learnt
+        # Room for two of the gate's channels beside the daemon's four,
+        # at last: RabbitMQ counts a user's channels a little after they
+        # open (4.0.5 let three through once, then refused a fourth).
+        assert learnt == sorted(learnt, reverse=True), learnt
+        assert not learnt or learnt[-1] <= 2, learnt
         assert d.stop() == 0
     finally:
         fault_broker.delete_user(user)
