@@ -308,10 +308,7 @@ daemon_gate_release(struct daemon *d, struct gate_slot *s, int replan)
 		else
 			daemon_send(d, MESSAGE_OF(it));
 	}
-	while ((it = TAILQ_FIRST(&waiting)) != NULL) {
-		TAILQ_REMOVE(&waiting, it, link);
-		message_free(MESSAGE_OF(it));
-	}
+	outbox_drop_list(&waiting, message_free_item, NULL);
 }
 
 void

@@ -270,24 +270,14 @@ gate_unblocked(struct gate_slot *s, int64_t mono)
 unsigned
 gate_inflight(const struct gate_slot *s)
 {
-	const struct outbox_item *it;
-	unsigned n = s->probe != NULL;
-
-	TAILQ_FOREACH(it, &s->waiters, link)
-		n++;
-	return n;
+	return (s->probe != NULL) + outbox_count(&s->waiters);
 }
 
 void
 gate_drop(struct gate_slot *s, outbox_free_fn free_item, void *ctx,
           int waiters_only)
 {
-	struct outbox_item *it;
-
-	while ((it = TAILQ_FIRST(&s->waiters)) != NULL) {
-		TAILQ_REMOVE(&s->waiters, it, link);
-		free_item(it, ctx);
-	}
+	outbox_drop_list(&s->waiters, free_item, ctx);
 	if (waiters_only)
 		return;
 	if (s->probe != NULL)
